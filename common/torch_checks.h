@@ -1,0 +1,130 @@
+// Argument checks shared by every backend's torch-facing entry points.
+// Kernels see a tensor as `rows` rows of `cols` contiguous elements, `row_stride`
+// elements apart; these helpers prove that view is valid or say why not.
+#pragma once
+
+#include <ATen/Dispatch.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
+
+#include <cstdint>
+
+// The activation dtypes every op accepts: fp32, fp16, bf16 (scalar_t inside).
+#define IK_DISPATCH_FLOAT_TYPES(TYPE, NAME, ...)                   \
+  AT_DISPATCH_SWITCH(TYPE, NAME,                                   \
+                     AT_DISPATCH_CASE(at::kFloat, __VA_ARGS__)     \
+                     AT_DISPATCH_CASE(at::kHalf, __VA_ARGS__)      \
+                     AT_DISPATCH_CASE(at::kBFloat16, __VA_ARGS__))
+
+namespace inference_kernels {
+
+struct RowView {
+  int64_t rows;
+  int64_t cols;
+  int64_t row_stride;  // in elements
+};
+
+// The last dimension must be contiguous and the leading dimensions must
+// collapse into one stride (a slice of rows, or columns [a:b] of a wider
+// tensor, is fine; a transposed tensor is not).
+inline RowView row_view(const at::Tensor& t, const char* name) {
+  TORCH_CHECK(t.dim() >= 1, name, " must have at least one dimension, got a scalar");
+  const int64_t cols = t.size(-1);
+  TORCH_CHECK(cols == 1 || t.stride(-1) == 1, name,
+              " must be contiguous in its last dimension, got stride ", t.stride(-1),
+              " (call .contiguous() first)");
+  const int64_t rows = cols == 0 ? 0 : t.numel() / cols;
+  int64_t row_stride = cols;
+  // Walk the leading dims from the innermost outwards; size-1 dims carry no
+  // layout information.
+  bool have_stride = false;
+  int64_t expect = 0;
+  for (int64_t d = t.dim() - 2; d >= 0; --d) {
+    if (t.size(d) == 1) continue;
+    if (!have_stride) {
+      row_stride = t.stride(d);
+      expect = row_stride * t.size(d);
+      have_stride = true;
+    } else {
+      TORCH_CHECK(t.stride(d) == expect, name, " has leading dimensions that cannot be ",
+                  "viewed as one row dimension (sizes ", t.sizes(), ", strides ", t.strides(),
+                  "); call .contiguous() first");
+      expect *= t.size(d);
+    }
+  }
+  TORCH_CHECK(rows <= 1 || row_stride >= cols, name, " rows overlap (row stride ", row_stride,
+              " < row length ", cols, ")");
+  return {rows, cols, row_stride};
+}
+
+inline void check_float_dtype(const at::Tensor& t, const char* name) {
+  const auto st = t.scalar_type();
+  TORCH_CHECK(st == at::kFloat || st == at::kHalf || st == at::kBFloat16, name,
+              " must be float32, float16 or bfloat16, got ", st);
+}
+
+inline void check_same(const at::Tensor& t, const at::Tensor& ref, const char* name,
+                       const char* ref_name) {
+  TORCH_CHECK(t.device() == ref.device(), name, " must be on the same device as ", ref_name,
+              " (", ref.device(), "), got ", t.device());
+  TORCH_CHECK(t.scalar_type() == ref.scalar_type(), name, " must have the dtype of ", ref_name,
+              " (", ref.scalar_type(), "), got ", t.scalar_type());
+}
+
+inline void check_device(const at::Tensor& t, c10::DeviceType type, const char* name) {
+  TORCH_CHECK(t.device().type() == type, name, " must be a ", c10::DeviceTypeName(type),
+              " tensor, got one on ", t.device());
+}
+
+// A norm weight: one contiguous vector whose length is the row length.
+inline void check_norm_weight(const at::Tensor& weight, const at::Tensor& x) {
+  check_same(weight, x, "weight", "x");
+  TORCH_CHECK(weight.dim() == 1 && weight.size(0) == x.size(-1),
+              "weight must have shape [", x.size(-1), "] (the last dimension of x), got ",
+              weight.sizes());
+  TORCH_CHECK(weight.stride(0) == 1 || weight.size(0) <= 1, "weight must be contiguous, got stride ",
+              weight.stride(0));
+}
+
+inline void check_same_shape(const at::Tensor& t, const at::Tensor& ref, const char* name,
+                             const char* ref_name) {
+  TORCH_CHECK(t.sizes() == ref.sizes(), name, " must have the shape of ", ref_name, " ",
+              ref.sizes(), ", got ", t.sizes());
+}
+
+// rms_norm(out, x, weight, eps) and fused_add_rms_norm(x, residual, weight, eps):
+// the checks every backend makes before it touches memory.
+inline void check_eps(double eps) {
+  TORCH_CHECK(eps >= 0.0, "eps must be non-negative, got ", eps);
+}
+
+inline void check_rms_norm_args(const at::Tensor& out, const at::Tensor& x,
+                                const at::Tensor& weight, double eps, c10::DeviceType type) {
+  check_device(x, type, "x");
+  check_float_dtype(x, "x");
+  check_same(out, x, "out", "x");
+  check_same_shape(out, x, "out", "x");
+  check_norm_weight(weight, x);
+  check_eps(eps);
+  // out may be x itself (each element is read before it is written by the same
+  // thread), but never a partial overlap.
+  at::assert_no_partial_overlap(out, x);
+  at::assert_no_overlap(out, weight);
+}
+
+inline void check_fused_add_rms_norm_args(const at::Tensor& x, const at::Tensor& residual,
+                                          const at::Tensor& weight, double eps,
+                                          c10::DeviceType type) {
+  check_device(x, type, "x");
+  check_float_dtype(x, "x");
+  check_same(residual, x, "residual", "x");
+  check_same_shape(residual, x, "residual", "x");
+  check_norm_weight(weight, x);
+  check_eps(eps);
+  at::assert_no_overlap(x, residual);
+  at::assert_no_overlap(x, weight);
+  at::assert_no_overlap(residual, weight);
+}
+
+}  // namespace inference_kernels

@@ -1,0 +1,17 @@
+// Entry points of each backend, as the op registrations in torch_binding.cpp see
+// them. A build compiles one backend, so only its block is declared.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#if defined(CPU_KERNEL)
+void rms_norm_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& weight, double eps);
+void fused_add_rms_norm_cpu(at::Tensor& x, at::Tensor& residual, const at::Tensor& weight,
+                            double eps);
+#endif
+
+#if defined(CUDA_KERNEL)
+void rms_norm_cuda(at::Tensor& out, const at::Tensor& x, const at::Tensor& weight, double eps);
+void fused_add_rms_norm_cuda(at::Tensor& x, at::Tensor& residual, const at::Tensor& weight,
+                             double eps);
+#endif
