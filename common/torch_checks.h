@@ -102,6 +102,7 @@ inline void check_eps(double eps) {
 inline void check_rms_norm_args(const at::Tensor& out, const at::Tensor& x,
                                 const at::Tensor& weight, double eps, c10::DeviceType type) {
   check_device(x, type, "x");
+  TORCH_CHECK(x.dim() >= 1, "x must have at least one dimension, got a scalar");
   check_float_dtype(x, "x");
   check_same(out, x, "out", "x");
   check_same_shape(out, x, "out", "x");
@@ -117,6 +118,7 @@ inline void check_fused_add_rms_norm_args(const at::Tensor& x, const at::Tensor&
                                           const at::Tensor& weight, double eps,
                                           c10::DeviceType type) {
   check_device(x, type, "x");
+  TORCH_CHECK(x.dim() >= 1, "x must have at least one dimension, got a scalar");
   check_float_dtype(x, "x");
   check_same(residual, x, "residual", "x");
   check_same_shape(residual, x, "residual", "x");

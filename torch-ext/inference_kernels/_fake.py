@@ -5,8 +5,15 @@ import torch
 from ._ops import add_op_namespace_prefix
 
 
+def _check_same_device(t: torch.Tensor, name: str, x: torch.Tensor) -> None:
+    torch._check(t.device == x.device,
+                 lambda: f"{name} must be on the same device as x ({x.device}), got {t.device}")
+
+
 @torch.library.register_fake(add_op_namespace_prefix("rms_norm"))
 def _rms_norm_fake(out: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, eps: float) -> None:
+    _check_same_device(weight, "weight", x)
+    _check_same_device(out, "out", x)
     torch._check(out.shape == x.shape, lambda: f"out must have the shape of x {tuple(x.shape)}")
     torch._check(weight.dim() == 1 and weight.shape[0] == x.shape[-1],
                  lambda: f"weight must have shape [{x.shape[-1]}], got {tuple(weight.shape)}")
@@ -15,6 +22,8 @@ def _rms_norm_fake(out: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, eps
 @torch.library.register_fake(add_op_namespace_prefix("fused_add_rms_norm"))
 def _fused_add_rms_norm_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
                              eps: float) -> None:
+    _check_same_device(weight, "weight", x)
+    _check_same_device(residual, "residual", x)
     torch._check(residual.shape == x.shape, lambda: f"residual must have the shape of x {tuple(x.shape)}")
     torch._check(weight.dim() == 1 and weight.shape[0] == x.shape[-1],
                  lambda: f"weight must have shape [{x.shape[-1]}], got {tuple(weight.shape)}")

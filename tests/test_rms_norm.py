@@ -1,0 +1,189 @@
+"""rms_norm and fused_add_rms_norm against an fp64 reference, through the built kernel."""
+
+import pytest
+import torch
+
+from reference import assert_close, poisoned_like, rms_norm_ref
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+HIDDEN = [1, 3, 127, 5120, 16385]
+ROWS = [0, 1, 7]
+EPS = 1e-6
+
+
+def rand(shape, dtype, device):
+    # Offset so rows have a non-zero mean: a norm must not assume centred data.
+    return (torch.randn(shape, dtype=torch.float32, device=device) + 0.25).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("hidden", HIDDEN)
+@pytest.mark.parametrize("rows", ROWS)
+def test_rms_norm(ik, device, dtype, hidden, rows):
+    x = rand((rows, hidden), dtype, device)
+    w = rand((hidden,), dtype, device)
+    x_before = x.clone()
+    out = poisoned_like(x)
+    res = ik.rms_norm(x, w, EPS, out=out)
+    assert res is out
+    assert torch.equal(x, x_before), "rms_norm wrote to its input"
+    if rows:
+        assert_close(out, rms_norm_ref(x, w, EPS), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rms_norm_3d_and_allocated_out(ik, device, dtype):
+    x = rand((2, 5, 4096), dtype, device)
+    w = rand((4096,), dtype, device)
+    out = ik.rms_norm(x, w, EPS)
+    assert out.shape == x.shape and out.is_contiguous()
+    assert_close(out, rms_norm_ref(x, w, EPS), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rms_norm_matches_hf_rounding(ik, device, dtype):
+    """HF LlamaRMSNorm rounds the normalised value to the dtype before the weight."""
+    x = rand((9, 2048), dtype, device)
+    w = rand((2048,), dtype, device)
+    xf = x.float()
+    hf = w * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS)).to(dtype)
+    out = ik.rms_norm(x, w, EPS)
+    # Same formula, different summation order: at most one ulp apart.
+    ulp = {torch.float32: 2e-6, torch.float16: 1e-3, torch.bfloat16: 8e-3}[dtype]
+    torch.testing.assert_close(out, hf, rtol=ulp, atol=ulp)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("hidden", [8, 4096, 5123])
+def test_rms_norm_strided_rows(ik, device, dtype, hidden):
+    """Columns [3:3+hidden] of a wider tensor (misaligned), and every other row."""
+    wide = rand((11, hidden + 5), dtype, device)
+    x = wide[:, 3:3 + hidden]
+    w = rand((hidden,), dtype, device)
+    out_wide = poisoned_like(wide)
+    out = out_wide[:, 1:1 + hidden]
+    ik.rms_norm(x, w, EPS, out=out)
+    assert_close(out, rms_norm_ref(x, w, EPS), dtype)
+    # The kernel must not write outside its view.
+    assert out_wide[:, :1].isnan().all() and out_wide[:, 1 + hidden:].isnan().all()
+
+    x2 = rand((14, hidden), dtype, device)[::2]
+    assert_close(ik.rms_norm(x2, w, EPS), rms_norm_ref(x2, w, EPS), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rms_norm_misaligned_storage(ik, device, dtype):
+    """A tensor starting one element into its storage takes the scalar path."""
+    hidden = 4096
+    buf = rand((3 * hidden + 1,), dtype, device)
+    x = buf[1:].view(3, hidden)
+    w = rand((hidden + 1,), dtype, device)[1:]
+    assert_close(ik.rms_norm(x, w, EPS), rms_norm_ref(x, w, EPS), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rms_norm_in_place(ik, device, dtype):
+    x = rand((6, 5120), dtype, device)
+    w = rand((5120,), dtype, device)
+    ref = rms_norm_ref(x, w, EPS)
+    ik.rms_norm(x, w, EPS, out=x)
+    assert_close(x, ref, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("hidden", HIDDEN)
+@pytest.mark.parametrize("rows", ROWS)
+def test_fused_add_rms_norm(ik, device, dtype, hidden, rows):
+    x = rand((rows, hidden), dtype, device)
+    r = rand((rows, hidden), dtype, device)
+    w = rand((hidden,), dtype, device)
+    expected_sum = x + r  # torch rounds the sum to the dtype, as the op must
+    x_io, r_io = x.clone(), r.clone()
+    assert ik.fused_add_rms_norm(x_io, r_io, w, EPS) is None
+    assert torch.equal(r_io, expected_sum), "residual must be exactly x + residual in the dtype"
+    if rows:
+        assert_close(x_io, rms_norm_ref(expected_sum, w, EPS), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fused_add_rms_norm_strided(ik, device, dtype):
+    hidden = 4096
+    xw = rand((5, hidden + 8), dtype, device)
+    rw = rand((5, hidden + 3), dtype, device)
+    x, r = xw[:, 8:], rw[:, 3:]
+    w = rand((hidden,), dtype, device)
+    expected_sum = x + r
+    xw_before = xw.clone()
+    ik.fused_add_rms_norm(x, r, w, EPS)
+    assert torch.equal(r, expected_sum)
+    assert_close(x, rms_norm_ref(expected_sum, w, EPS), dtype)
+    assert torch.equal(xw[:, :8], xw_before[:, :8]), "wrote outside the view"
+
+
+def test_eps_is_used(ik, device):
+    x = torch.full((2, 64), 1e-3, device=device)
+    w = torch.ones(64, device=device)
+    out = ik.rms_norm(x, w, 1.0)
+    assert_close(out, rms_norm_ref(x, w, 1.0), torch.float32)
+
+
+# ---- errors: every bad input is refused with a message naming what was expected.
+
+def test_rejects_bad_dtype(ik, device):
+    x = torch.randn(4, 16, device=device, dtype=torch.float64)
+    with pytest.raises(RuntimeError, match="float32, float16 or bfloat16"):
+        ik.rms_norm(x, torch.randn(16, device=device, dtype=torch.float64), EPS)
+    xi = torch.ones(4, 16, device=device, dtype=torch.int32)
+    with pytest.raises(RuntimeError, match="float32, float16 or bfloat16"):
+        ik.fused_add_rms_norm(xi, xi.clone(), torch.ones(16, device=device, dtype=torch.int32), EPS)
+
+
+def test_rejects_mismatched_weight(ik, device):
+    x = torch.randn(4, 16, device=device)
+    with pytest.raises(RuntimeError, match=r"weight must have shape \[16\]"):
+        ik.rms_norm(x, torch.randn(15, device=device), EPS)
+    with pytest.raises(RuntimeError, match="weight must have the dtype of x"):
+        ik.rms_norm(x, torch.randn(16, device=device, dtype=torch.float16), EPS)
+    with pytest.raises(RuntimeError, match="weight must be contiguous"):
+        ik.rms_norm(x, torch.randn(32, device=device)[::2], EPS)
+
+
+def test_rejects_bad_out_and_residual(ik, device):
+    x = torch.randn(4, 16, device=device)
+    w = torch.randn(16, device=device)
+    with pytest.raises(RuntimeError, match="out must have the shape of x"):
+        ik.rms_norm(x, w, EPS, out=torch.empty(4, 17, device=device))
+    with pytest.raises(RuntimeError, match="out must have the dtype of x"):
+        ik.rms_norm(x, w, EPS, out=torch.empty(4, 16, device=device, dtype=torch.bfloat16))
+    with pytest.raises(RuntimeError, match="residual must have the shape of x"):
+        ik.fused_add_rms_norm(x, torch.randn(4, 15, device=device), w, EPS)
+    with pytest.raises(RuntimeError, match="overlap|memory location"):
+        ik.fused_add_rms_norm(x, x, w, EPS)
+    with pytest.raises(RuntimeError, match="eps must be non-negative"):
+        ik.rms_norm(x, w, -1.0)
+
+
+def test_rejects_bad_layout(ik, device):
+    w = torch.randn(16, device=device)
+    xt = torch.randn(16, 4, device=device).t()
+    with pytest.raises(RuntimeError, match="contiguous in its last dimension"):
+        ik.rms_norm(xt, w, EPS)
+    # [2, 3, 16] with its two leading dims transposed: no single row stride exists.
+    x3 = torch.randn(3, 2, 16, device=device).transpose(0, 1)
+    with pytest.raises(RuntimeError, match="cannot be viewed as one row dimension"):
+        ik.rms_norm(x3, w, EPS)
+    with pytest.raises(RuntimeError, match="at least one dimension"):
+        ik.rms_norm(torch.tensor(1.0, device=device), torch.randn(1, device=device), EPS)
+
+
+def test_rejects_wrong_device(ik, device):
+    x = torch.randn(4, 16)
+    if device == "cuda":
+        with pytest.raises(RuntimeError, match="weight must be on the same device as x"):
+            ik.rms_norm(x.cuda(), torch.randn(16), EPS)
+        # The CUDA variant has no CPU kernel: torch's dispatcher says so.
+        with pytest.raises(NotImplementedError):
+            ik.rms_norm(x, torch.randn(16), EPS)
+    else:
+        with pytest.raises(RuntimeError, match="weight must be on the same device as x"):
+            ik.rms_norm(x, torch.randn(16, device="meta"), EPS)
