@@ -19,12 +19,15 @@ Usage (GPU machine, from the repo root):
   python benchmarks/bench_rms_norm.py            # full sweep
   python benchmarks/bench_rms_norm.py --quick    # a few points
   python benchmarks/bench_rms_norm.py --cpu-smoke  # CPU, tiny shapes: checks the script itself
-Results: $OUT/bench_rms_norm.{md,json} if OUT is set, else benchmarks/out/.
+Results: $OUT/bench_rms_norm.{md,json} if OUT is set, else benchmarks/out/
+(--name changes the base name, e.g. to split the sweep over several runs:
+ --hidden 16384 --name rms_16384).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import platform
 import sys
@@ -81,24 +84,22 @@ def load_liger():
     casting_mode="llama" is HF LlamaRMSNorm's rounding; in_place only affects backward.
     """
     try:
-        import liger_kernel  # noqa: F401
+        import liger_kernel  # noqa: F401  (only to tell "not installed" from other failures)
     except ImportError as e:
         # a missing dependency of liger (e.g. triton) is not "not installed"
         print("liger: not installed" if e.name == "liger_kernel" else f"liger: import failed: {e}")
         return None, None
     rms = fused = None
     try:
-        from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+        from liger_kernel.ops.rms_norm import LigerRMSNormFunction as RMS
 
-        def rms(x, w, eps):
-            return LigerRMSNormFunction.apply(x, w, eps, 0.0, "llama", False, None)
+        rms = lambda x, w, eps: RMS.apply(x, w, eps, 0.0, "llama", False, None)  # noqa: E731
     except Exception as e:  # noqa: BLE001
         print(f"liger: rms_norm import failed: {type(e).__name__}: {e}")
     try:
-        from liger_kernel.ops.fused_add_rms_norm import LigerFusedAddRMSNormFunction
+        from liger_kernel.ops.fused_add_rms_norm import LigerFusedAddRMSNormFunction as Fused
 
-        def fused(x, r, w, eps):
-            return LigerFusedAddRMSNormFunction.apply(x, r, w, eps, 0.0, "llama", False)
+        fused = lambda x, r, w, eps: Fused.apply(x, r, w, eps, 0.0, "llama", False)  # noqa: E731
     except Exception as e:  # noqa: BLE001
         print(f"liger: fused_add_rms_norm import failed: {type(e).__name__}: {e}")
     return rms, fused
@@ -168,7 +169,7 @@ def sweep_rms(impls, hidden, rows_list, args, dev, dtype, bw, md, results):
                 if errs[name] is None:
                     times[name] = None
                     continue
-                times[name] = measure(name, lambda i, f=f: f(xs[i], w, eps), n_rot, dev, log)
+                times[name] = measure(name, lambda i, f=f, xs=xs: f(xs[i], w, eps), n_rot, dev, log)
             del xs
             if dev == "cuda":
                 torch.cuda.empty_cache()
@@ -229,7 +230,7 @@ def sweep_fused(impls, hidden, rows_list, args, dev, dtype, bw, md, results):
                 if errs[name] is None:
                     times[name] = None
                     continue
-                times[name] = measure(name, lambda i, f=f: f(xs[i], rs[i], w, eps), n_rot, dev, log)
+                times[name] = measure(name, lambda i, f=f, xs=xs, rs=rs: f(xs[i], rs[i], w, eps), n_rot, dev, log)
             del xs, rs
             if dev == "cuda":
                 torch.cuda.empty_cache()
@@ -266,6 +267,8 @@ def parse_args(argv=None):
     p.add_argument("--no-liger", action="store_true", help="skip the liger column")
     p.add_argument("--no-rotate", action="store_true", help="one input copy (L2-hot inputs)")
     p.add_argument("--rotate-mb", type=int, default=200, help="total size of rotated input copies")
+    p.add_argument("--name", default="bench_rms_norm",
+                   help="base name of the .md/.json results (to keep several runs apart)")
     p.add_argument("--cpu-smoke", action="store_true",
                    help="run on CPU with tiny shapes to check the script (timings meaningless)")
     return p.parse_args(argv)
@@ -325,20 +328,21 @@ def main(argv=None) -> int:
     bw = harness.copy_bandwidth(device=dev)
     gpu = torch.cuda.get_device_name() if dev == "cuda" else platform.processor() or "cpu"
     versions = {"torch": torch.__version__, "cuda": torch.version.cuda}
-    for mod in ("triton", "liger_kernel", "kernels"):
+    for dist in ("triton", "liger-kernel", "kernels"):
         try:
-            versions[mod] = __import__(mod).__version__
-        except Exception:  # noqa: BLE001
-            versions[mod] = None
+            versions[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            versions[dist] = None
     print(f"device: {gpu}; copy bandwidth (read+write): {bw / 1e9:.0f} GB/s; {versions}")
 
     out = harness.out_dir()
-    md = out / "bench_rms_norm.md"
+    md = out / f"{args.name}.md"
     md.write_text(
         f"# RMSNorm benchmark{stand_in}\n\n"
         f"- device: {gpu}; versions: {versions}\n"
         f"- dtype {args.dtype}, eps {args.eps}; measured copy bandwidth (read+write) {bw / 1e9:.0f} GB/s\n"
-        f"- time = median per call, CUDA-graph replay over `copies` rotating input copies "
+        f"- time = median per call, {'CUDA-graph replay' if dev == 'cuda' else 'CPU wall clock (smoke run)'}"
+        f" over `copies` rotating input copies "
         f"(~{args.rotate_mb} MB total, at most 256 copies{'; rotation OFF' if args.no_rotate else ''}); "
         f"`*` = graph capture failed, plain event timing\n"
         f"- `X/ours` = X time / our time (>1: ours faster); floor = compulsory bytes / copy bandwidth; "
@@ -365,8 +369,9 @@ def main(argv=None) -> int:
     meta = {"device": gpu, "versions": versions, "copy_bw_Bps": bw, "dtype": args.dtype, "eps": args.eps,
             "rotate_mb": args.rotate_mb, "no_rotate": args.no_rotate, "stand_in": bool(stand_in),
             "python": platform.python_version()}
-    (out / "bench_rms_norm.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
-    print(f"\nwrote {md} and {out / 'bench_rms_norm.json'}")
+    meta["argv"] = sys.argv[1:] if argv is None else list(argv)
+    (out / f"{args.name}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    print(f"\nwrote {md} and {out / (args.name + '.json')}")
     return 0
 
 

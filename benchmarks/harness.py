@@ -116,9 +116,9 @@ def time_us(fn, n_rotations: int, *, device="cuda", trials: int = 15, min_calls:
     Method (CUDA):
       * `fn(i)` must launch one call of the op on input copy `i`
         (0 <= i < n_rotations). Cycling through copies whose total size is
-        well above the 60 MB L2 makes every call read its input from HBM, as
-        it would in a real model with large activations; pass n_rotations=1
-        to measure the L2-hot case.
+        well above the L2 (50-60 MB on H100/H200) makes every call read its
+        input from HBM, as in a real model with large activations; pass
+        n_rotations=1 to measure the L2-hot case.
       * Warm up eagerly on a side stream (JIT/Triton/torch.compile compile,
         allocator caches), as CUDA-graph capture requires.
       * Capture ONE graph that calls fn(0), fn(1), ..., in sequence, at least

@@ -28,6 +28,14 @@ struct F2 {
 // Loads `n` (<= kStep) elements of `p` as floats; missing lanes read as 0.
 template <typename T>
 inline F2 load(const T* p, int64_t n) {
+  if (n == kStep) {  // full step: no partial-copy path
+    if constexpr (std::is_same_v<T, float>) {
+      return {fVec::loadu(p), fVec::loadu(p + fVec::size())};
+    } else {
+      auto [a, b] = at::vec::convert_to_float<T>(at::vec::Vectorized<T>::loadu(p));
+      return {a, b};
+    }
+  }
   if constexpr (std::is_same_v<T, float>) {
     const int64_t na = std::min<int64_t>(n, fVec::size());
     return {fVec::loadu(p, na), fVec::loadu(p + na, n - na)};
@@ -39,6 +47,15 @@ inline F2 load(const T* p, int64_t n) {
 
 template <typename T>
 inline void store(T* p, const F2& v, int64_t n) {
+  if (n == kStep) {
+    if constexpr (std::is_same_v<T, float>) {
+      v.a.store(p);
+      v.b.store(p + fVec::size());
+    } else {
+      at::vec::convert_from_float<T>(v.a, v.b).store(p);
+    }
+    return;
+  }
   if constexpr (std::is_same_v<T, float>) {
     const int64_t na = std::min<int64_t>(n, fVec::size());
     v.a.store(p, na);

@@ -69,7 +69,7 @@ def read_config(root: Path) -> dict:
         return tomllib.load(f)
 
 
-def pick_backend(requested: str | None, torch) -> str:
+def pick_backend(requested: str | None, torch, compile_only: bool = False) -> str:
     if requested:
         backend = requested
     elif torch.version.hip:
@@ -79,7 +79,7 @@ def pick_backend(requested: str | None, torch) -> str:
     else:
         backend = "cpu"
     if backend == "cuda":
-        if not torch.version.cuda:
+        if not torch.version.cuda and not compile_only:
             raise BuildError(f"--backend cuda needs a CUDA build of torch, found torch {torch.__version__}")
         if not shutil.which("nvcc"):
             raise BuildError("nvcc not found: install the CUDA toolkit (nvcc on PATH) "
@@ -175,7 +175,7 @@ def write_if_changed(path: Path, text: str) -> None:
 
 
 def ninja_file(*, root: Path, work: Path, torch, backend: str, ext_id: str, config: dict,
-               archs: list[str]) -> str:
+               archs: list[str], compile_only: bool = False) -> str:
     from torch.utils import cpp_extension
 
     torch_sources = config["torch"]["src"]
@@ -189,8 +189,12 @@ def ninja_file(*, root: Path, work: Path, torch, backend: str, ext_id: str, conf
         cuda_extra += kernel.get("cuda-flags", [])
 
     macro = {"cpu": "CPU_KERNEL", "cuda": "CUDA_KERNEL"}[backend]
+    if compile_only and backend == "cuda":
+        # A CPU build of torch ships the c10/cuda headers but not this generated one.
+        stub = work / "gen" / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h"
+        write_if_changed(stub, "#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n")
     inc_dirs = [work / "gen", root / "torch-ext", *[root / i for i in dict.fromkeys(includes)],
-                *map(Path, cpp_extension.include_paths(backend)),
+                *map(Path, cpp_extension.include_paths("cpu")),  # nvcc adds its own
                 Path(sysconfig.get_paths()["include"])]
     incs = " ".join(f"-isystem {shlex.quote(str(d))}" if "site-packages" in str(d) or "include/python" in str(d)
                     else f"-I{shlex.quote(str(d))}" for d in inc_dirs)
@@ -222,7 +226,9 @@ def ninja_file(*, root: Path, work: Path, torch, backend: str, ext_id: str, conf
             f"nvccflags = {common} {gencode} --expt-relaxed-constexpr -Xcompiler -fPIC "
             f"-Xptxas -warn-spills {incs} {' '.join(cuda_extra)}",
             "rule nvcc",
-            "  command = $nvcc -MD -MF $out.d $nvccflags -c $in -o $out",
+            # ptxas's register/spill report is kept beside each object (tests read it).
+            "  command = $nvcc -MD -MF $out.d $nvccflags -Xptxas -v -c $in -o $out 2> $out.log"
+            " || { cat $out.log >&2; exit 1; }",
             "  depfile = $out.d",
             "  deps = gcc",
             "  description = NVCC $in",
@@ -245,8 +251,11 @@ def ninja_file(*, root: Path, work: Path, torch, backend: str, ext_id: str, conf
             # Only the binding names the extension: a new id recompiles it alone.
             lines.append(f"  extra = -DTORCH_EXTENSION_NAME={ext_id}")
         objs.append(obj)
-    lines.append(f"build {ext_id}.abi3.so: link {' '.join(objs)}")
-    lines.append(f"default {ext_id}.abi3.so")
+    if compile_only:
+        lines.append(f"default {' '.join(objs)}")
+    else:
+        lines.append(f"build {ext_id}.abi3.so: link {' '.join(objs)}")
+        lines.append(f"default {ext_id}.abi3.so")
     return "\n".join(lines) + "\n"
 
 
@@ -261,10 +270,11 @@ def file_digest(variant_dir: Path) -> dict:
     return {"algorithm": "sha256", "files": files}
 
 
-def build(root: Path, backend: str | None, jobs: int | None, verbose: bool) -> Path:
+def build(root: Path, backend: str | None, jobs: int | None, verbose: bool,
+          compile_only: bool = False) -> Path:
     torch = _require_torch()
     config = read_config(root)
-    backend = pick_backend(backend, torch)
+    backend = pick_backend(backend, torch, compile_only)
     if backend not in [b for b in config["general"]["backends"]]:
         raise BuildError(f"build.toml does not list the {backend} backend")
     ninja = shutil.which("ninja")
@@ -279,17 +289,20 @@ def build(root: Path, backend: str | None, jobs: int | None, verbose: bool) -> P
             sources += kernel["src"]
     tree, dirty = source_hash(root, sources)
     ext_id = f"_{python_name}_{backend}_{tree}" + ("_dirty" if dirty else "")
-    variant = variant_name(torch, backend)
+    variant = f"compile-only-{backend}" if compile_only else variant_name(torch, backend)
     archs = cuda_archs(config, torch) if backend == "cuda" else []
 
     work = root / "build" / "_work" / variant
     write_if_changed(work / "gen" / "registration.h", REGISTRATION_H)
     write_if_changed(work / "build.ninja", ninja_file(root=root, work=work, torch=torch, backend=backend,
-                                                      ext_id=ext_id, config=config, archs=archs))
+                                                      ext_id=ext_id, config=config, archs=archs,
+                                                      compile_only=compile_only))
     cmd = [ninja, "-C", str(work)] + (["-j", str(jobs)] if jobs else []) + (["-v"] if verbose else [])
     proc = subprocess.run(cmd)
     if proc.returncode != 0:
         raise BuildError(f"compilation failed (ninja exit {proc.returncode}); the compiler's messages are above")
+    if compile_only:
+        return work
 
     out = root / "build" / variant
     if out.exists():
@@ -320,6 +333,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backend", choices=BACKENDS, help="default: the backend of the installed torch")
     p.add_argument("-j", "--jobs", type=int, help="parallel compile jobs (ninja's default otherwise)")
     p.add_argument("-v", "--verbose", action="store_true", help="print compiler command lines")
+    p.add_argument("--compile-only", action="store_true",
+                   help="compile the backend's sources without linking (e.g. CUDA with a CPU torch); "
+                        "objects and ptxas reports land in build/_work/compile-only-<backend>/")
     p.add_argument("--print-variant", action="store_true",
                    help="print the variant directory this torch would load, and exit")
     args = p.parse_args(argv)
@@ -328,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
             torch = _require_torch()
             print(variant_name(torch, pick_backend(args.backend, torch)))
             return 0
-        out = build(ROOT, args.backend, args.jobs, args.verbose)
+        out = build(ROOT, args.backend, args.jobs, args.verbose, args.compile_only)
     except BuildError as e:
         print(f"build error: {e}", file=sys.stderr)
         return 1
