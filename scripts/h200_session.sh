@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# One device call on the H200: build the CUDA variant, run the tests, the sanitizers,
+# a SASS check and the benchmarks; everything lands under $OUT.
+#   device run: bash scripts/h200_session.sh [check|bench|all]   (carry .whl, see README)
+# check: build, tests, sanitizers, SASS, example, a quick benchmark (~5 min)
+# bench: build and the full benchmark sweep (~6 min)
+set -uo pipefail
+MODE=${1:-all}
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site
+status=0
+step() { echo; echo "=== $1 ($(date +%T))"; }
+
+step "environment"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/env.txt"
+python3 -c "import torch, kernels, transformers; print('torch', torch.__version__, 'kernels', kernels.__version__, 'transformers', transformers.__version__)" | tee -a "$OUT/env.txt"
+
+step "build"
+python3 tools/build.py -j 16 2>&1 | tee "$OUT/build.log" | tail -3 || exit 1
+VARIANT=$(python3 tools/build.py --print-variant)
+SO=$(ls build/$VARIANT/*.abi3.so)
+
+if [ "$MODE" != bench ]; then
+step "tests"
+python3 -m pytest tests -q -rfEs -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -15
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
+
+step "SASS: 128-bit global loads and stores in the kernels"
+cuobjdump -sass "$SO" > /tmp/sass.txt
+grep -oE "(LDG|STG)\.E[.A-Z0-9]*" /tmp/sass.txt | sort | uniq -c | tee "$OUT/sass_summary.txt"
+
+step "compute-sanitizer"
+for tool in memcheck racecheck; do
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool $tool --error-exitcode 9 \
+    --kernel-name kns=rms_norm python3 scripts/sanitize_cuda.py > "$OUT/sanitizer_$tool.log" 2>&1
+  rc=$?; tail -3 "$OUT/sanitizer_$tool.log"; echo "$tool exit $rc"; [ $rc = 0 ] || status=1
+done
+
+step "example (make demo's script)"
+python3 example.py 2>&1 | tail -8 | tee "$OUT/example.log"
+
+python3 benchmarks/benchmark.py 2>&1 | tail -12 | tee "$OUT/kernels_benchmark.log"
+fi
+
+step "benchmarks"
+if [ "$MODE" = check ]; then
+  python3 benchmarks/bench_rms_norm.py --quick --name bench_quick 2>&1 | tail -40
+else
+  timeout 480 python3 benchmarks/bench_rms_norm.py 2>&1 | tee "$OUT/bench.log" | tail -80
+fi
+echo "session status $status"
+exit $status

@@ -1,0 +1,40 @@
+"""Runs every CUDA kernel of the package at odd sizes, for compute-sanitizer.
+
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck python3 scripts/sanitize_cuda.py
+
+Without the caching allocator every tensor is its own allocation, so an
+out-of-bounds access is caught instead of landing in a neighbour's block.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+os.environ.setdefault("LOCAL_KERNELS", f"inference-kernels/inference-kernels={ROOT / 'build'}")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import kernels  # noqa: E402
+
+
+def main():
+    ik = kernels.get_kernel("inference-kernels/inference-kernels", version=1)
+    dev = "cuda"
+    n = 0
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        for rows, hidden in [(1, 1), (3, 3), (5, 127), (2, 5120), (3, 16385), (1, 16384), (33, 4096)]:
+            x = torch.randn(rows, hidden, device=dev, dtype=dtype)
+            w = torch.randn(hidden, device=dev, dtype=dtype)
+            ik.rms_norm(x, w, 1e-6)
+            ik.fused_add_rms_norm(x, torch.randn_like(x), w, 1e-6)
+            # A misaligned view: the scalar path.
+            wide = torch.randn(rows, hidden + 1, device=dev, dtype=dtype)
+            ik.rms_norm(wide[:, 1:], w, 1e-6)
+            n += 3
+    torch.cuda.synchronize()
+    print(f"sanitize_cuda: {n} launches done")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
