@@ -10,6 +10,8 @@
 
 #include <cstdint>
 
+#include "gpu_launchers.h"
+
 // The activation dtypes every op accepts: fp32, fp16, bf16 (scalar_t inside).
 #define IK_DISPATCH_FLOAT_TYPES(TYPE, NAME, ...)                   \
   AT_DISPATCH_SWITCH(TYPE, NAME,                                   \
@@ -85,6 +87,16 @@ inline void check_norm_weight(const at::Tensor& weight, const at::Tensor& x) {
               weight.sizes());
   TORCH_CHECK(weight.stride(0) == 1 || weight.size(0) <= 1, "weight must be contiguous, got stride ",
               weight.stride(0));
+}
+
+// The dtype tag the torch-free GPU launchers take (gpu_launchers.h).
+inline DType gpu_dtype(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return DType::kFloat32;
+    case at::kHalf: return DType::kFloat16;
+    case at::kBFloat16: return DType::kBFloat16;
+    default: TORCH_CHECK(false, "float32, float16 or bfloat16 expected, got ", t.scalar_type());
+  }
 }
 
 inline void check_same_shape(const at::Tensor& t, const at::Tensor& ref, const char* name,

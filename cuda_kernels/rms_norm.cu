@@ -1,26 +1,42 @@
-// RMSNorm and fused residual-add + RMSNorm on NVIDIA GPUs.
+// RMSNorm and fused residual-add + RMSNorm on NVIDIA GPUs (torch-free; see
+// rms_norm_torch.cpp for the tensor checks).
 //
 // One block per row. Pass 1 reads the row (adds the residual and writes the
 // rounded sum back, when fused) and reduces the sum of squares in fp32; pass 2
 // re-reads the row, which the first pass left in L1/L2, and writes the output.
 // Rows that are 16-byte aligned move in 16-byte vectors; any other row takes the
 // scalar path, so every size and stride the checks accept is handled.
-// Rounding matches the CPU backend and HF's LlamaRMSNorm (see rms_norm.cpp).
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#include <c10/util/BFloat16.h>
-#include <c10/util/Half.h>
+// Rounding matches the CPU backend and HF's LlamaRMSNorm (see cpu_kernels/rms_norm.cpp).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 
-#include "torch_binding.h"
-#include "torch_checks.h"
+#include "gpu_launchers.h"
 
 namespace {
 
+using inference_kernels::DType;
+using inference_kernels::Rows;
+
 constexpr int kMaxThreads = 1024;
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
 
 template <typename T, int N>
 struct alignas(sizeof(T) * N) Pack {
@@ -53,7 +69,6 @@ __device__ __forceinline__ float block_sum(float v) {
 
 // x and out may be the same row (rms_norm with out=x): every element is read
 // before the same thread writes it, so neither pointer is __restrict__.
-// FUSED: res <- round(x + res); x <- normalise(res) (out == x).
 template <typename T, int VEC, bool FUSED>
 __global__ void rms_norm_kernel(T* out, int64_t out_stride, const T* x, int64_t x_stride,
                                 T* res, int64_t res_stride, const T* __restrict__ weight,
@@ -72,12 +87,12 @@ __global__ void rms_norm_kernel(T* out, int64_t out_stride, const T* x, int64_t 
     if constexpr (FUSED) {
       const P b = rr[i];
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) a.v[k] = T(float(a.v[k]) + float(b.v[k]));
+      for (int k = 0; k < VEC; ++k) a.v[k] = from_float<T>(to_float(a.v[k]) + to_float(b.v[k]));
       rr[i] = a;
     }
 #pragma unroll
     for (int k = 0; k < VEC; ++k) {
-      const float f = float(a.v[k]);
+      const float f = to_float(a.v[k]);
       sum_sq += f * f;
     }
   }
@@ -89,7 +104,10 @@ __global__ void rms_norm_kernel(T* out, int64_t out_stride, const T* x, int64_t 
     const P g = w[i];
     P y;
 #pragma unroll
-    for (int k = 0; k < VEC; ++k) y.v[k] = T(float(T(float(a.v[k]) * inv_rms)) * float(g.v[k]));
+    for (int k = 0; k < VEC; ++k) {
+      const float n = to_float(from_float<T>(to_float(a.v[k]) * inv_rms));
+      y.v[k] = from_float<T>(n * to_float(g.v[k]));
+    }
     orow[i] = y;
   }
 }
@@ -97,56 +115,53 @@ __global__ void rms_norm_kernel(T* out, int64_t out_stride, const T* x, int64_t 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 template <typename T, bool FUSED>
-void launch(T* out, int64_t out_stride, const T* x, int64_t x_stride, T* res, int64_t res_stride,
-            const T* weight, int64_t rows, int64_t d, double eps, cudaStream_t stream) {
+void launch(Rows out, Rows x, Rows res, const void* weight, int64_t rows, int64_t d, float eps,
+            cudaStream_t stream) {
   constexpr int kVec = 16 / sizeof(T);
-  const bool vec = d % kVec == 0 && out_stride % kVec == 0 && x_stride % kVec == 0 &&
-                   (!FUSED || res_stride % kVec == 0) && aligned16(out) && aligned16(x) &&
-                   (!FUSED || aligned16(res)) && aligned16(weight);
+  const bool vec = d % kVec == 0 && out.stride % kVec == 0 && x.stride % kVec == 0 &&
+                   (!FUSED || res.stride % kVec == 0) && aligned16(out.ptr) && aligned16(x.ptr) &&
+                   (!FUSED || aligned16(res.ptr)) && aligned16(weight);
   const int64_t work = vec ? d / kVec : d;
   const int threads = static_cast<int>(std::min<int64_t>(kMaxThreads, (work + 31) / 32 * 32));
-  TORCH_CHECK(rows <= INT32_MAX, "at most 2^31-1 rows are supported, got ", rows);
   const dim3 grid(static_cast<unsigned>(rows));
+  auto args = [&](auto kernel) {
+    kernel<<<grid, threads, 0, stream>>>(static_cast<T*>(out.ptr), out.stride,
+                                         static_cast<const T*>(x.ptr), x.stride,
+                                         static_cast<T*>(res.ptr), res.stride,
+                                         static_cast<const T*>(weight), d, eps);
+  };
   if (vec) {
-    rms_norm_kernel<T, kVec, FUSED><<<grid, threads, 0, stream>>>(
-        out, out_stride, x, x_stride, res, res_stride, weight, d, static_cast<float>(eps));
+    args(rms_norm_kernel<T, kVec, FUSED>);
   } else {
-    rms_norm_kernel<T, 1, FUSED><<<grid, threads, 0, stream>>>(
-        out, out_stride, x, x_stride, res, res_stride, weight, d, static_cast<float>(eps));
+    args(rms_norm_kernel<T, 1, FUSED>);
   }
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename T>
+void launch_any(Rows out, Rows x, Rows res, const void* weight, int64_t rows, int64_t d, float eps,
+                cudaStream_t stream) {
+  if (res.ptr) {
+    launch<T, true>(out, x, res, weight, rows, d, eps, stream);
+  } else {
+    launch<T, false>(out, x, res, weight, rows, d, eps, stream);
+  }
 }
 
 }  // namespace
 
-void rms_norm_cuda(at::Tensor& out, const at::Tensor& x, const at::Tensor& weight, double eps) {
-  using namespace inference_kernels;
-  check_rms_norm_args(out, x, weight, eps, c10::DeviceType::CUDA);
-  const RowView xv = row_view(x, "x");
-  const RowView ov = row_view(out, "out");
-  if (xv.rows == 0 || xv.cols == 0) return;
-  const c10::cuda::CUDAGuard guard(x.device());
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  IK_DISPATCH_FLOAT_TYPES(x.scalar_type(), "rms_norm_cuda", [&] {
-    launch<scalar_t, false>(out.data_ptr<scalar_t>(), ov.row_stride, x.const_data_ptr<scalar_t>(),
-                            xv.row_stride, nullptr, 0, weight.const_data_ptr<scalar_t>(), xv.rows,
-                            xv.cols, eps, stream);
-  });
+namespace inference_kernels {
+
+int rms_norm_launch(DType dtype, Rows out, Rows x, Rows res, const void* weight, int64_t rows,
+                    int64_t d, float eps, void* stream) {
+  if (rows <= 0 || d <= 0) return cudaSuccess;
+  if (rows > INT32_MAX) return cudaErrorInvalidConfiguration;  // the wrapper refuses first
+  const auto s = static_cast<cudaStream_t>(stream);
+  switch (dtype) {
+    case DType::kFloat32: launch_any<float>(out, x, res, weight, rows, d, eps, s); break;
+    case DType::kFloat16: launch_any<__half>(out, x, res, weight, rows, d, eps, s); break;
+    case DType::kBFloat16: launch_any<__nv_bfloat16>(out, x, res, weight, rows, d, eps, s); break;
+  }
+  return cudaGetLastError();
 }
 
-void fused_add_rms_norm_cuda(at::Tensor& x, at::Tensor& residual, const at::Tensor& weight,
-                             double eps) {
-  using namespace inference_kernels;
-  check_fused_add_rms_norm_args(x, residual, weight, eps, c10::DeviceType::CUDA);
-  const RowView xv = row_view(x, "x");
-  const RowView rv = row_view(residual, "residual");
-  if (xv.rows == 0 || xv.cols == 0) return;
-  const c10::cuda::CUDAGuard guard(x.device());
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  IK_DISPATCH_FLOAT_TYPES(x.scalar_type(), "fused_add_rms_norm_cuda", [&] {
-    scalar_t* xp = x.data_ptr<scalar_t>();
-    launch<scalar_t, true>(xp, xv.row_stride, xp, xv.row_stride, residual.data_ptr<scalar_t>(),
-                           rv.row_stride, weight.const_data_ptr<scalar_t>(), xv.rows, xv.cols, eps,
-                           stream);
-  });
-}
+}  // namespace inference_kernels

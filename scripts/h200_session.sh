@@ -27,6 +27,11 @@ if [ "$MODE" != bench ]; then
 step "tests"
 python3 -m pytest tests -q -rfEs -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -15
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
+if grep -q "Segmentation fault" "$OUT/pytest.log"; then
+  step "backtrace of the crash"
+  test=$(grep -m1 -oE "tests/test_[a-z_]+\.py\", line [0-9]+ in [a-z_]+" "$OUT/pytest.log" | sed -E 's/", line [0-9]+ in /::/')
+  cuda-gdb -batch -ex run -ex bt --args python3 -m pytest -x -q -p no:cacheprovider "$test" 2>&1 | tail -40 | tee "$OUT/crash_bt.log"
+fi
 
 step "SASS: 128-bit global loads and stores in the kernels"
 cuobjdump -sass "$SO" > /tmp/sass.txt

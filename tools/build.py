@@ -121,6 +121,19 @@ def source_hash(root: Path, sources: list[str]) -> tuple[str, bool]:
         return h.hexdigest()[:7], False
 
 
+def cuda_home() -> Path:
+    """The CUDA toolkit root: $CUDA_HOME, else where nvcc lives, else /usr/local/cuda."""
+    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        candidates.append(str(Path(nvcc).resolve().parent.parent))
+    candidates.append("/usr/local/cuda")
+    for c in candidates:
+        if c and (Path(c) / "include" / "cuda_runtime.h").exists():
+            return Path(c)
+    raise BuildError("CUDA headers (cuda_runtime.h) not found: set CUDA_HOME to the CUDA toolkit root")
+
+
 def cuda_archs(config: dict, torch) -> list[str]:
     archs = set()
     for kernel in config.get("kernel", {}).values():
@@ -196,6 +209,9 @@ def ninja_file(*, root: Path, work: Path, torch, backend: str, ext_id: str, conf
     inc_dirs = [work / "gen", root / "torch-ext", *[root / i for i in dict.fromkeys(includes)],
                 *map(Path, cpp_extension.include_paths("cpu")),  # nvcc adds its own
                 Path(sysconfig.get_paths()["include"])]
+    if backend == "cuda":
+        # The host compiler sees cuda_runtime.h through the c10/cuda headers.
+        inc_dirs.append(cuda_home() / "include")
     incs = " ".join(f"-isystem {shlex.quote(str(d))}" if "site-packages" in str(d) or "include/python" in str(d)
                     else f"-I{shlex.quote(str(d))}" for d in inc_dirs)
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
@@ -220,7 +236,6 @@ def ninja_file(*, root: Path, work: Path, torch, backend: str, ext_id: str, conf
     if backend == "cuda":
         gencode = " ".join(
             f"-gencode=arch=compute_{a.replace('.', '')},code=sm_{a.replace('.', '')}" for a in archs)
-        cuda_home = Path(shutil.which("nvcc")).resolve().parent.parent
         lines += [
             "nvcc = nvcc",
             f"nvccflags = {common} {gencode} --expt-relaxed-constexpr -Xcompiler -fPIC "
@@ -233,7 +248,7 @@ def ninja_file(*, root: Path, work: Path, torch, backend: str, ext_id: str, conf
             "  deps = gcc",
             "  description = NVCC $in",
         ]
-        libs += f" -ltorch_cuda -lc10_cuda -L{shlex.quote(str(cuda_home / 'lib64'))} -lcudart"
+        libs += f" -ltorch_cuda -lc10_cuda -L{shlex.quote(str(cuda_home() / 'lib64'))} -lcudart"
     lines += [
         "rule link",
         f"  command = $cxx -shared -o $out $in {libs}",
