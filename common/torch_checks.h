@@ -9,6 +9,7 @@
 #include <c10/util/Exception.h>
 
 #include <cstdint>
+#include <string>
 
 #include "gpu_launchers.h"
 
@@ -20,6 +21,18 @@
                      AT_DISPATCH_CASE(at::kBFloat16, __VA_ARGS__))
 
 namespace inference_kernels {
+
+// "[a, b, c]". Messages format shapes here rather than through c10's ArrayRef
+// printer: with torch 2.11 on the H200 a failing check that printed sizes()
+// crashed the process (cause not established), while scalar messages threw cleanly.
+inline std::string dims_str(c10::IntArrayRef dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(dims[i]);
+  }
+  return s + "]";
+}
 
 struct RowView {
   int64_t rows;
@@ -50,7 +63,7 @@ inline RowView row_view(const at::Tensor& t, const char* name) {
       have_stride = true;
     } else {
       TORCH_CHECK(t.stride(d) == expect, name, " has leading dimensions that cannot be ",
-                  "viewed as one row dimension (sizes ", t.sizes(), ", strides ", t.strides(),
+                  "viewed as one row dimension (sizes ", dims_str(t.sizes()), ", strides ", dims_str(t.strides()),
                   "); call .contiguous() first");
       expect *= t.size(d);
     }
@@ -84,7 +97,7 @@ inline void check_norm_weight(const at::Tensor& weight, const at::Tensor& x) {
   check_same(weight, x, "weight", "x");
   TORCH_CHECK(weight.dim() == 1 && weight.size(0) == x.size(-1),
               "weight must have shape [", x.size(-1), "] (the last dimension of x), got ",
-              weight.sizes());
+              dims_str(weight.sizes()));
   TORCH_CHECK(weight.stride(0) == 1 || weight.size(0) <= 1, "weight must be contiguous, got stride ",
               weight.stride(0));
 }
@@ -102,7 +115,7 @@ inline DType gpu_dtype(const at::Tensor& t) {
 inline void check_same_shape(const at::Tensor& t, const at::Tensor& ref, const char* name,
                              const char* ref_name) {
   TORCH_CHECK(t.sizes() == ref.sizes(), name, " must have the shape of ", ref_name, " ",
-              ref.sizes(), ", got ", t.sizes());
+              dims_str(ref.sizes()), ", got ", dims_str(t.sizes()));
 }
 
 // rms_norm(out, x, weight, eps) and fused_add_rms_norm(x, residual, weight, eps):
