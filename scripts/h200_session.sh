@@ -19,6 +19,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | t
 python3 -c "import torch, kernels, transformers; print('torch', torch.__version__, 'kernels', kernels.__version__, 'transformers', transformers.__version__)" | tee -a "$OUT/env.txt"
 
 step "build"
+c++ --version | head -1; echo "libstdc++.so: $(c++ -print-file-name=libstdc++.so)"
 python3 tools/build.py -j 16 2>&1 | tee "$OUT/build.log" | tail -3 || exit 1
 VARIANT=$(python3 tools/build.py --print-variant)
 SO=$(ls build/$VARIANT/*.abi3.so)
