@@ -22,9 +22,13 @@
 
 namespace inference_kernels {
 
-// "[a, b, c]". Messages format shapes here rather than through c10's ArrayRef
-// printer: with torch 2.11 on the H200 a failing check that printed sizes()
-// crashed the process (cause not established), while scalar messages threw cleanly.
+// Messages hand TORCH_CHECK strings only, never numbers or ArrayRefs: on the H200
+// (torch 2.11, Ubuntu's gcc 13) a failing check that streamed an integer crashed
+// once inside std::ostream's number formatting (see BENCHMARKS.md, run notes);
+// std::to_string does not go through the stream's locale.
+inline std::string num(int64_t v) { return std::to_string(v); }
+
+// "[a, b, c]"
 inline std::string dims_str(c10::IntArrayRef dims) {
   std::string s = "[";
   for (size_t i = 0; i < dims.size(); ++i) {
@@ -47,7 +51,7 @@ inline RowView row_view(const at::Tensor& t, const char* name) {
   TORCH_CHECK(t.dim() >= 1, name, " must have at least one dimension, got a scalar");
   const int64_t cols = t.size(-1);
   TORCH_CHECK(cols == 1 || t.stride(-1) == 1, name,
-              " must be contiguous in its last dimension, got stride ", t.stride(-1),
+              " must be contiguous in its last dimension, got stride ", num(t.stride(-1)),
               " (call .contiguous() first)");
   const int64_t rows = cols == 0 ? 0 : t.numel() / cols;
   int64_t row_stride = cols;
@@ -68,38 +72,38 @@ inline RowView row_view(const at::Tensor& t, const char* name) {
       expect *= t.size(d);
     }
   }
-  TORCH_CHECK(rows <= 1 || row_stride >= cols, name, " rows overlap (row stride ", row_stride,
-              " < row length ", cols, ")");
+  TORCH_CHECK(rows <= 1 || row_stride >= cols, name, " rows overlap (row stride ", num(row_stride),
+              " < row length ", num(cols), ")");
   return {rows, cols, row_stride};
 }
 
 inline void check_float_dtype(const at::Tensor& t, const char* name) {
   const auto st = t.scalar_type();
   TORCH_CHECK(st == at::kFloat || st == at::kHalf || st == at::kBFloat16, name,
-              " must be float32, float16 or bfloat16, got ", st);
+              " must be float32, float16 or bfloat16, got ", c10::toString(st));
 }
 
 inline void check_same(const at::Tensor& t, const at::Tensor& ref, const char* name,
                        const char* ref_name) {
   TORCH_CHECK(t.device() == ref.device(), name, " must be on the same device as ", ref_name,
-              " (", ref.device(), "), got ", t.device());
+              " (", ref.device().str(), "), got ", t.device().str());
   TORCH_CHECK(t.scalar_type() == ref.scalar_type(), name, " must have the dtype of ", ref_name,
-              " (", ref.scalar_type(), "), got ", t.scalar_type());
+              " (", c10::toString(ref.scalar_type()), "), got ", c10::toString(t.scalar_type()));
 }
 
 inline void check_device(const at::Tensor& t, c10::DeviceType type, const char* name) {
   TORCH_CHECK(t.device().type() == type, name, " must be a ", c10::DeviceTypeName(type),
-              " tensor, got one on ", t.device());
+              " tensor, got one on ", t.device().str());
 }
 
 // A norm weight: one contiguous vector whose length is the row length.
 inline void check_norm_weight(const at::Tensor& weight, const at::Tensor& x) {
   check_same(weight, x, "weight", "x");
   TORCH_CHECK(weight.dim() == 1 && weight.size(0) == x.size(-1),
-              "weight must have shape [", x.size(-1), "] (the last dimension of x), got ",
+              "weight must have shape [", num(x.size(-1)), "] (the last dimension of x), got ",
               dims_str(weight.sizes()));
   TORCH_CHECK(weight.stride(0) == 1 || weight.size(0) <= 1, "weight must be contiguous, got stride ",
-              weight.stride(0));
+              num(weight.stride(0)));
 }
 
 // The dtype tag the torch-free GPU launchers take (gpu_launchers.h).
@@ -108,7 +112,7 @@ inline DType gpu_dtype(const at::Tensor& t) {
     case at::kFloat: return DType::kFloat32;
     case at::kHalf: return DType::kFloat16;
     case at::kBFloat16: return DType::kBFloat16;
-    default: TORCH_CHECK(false, "float32, float16 or bfloat16 expected, got ", t.scalar_type());
+    default: TORCH_CHECK(false, "float32, float16 or bfloat16 expected, got ", c10::toString(t.scalar_type()));
   }
 }
 
@@ -121,7 +125,7 @@ inline void check_same_shape(const at::Tensor& t, const at::Tensor& ref, const c
 // rms_norm(out, x, weight, eps) and fused_add_rms_norm(x, residual, weight, eps):
 // the checks every backend makes before it touches memory.
 inline void check_eps(double eps) {
-  TORCH_CHECK(eps >= 0.0, "eps must be non-negative, got ", eps);
+  TORCH_CHECK(eps >= 0.0, "eps must be non-negative, got ", std::to_string(eps));
 }
 
 inline void check_rms_norm_args(const at::Tensor& out, const at::Tensor& x,

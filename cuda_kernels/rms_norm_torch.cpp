@@ -14,7 +14,7 @@ using namespace inference_kernels;
 
 void run(const at::Tensor& x, Rows out, Rows xr, Rows res, const at::Tensor& weight,
          const RowView& v, double eps) {
-  TORCH_CHECK(v.rows <= INT32_MAX, "at most 2^31-1 rows are supported, got ", v.rows);
+  TORCH_CHECK(v.rows <= INT32_MAX, "at most 2^31-1 rows are supported, got ", num(v.rows));
   if (v.rows == 0 || v.cols == 0) return;
   const c10::cuda::CUDAGuard guard(x.device());
   const int err = rms_norm_launch(gpu_dtype(x), out, xr, res, weight.const_data_ptr(), v.rows,

@@ -4,6 +4,7 @@
 #   device run: bash scripts/h200_session.sh [check|bench|all]   (carry .whl, see README)
 # check: build, tests, sanitizers, SASS, example, a quick benchmark (~5 min)
 # bench: build and the full benchmark sweep (~6 min)
+# verify: check without the example and benchmarks
 set -uo pipefail
 MODE=${1:-all}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -37,6 +38,14 @@ if grep -q "Segmentation fault" "$OUT/pytest.log"; then
   python3 -m pytest tests -q -rfE -p no:cacheprovider --deselect "$test" 2>&1 | tail -15 | tee "$OUT/pytest_rest.log"
 fi
 
+step "error paths, 20 fresh processes (a check once crashed while formatting its message)"
+crashes=0
+for i in $(seq 20); do
+  python3 -m pytest -q -p no:cacheprovider tests/test_rms_norm.py -k rejects > /tmp/rejects.log 2>&1 \
+    || { crashes=$((crashes+1)); tail -5 /tmp/rejects.log; }
+done
+echo "error-path runs failed: $crashes of 20" | tee "$OUT/error_paths.txt"; [ $crashes = 0 ] || status=1
+
 step "SASS: 128-bit global loads and stores in the kernels"
 cuobjdump -sass "$SO" > /tmp/sass.txt
 grep -oE "(LDG|STG)\.E[.A-Z0-9]*" /tmp/sass.txt | sort | uniq -c | tee "$OUT/sass_summary.txt"
@@ -48,6 +57,7 @@ for tool in memcheck racecheck; do
   rc=$?; tail -3 "$OUT/sanitizer_$tool.log"; echo "$tool exit $rc"; [ $rc = 0 ] || status=1
 done
 
+[ "$MODE" = verify ] && { echo "session status $status"; exit $status; }
 step "example (make demo's script)"
 python3 example.py 2>&1 | tail -8 | tee "$OUT/example.log"
 

@@ -187,30 +187,6 @@ def write_if_changed(path: Path, text: str) -> None:
         path.write_text(text)
 
 
-def stdcxx_link_dir(cxx: str, work: Path) -> Path | None:
-    """A folder holding a libstdc++.so link, when the toolchain has no such link.
-
-    Without the unversioned libstdc++.so (seen on the H200 image), the linker takes
-    libstdc++.a and the extension carries a second, uninitialised C++ runtime: the
-    first exception message that formats a number crashed there. Pointing the
-    linker at the runtime's libstdc++.so.6 keeps one shared C++ runtime.
-    """
-    def locate(name: str) -> str:
-        return subprocess.run([cxx, f"-print-file-name={name}"], capture_output=True,
-                              text=True).stdout.strip()
-    if os.path.isabs(locate("libstdc++.so")):
-        return None
-    runtime = locate("libstdc++.so.6")
-    if not os.path.isabs(runtime):
-        raise BuildError(f"{cxx} finds neither libstdc++.so nor libstdc++.so.6: install libstdc++-dev")
-    link = work / "lib" / "libstdc++.so"
-    link.parent.mkdir(parents=True, exist_ok=True)
-    if not link.is_symlink() or os.readlink(link) != runtime:
-        link.unlink(missing_ok=True)
-        link.symlink_to(runtime)
-    return link.parent
-
-
 def ninja_file(*, root: Path, work: Path, torch, backend: str, ext_id: str, config: dict,
                archs: list[str], compile_only: bool = False) -> str:
     from torch.utils import cpp_extension
@@ -257,9 +233,6 @@ def ninja_file(*, root: Path, work: Path, torch, backend: str, ext_id: str, conf
     ]
     torch_lib = Path(torch.__file__).parent / "lib"
     libs = f"-L{shlex.quote(str(torch_lib))} -lc10 -ltorch -ltorch_cpu -fopenmp"
-    stdcxx_dir = stdcxx_link_dir(cxx, work)
-    if stdcxx_dir:
-        libs = f"-L{shlex.quote(str(stdcxx_dir))} {libs}"
     if backend == "cuda":
         gencode = " ".join(
             f"-gencode=arch=compute_{a.replace('.', '')},code=sm_{a.replace('.', '')}" for a in archs)
