@@ -20,7 +20,7 @@ not put benchmarks/ on sys.path, so harness.py is imported only under __main__.
 Running it against the local build (the CLI accepts a local directory: a
 path that exists is loaded with `get_local_kernel(<dir>)`, which looks for
 build variants in <dir> and <dir>/build; branch/version are then ignored):
-    cd /work/main && kernels benchmark .          # or: kernels benchmark /work/main
+    kernels benchmark .                            # from the repository root
     kernels benchmark . --iterations 200 --warmup 20 --output $OUT/kernels_benchmark.json
 The CLI exits at once unless `tabulate` is installed (`pip install
 'kernels[benchmark]'` or just `pip install tabulate`). A Hub id with

@@ -224,7 +224,7 @@ def ninja_file(*, root: Path, work: Path, torch, backend: str, ext_id: str, conf
     lines = [
         "ninja_required_version = 1.3",
         f"cxx = {cxx}",
-        f"cxxflags = {common} -fPIC -fopenmp -Wall -Wno-unused-function {incs} {' '.join(cxx_extra)}",
+        f"cxxflags = {common} -fPIC -fopenmp -Wall -Wno-unused-function -Wno-psabi {incs} {' '.join(cxx_extra)}",
         "rule cxx",
         "  command = $cxx -MMD -MF $out.d $cxxflags $extra -c $in -o $out",
         "  depfile = $out.d",
