@@ -55,6 +55,23 @@ def small_weight(hidden, device, dtype):
     return (0.05 + 0.15 * torch.rand(hidden, device=device)).to(dtype)
 
 
+# name -> (rows, hidden): one decode token (Llama-8B hidden), a decode batch (70B
+# hidden), a prefill chunk.
+WORKLOADS = {"decode_1x4096": (1, 4096), "batch_128x8192": (128, 8192),
+             "prefill_4096x4096": (4096, 4096)}
+
+
+def with_workloads(cls):
+    """Adds setup_/benchmark_/verify_<name> for every workload: the CLI finds
+    workloads by these method names; each class supplies _make, _run and _ref."""
+    for name, (rows, hidden) in WORKLOADS.items():
+        setattr(cls, f"setup_{name}", lambda self, r=rows, h=hidden: self._make(r, h))
+        setattr(cls, f"benchmark_{name}", lambda self: self._run())
+        setattr(cls, f"verify_{name}", lambda self: self._ref())
+    return cls
+
+
+@with_workloads
 class RMSNormBenchmark(Benchmark):
     seed = 0
 
@@ -69,37 +86,8 @@ class RMSNormBenchmark(Benchmark):
     def _ref(self):
         return rms_norm_ref(self.x, self.weight, EPS)
 
-    # decode: one token, Llama-8B-like hidden size
-    def setup_decode_1x4096(self):
-        self._make(1, 4096)
 
-    def benchmark_decode_1x4096(self):
-        self._run()
-
-    def verify_decode_1x4096(self):
-        return self._ref()
-
-    # a batch of decode tokens, 70B-like hidden size
-    def setup_batch_128x8192(self):
-        self._make(128, 8192)
-
-    def benchmark_batch_128x8192(self):
-        self._run()
-
-    def verify_batch_128x8192(self):
-        return self._ref()
-
-    # prefill chunk
-    def setup_prefill_4096x4096(self):
-        self._make(4096, 4096)
-
-    def benchmark_prefill_4096x4096(self):
-        self._run()
-
-    def verify_prefill_4096x4096(self):
-        return self._ref()
-
-
+@with_workloads
 class FusedAddRMSNormBenchmark(Benchmark):
     """k.fused_add_rms_norm(x, residual, w, eps): residual <- x + residual; x <- rms_norm(residual).
 
@@ -126,33 +114,6 @@ class FusedAddRMSNormBenchmark(Benchmark):
     def _ref(self):
         s = self.x0 + self.residual0  # rounded to the dtype, as the kernel stores it
         return torch.stack([rms_norm_ref(s, self.weight, EPS), s])
-
-    def setup_decode_1x4096(self):
-        self._make(1, 4096)
-
-    def benchmark_decode_1x4096(self):
-        self._run()
-
-    def verify_decode_1x4096(self):
-        return self._ref()
-
-    def setup_batch_128x8192(self):
-        self._make(128, 8192)
-
-    def benchmark_batch_128x8192(self):
-        self._run()
-
-    def verify_batch_128x8192(self):
-        return self._ref()
-
-    def setup_prefill_4096x4096(self):
-        self._make(4096, 4096)
-
-    def benchmark_prefill_4096x4096(self):
-        self._run()
-
-    def verify_prefill_4096x4096(self):
-        return self._ref()
 
 
 # --- stand-alone mini-runner (not used by `kernels benchmark`) ---------------

@@ -1,6 +1,5 @@
 """The build as kernel-builder and the `kernels` library see it."""
 
-import json
 import re
 import shutil
 import subprocess
