@@ -116,64 +116,6 @@ def allow_many_recompiles():
 
 # --- one sweep ---------------------------------------------------------------
 
-def fmt_us(t):
-    if t is None:
-        return "-"
-    return f"{t.us:.2f}" + ("*" if t.method == "cuda-events" else "")
-
-
-def ratio(anchor, ours):
-    return f"{anchor.us / ours.us:.2f}x" if anchor and ours else "-"
-
-
-def measure(name, fn, n_rot, dev, log):
-    try:
-        t = harness.time_us(fn, n_rot, device=dev)
-    except Exception as e:  # noqa: BLE001 - one failing column must not kill the sweep
-        print(f"    {name}: timing failed: {type(e).__name__}: {e}")
-        log["errors"].append(f"{name}: {type(e).__name__}: {e}")
-        return None
-    if t.note:
-        print(f"    {name}: {t.note}")
-        log["notes"].append(f"{name}: {t.note}")
-    return t
-
-
-def err_summary(errs, tol):
-    return "  ".join(f"{k}={'ERR' if v is None else f'{v:.1e}'}{' FAIL' if v is not None and v > tol else ''}"
-                     for k, v in errs.items())
-
-
-def table_headers(names):
-    return (["rows", "copies"] + [f"{k} us" for k in names]
-            + [f"{k}/ours" for k in names if k != "ours"] + ["floor us", "ours %floor"])
-
-
-def time_point(op, impls, errs, call, n, d, dtype, nbytes, n_rot, bw, dev, results):
-    """Times every implementation that passed its check at one (rows, hidden) point;
-    returns the table row and appends the raw numbers to `results`."""
-    log = {"errors": [], "notes": []}
-    times = {}
-    for name, f in impls.items():
-        times[name] = None if errs[name] is None else measure(
-            name, lambda i, f=f: call(f, i), n_rot, dev, log)
-    if dev == "cuda":
-        torch.cuda.empty_cache()
-    names = list(impls)
-    floor_us = nbytes / bw * 1e6
-    ours = times.get("ours")
-    row = [n, n_rot] + [fmt_us(times[k]) for k in names]
-    row += [ratio(times[k], ours) for k in names if k != "ours"]
-    row += [f"{floor_us:.2f}", f"{100 * floor_us / ours.us:.0f}%" if ours else "-"]
-    results.append({
-        "op": op, "rows": n, "hidden": d, "dtype": str(dtype), "copies": n_rot,
-        "bytes": nbytes, "floor_us": floor_us, "rel_err": errs,
-        "us": {k: (t.us if t else None) for k, t in times.items()},
-        "method": {k: (t.method if t else None) for k, t in times.items()}, **log,
-    })
-    return row
-
-
 def sweep_rms(impls, hidden, rows_list, args, dev, dtype, bw, md, results):
     eps, tol = args.eps, TOL[dtype]
     names = list(impls)
@@ -190,17 +132,17 @@ def sweep_rms(impls, hidden, rows_list, args, dev, dtype, bw, md, results):
                 except Exception as e:  # noqa: BLE001
                     errs[name] = None
                     print(f"    {name}: failed on {n}x{d}: {type(e).__name__}: {e}")
-            print(f"  rms_norm {n}x{d} rel err: " + err_summary(errs, tol))
+            print(f"  rms_norm {n}x{d} rel err: " + harness.err_summary(errs, tol))
 
             es = x.element_size()
             nbytes = n * d * es * 2 + d * es  # x read, out written, weight read
             n_rot = 1 if args.no_rotate else harness.rotations_for(n * d * es, args.rotate_mb << 20)
             xs = [x.clone() for _ in range(n_rot)]
             call = lambda f, i, xs=xs: f(xs[i], w, eps)  # noqa: E731
-            table.append(time_point("rms_norm", impls, errs, call, n, d, dtype, nbytes, n_rot,
+            table.append(harness.time_point("rms_norm", impls, errs, call, n, d, dtype, nbytes, n_rot,
                                     bw, dev, results))
             del xs
-        headers = table_headers(names)
+        headers = harness.table_headers(names)
         harness.print_table(headers, table, f"rms_norm, hidden={d}, {args.dtype}", md)
 
 
@@ -224,7 +166,7 @@ def sweep_fused(impls, hidden, rows_list, args, dev, dtype, bw, md, results):
                 except Exception as e:  # noqa: BLE001
                     errs[name] = None
                     print(f"    {name}: failed on {n}x{d}: {type(e).__name__}: {e}")
-            print(f"  fused_add_rms_norm {n}x{d} rel err (max of out, residual): " + err_summary(errs, tol))
+            print(f"  fused_add_rms_norm {n}x{d} rel err (max of out, residual): " + harness.err_summary(errs, tol))
 
             es = x.element_size()
             nbytes = n * d * es * 4 + d * es  # x, residual read; out, residual written; weight read
@@ -236,10 +178,10 @@ def sweep_fused(impls, hidden, rows_list, args, dev, dtype, bw, md, results):
             xs = [x.clone() for _ in range(n_rot)]
             rs = [r.clone() for _ in range(n_rot)]
             call = lambda f, i, xs=xs, rs=rs: f(xs[i], rs[i], w, eps)  # noqa: E731
-            table.append(time_point("fused_add_rms_norm", impls, errs, call, n, d, dtype, nbytes,
+            table.append(harness.time_point("fused_add_rms_norm", impls, errs, call, n, d, dtype, nbytes,
                                     n_rot, bw, dev, results))
             del xs, rs
-        headers = table_headers(names)
+        headers = harness.table_headers(names)
         harness.print_table(headers, table, f"fused_add_rms_norm, hidden={d}, {args.dtype}", md)
 
 

@@ -225,3 +225,63 @@ def print_table(headers, rows, title: str | None = None, md_path=None) -> None:
             for r in cells:
                 f.write("| " + " | ".join(r) + " |\n")
             f.write("\n")
+
+
+# --- side-by-side tables: one row per (rows, hidden) point ------------------
+
+def fmt_us(t):
+    if t is None:
+        return "-"
+    return f"{t.us:.2f}" + ("*" if t.method == "cuda-events" else "")
+
+
+def ratio(anchor, ours):
+    return f"{anchor.us / ours.us:.2f}x" if anchor and ours else "-"
+
+
+def measure(name, fn, n_rot, dev, log):
+    try:
+        t = time_us(fn, n_rot, device=dev)
+    except Exception as e:  # noqa: BLE001 - one failing column must not kill the sweep
+        print(f"    {name}: timing failed: {type(e).__name__}: {e}")
+        log["errors"].append(f"{name}: {type(e).__name__}: {e}")
+        return None
+    if t.note:
+        print(f"    {name}: {t.note}")
+        log["notes"].append(f"{name}: {t.note}")
+    return t
+
+
+def err_summary(errs, tol):
+    return "  ".join(f"{k}={'ERR' if v is None else f'{v:.1e}'}{' FAIL' if v is not None and v > tol else ''}"
+                     for k, v in errs.items())
+
+
+def table_headers(names):
+    return (["rows", "copies"] + [f"{k} us" for k in names]
+            + [f"{k}/ours" for k in names if k != "ours"] + ["floor us", "ours %floor"])
+
+
+def time_point(op, impls, errs, call, n, d, dtype, nbytes, n_rot, bw, dev, results):
+    """Times every implementation that passed its check at one (rows, hidden) point;
+    returns the table row and appends the raw numbers to `results`."""
+    log = {"errors": [], "notes": []}
+    times = {}
+    for name, f in impls.items():
+        times[name] = None if errs[name] is None else measure(
+            name, lambda i, f=f: call(f, i), n_rot, dev, log)
+    if dev == "cuda":
+        torch.cuda.empty_cache()
+    names = list(impls)
+    floor_us = nbytes / bw * 1e6
+    ours = times.get("ours")
+    row = [n, n_rot] + [fmt_us(times[k]) for k in names]
+    row += [ratio(times[k], ours) for k in names if k != "ours"]
+    row += [f"{floor_us:.2f}", f"{100 * floor_us / ours.us:.0f}%" if ours else "-"]
+    results.append({
+        "op": op, "rows": n, "hidden": d, "dtype": str(dtype), "copies": n_rot,
+        "bytes": nbytes, "floor_us": floor_us, "rel_err": errs,
+        "us": {k: (t.us if t else None) for k, t in times.items()},
+        "method": {k: (t.method if t else None) for k, t in times.items()}, **log,
+    })
+    return row

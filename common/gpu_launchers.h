@@ -15,11 +15,25 @@ struct Rows {
   int64_t stride;
 };
 
-// FUSED == (res.ptr != nullptr):
-//   res <- round(x + res); out <- weight * round(res * inv_rms)   (out is x)
-// otherwise out <- weight * round(x * inv_rms); out may be x.
+// What a norm writes: the normalised row in x's dtype, or its float8_e4m3fn
+// quantisation with a static scale (scale[0]) or a scale per row (row_scales).
+enum class NormOut : int { kSame = 0, kFp8Static = 1, kFp8Dynamic = 2 };
+
+// With res.ptr: res <- round(x + res), and res is what gets normalised.
+// y = weight * round(src * inv_rms), rounded to x's dtype; out <- y (kSame, out may
+// be x) or out <- fp8(clamp(y / scale)).
+struct NormParams {
+  DType dtype;
+  NormOut mode;
+  Rows out, x, res;
+  const void* weight;
+  const float* scale;  // kFp8Static, device memory, one element
+  float* row_scales;   // kFp8Dynamic, one per row
+  int64_t rows, d;
+  float eps;
+};
+
 // Returns the launch status (a cudaError_t / hipError_t as int; 0 is success).
-int rms_norm_launch(DType dtype, Rows out, Rows x, Rows res, const void* weight, int64_t rows,
-                    int64_t d, float eps, void* stream);
+int rms_norm_launch(const NormParams& p, void* stream);
 
 }  // namespace inference_kernels

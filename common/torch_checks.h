@@ -9,8 +9,11 @@
 #include <c10/util/Exception.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "fp8.h"
 #include "gpu_launchers.h"
 
 // The activation dtypes every op accepts: fp32, fp16, bf16 (scalar_t inside).
@@ -156,6 +159,57 @@ inline void check_fused_add_rms_norm_args(const at::Tensor& x, const at::Tensor&
   at::assert_no_overlap(x, residual);
   at::assert_no_overlap(x, weight);
   at::assert_no_overlap(residual, weight);
+}
+
+// rms_norm_fp8 / rms_norm_fp8_dynamic: x normalised (after an optional residual add)
+// into a float8_e4m3fn `out` of x's shape.
+inline void check_rms_norm_fp8_args(const at::Tensor& out, const at::Tensor& x,
+                                    const at::Tensor& weight, double eps,
+                                    const std::optional<at::Tensor>& residual,
+                                    c10::DeviceType type) {
+  check_device(x, type, "x");
+  TORCH_CHECK(x.dim() >= 1, "x must have at least one dimension, got a scalar");
+  check_float_dtype(x, "x");
+  check_norm_weight(weight, x);
+  check_eps(eps);
+  TORCH_CHECK(out.device() == x.device(), "out must be on the same device as x (",
+              x.device().str(), "), got ", out.device().str());
+  TORCH_CHECK(out.scalar_type() == at::kFloat8_e4m3fn, "out must be float8_e4m3fn, got ",
+              c10::toString(out.scalar_type()));
+  check_same_shape(out, x, "out", "x");
+  at::assert_no_overlap(out, x);
+  at::assert_no_overlap(out, weight);
+  if (residual) {
+    check_same(*residual, x, "residual", "x");
+    check_same_shape(*residual, x, "residual", "x");
+    at::assert_no_overlap(*residual, x);
+    at::assert_no_overlap(*residual, out);
+    at::assert_no_overlap(*residual, weight);
+  }
+}
+
+// A static per-tensor scale: one float32 element on x's device (read there, so
+// no host synchronisation and the call can be captured in a CUDA graph).
+inline void check_fp8_scale(const at::Tensor& scale, const at::Tensor& x) {
+  TORCH_CHECK(scale.device() == x.device(), "scale must be on the same device as x (",
+              x.device().str(), "), got ", scale.device().str());
+  TORCH_CHECK(scale.scalar_type() == at::kFloat, "scale must be float32, got ",
+              c10::toString(scale.scalar_type()));
+  TORCH_CHECK(scale.numel() == 1, "scale must have one element, got ", num(scale.numel()));
+}
+
+// Per-row scales of a dynamic quantisation: float32, shape x.shape[:-1] + [1], contiguous.
+inline void check_row_scales(const at::Tensor& scales, const at::Tensor& x) {
+  TORCH_CHECK(scales.device() == x.device(), "scales must be on the same device as x (",
+              x.device().str(), "), got ", scales.device().str());
+  TORCH_CHECK(scales.scalar_type() == at::kFloat, "scales must be float32, got ",
+              c10::toString(scales.scalar_type()));
+  std::vector<int64_t> want(x.sizes().begin(), x.sizes().end());
+  want.back() = 1;
+  TORCH_CHECK(scales.sizes() == c10::IntArrayRef(want), "scales must have shape ", dims_str(want),
+              ", got ", dims_str(scales.sizes()));
+  TORCH_CHECK(scales.is_contiguous(), "scales must be contiguous");
+  at::assert_no_overlap(scales, x);
 }
 
 }  // namespace inference_kernels

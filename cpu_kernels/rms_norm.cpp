@@ -1,4 +1,4 @@
-// RMSNorm and fused residual-add + RMSNorm on the CPU.
+// RMSNorm, fused residual-add + RMSNorm, and both with FP8 (e4m3fn) output, on the CPU.
 //
 // Rows run in parallel (at::parallel_for); inside a row, ATen's Vectorized types
 // do the arithmetic in fp32, two float vectors per step. Rounding follows HF's
@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
+
+#include <c10/util/Float8_e4m3fn.h>
 
 #include "torch_binding.h"
 #include "torch_checks.h"
@@ -76,62 +78,120 @@ inline F2 round_to(const F2& v) {
   }
 }
 
+// One step of the normalised row, rounded as HF does: round(round(x * inv_rms) * w).
 template <typename T>
-inline void normalise_row(T* out, const T* in, const T* w, int64_t d, float inv_rms) {
+inline F2 norm_step(const T* in, const T* w, int64_t n, float inv_rms) {
   const fVec s(inv_rms);
-  for (int64_t i = 0; i < d; i += kStep) {
-    const int64_t n = std::min(kStep, d - i);
-    const F2 x = load(in + i, n);
-    const F2 y = round_to<T>({x.a * s, x.b * s});
-    const F2 g = load(w + i, n);
-    store(out + i, F2{y.a * g.a, y.b * g.b}, n);
-  }
+  const F2 x = load(in, n);
+  const F2 y = round_to<T>({x.a * s, x.b * s});
+  const F2 g = load(w, n);
+  return round_to<T>({y.a * g.a, y.b * g.b});
 }
 
 inline float inv_rms(float sum_sq, int64_t d, double eps) {
   return 1.0f / std::sqrt(sum_sq / static_cast<float>(d) + static_cast<float>(eps));
 }
 
+using inference_kernels::kFp8Max;
+using Fp8 = c10::Float8_e4m3fn;
+
+// Saturates to the format's range but keeps NaN (comparisons with NaN are false;
+// c10's conversion would turn out-of-range values into NaN, not the maximum).
+inline float clamp_fp8(float v) { return v > kFp8Max ? kFp8Max : (v < -kFp8Max ? -kFp8Max : v); }
+
+inline void store_fp8(Fp8* p, const F2& v, float inv_scale, int64_t n) {
+  float tmp[kStep];
+  v.a.store(tmp);
+  v.b.store(tmp + fVec::size());
+  for (int64_t k = 0; k < n; ++k) p[k] = Fp8(clamp_fp8(tmp[k] * inv_scale));
+}
+
 // Rows per task: enough work per task to amortise scheduling (~32K elements).
 inline int64_t grain(int64_t d) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(d, 1)); }
 
-template <typename T>
-void rms_norm_rows(T* out, int64_t out_stride, const T* x, int64_t x_stride, const T* w,
-                   int64_t rows, int64_t d, double eps) {
-  at::parallel_for(0, rows, grain(d), [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const T* xr = x + r * x_stride;
-      fVec acc(0.0f);
-      for (int64_t i = 0; i < d; i += kStep) {
-        const F2 v = load(xr + i, std::min(kStep, d - i));
-        acc = at::vec::fmadd(v.a, v.a, acc);
-        acc = at::vec::fmadd(v.b, v.b, acc);
-      }
-      const float sum_sq = at::vec::vec_reduce_all<float>(std::plus<fVec>(), acc);
-      normalise_row(out + r * out_stride, xr, w, d, inv_rms(sum_sq, d, eps));
-    }
-  });
-}
+// What a call writes: the normalised row in x's dtype, or its fp8 quantisation
+// with one static scale, or with a scale per row computed from the row's absmax.
+enum class Out { kSame, kFp8Static, kFp8Dynamic };
 
 template <typename T>
-void fused_add_rms_norm_rows(T* x, int64_t x_stride, T* res, int64_t res_stride, const T* w,
-                             int64_t rows, int64_t d, double eps) {
-  at::parallel_for(0, rows, grain(d), [&](int64_t begin, int64_t end) {
+struct NormRows {
+  const T* x;
+  int64_t x_stride;
+  T* res;  // optional: res <- round(x + res), and res is what gets normalised
+  int64_t res_stride;
+  const T* w;
+  void* out;  // T (kSame) or Fp8; may be x for kSame
+  int64_t out_stride;
+  const float* scale;  // kFp8Static: one element
+  float* row_scales;   // kFp8Dynamic: one per row
+  int64_t rows, d;
+  double eps;
+};
+
+// Returns the row to normalise and its 1/rms; with a residual, writes the sum first.
+template <typename T>
+inline const T* prepare_row(const NormRows<T>& a, int64_t r, float* inv) {
+  const T* xr = a.x + r * a.x_stride;
+  const int64_t d = a.d;
+  fVec acc(0.0f);
+  if (a.res) {
+    T* rr = a.res + r * a.res_stride;
+    for (int64_t i = 0; i < d; i += kStep) {
+      const int64_t n = std::min(kStep, d - i);
+      const F2 p = load(xr + i, n);
+      const F2 q = load(rr + i, n);
+      const F2 s = round_to<T>({p.a + q.a, p.b + q.b});
+      store(rr + i, s, n);
+      acc = at::vec::fmadd(s.a, s.a, acc);
+      acc = at::vec::fmadd(s.b, s.b, acc);
+    }
+    *inv = inv_rms(at::vec::vec_reduce_all<float>(std::plus<fVec>(), acc), d, a.eps);
+    return rr;
+  }
+  for (int64_t i = 0; i < d; i += kStep) {
+    const F2 v = load(xr + i, std::min(kStep, d - i));
+    acc = at::vec::fmadd(v.a, v.a, acc);
+    acc = at::vec::fmadd(v.b, v.b, acc);
+  }
+  *inv = inv_rms(at::vec::vec_reduce_all<float>(std::plus<fVec>(), acc), d, a.eps);
+  return xr;
+}
+
+template <typename T, Out MODE>
+void norm_rows(const NormRows<T>& a) {
+  const int64_t d = a.d;
+  float inv_scale = 0.0f;
+  if constexpr (MODE == Out::kFp8Static) inv_scale = 1.0f / *a.scale;
+  at::parallel_for(0, a.rows, grain(d), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      T* xr = x + r * x_stride;
-      T* rr = res + r * res_stride;
-      fVec acc(0.0f);
-      for (int64_t i = 0; i < d; i += kStep) {
-        const int64_t n = std::min(kStep, d - i);
-        const F2 a = load(xr + i, n);
-        const F2 b = load(rr + i, n);
-        const F2 s = round_to<T>({a.a + b.a, a.b + b.b});
-        store(rr + i, s, n);
-        acc = at::vec::fmadd(s.a, s.a, acc);
-        acc = at::vec::fmadd(s.b, s.b, acc);
+      float inv;
+      const T* src = prepare_row(a, r, &inv);
+      if constexpr (MODE == Out::kSame) {
+        T* o = static_cast<T*>(a.out) + r * a.out_stride;
+        for (int64_t i = 0; i < d; i += kStep) {
+          const int64_t n = std::min(kStep, d - i);
+          store(o + i, norm_step(src + i, a.w + i, n, inv), n);
+        }
+      } else {
+        float row_inv_scale = inv_scale;
+        if constexpr (MODE == Out::kFp8Dynamic) {
+          fVec m(0.0f);
+          for (int64_t i = 0; i < d; i += kStep) {
+            const F2 y = norm_step(src + i, a.w + i, std::min(kStep, d - i), inv);
+            m = at::vec::maximum(m, at::vec::maximum(y.a.abs(), y.b.abs()));
+          }
+          const float absmax = at::vec::vec_reduce_all<float>(
+              [](const fVec& p, const fVec& q) { return at::vec::maximum(p, q); }, m);
+          const float scale = inference_kernels::dynamic_fp8_scale(absmax);
+          a.row_scales[r] = scale;
+          row_inv_scale = 1.0f / scale;
+        }
+        Fp8* o = static_cast<Fp8*>(a.out) + r * a.out_stride;
+        for (int64_t i = 0; i < d; i += kStep) {
+          const int64_t n = std::min(kStep, d - i);
+          store_fp8(o + i, norm_step(src + i, a.w + i, n, inv), row_inv_scale, n);
+        }
       }
-      const float sum_sq = at::vec::vec_reduce_all<float>(std::plus<fVec>(), acc);
-      normalise_row(xr, rr, w, d, inv_rms(sum_sq, d, eps));
     }
   });
 }
@@ -145,8 +205,9 @@ void rms_norm_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& weight
   const RowView ov = row_view(out, "out");
   if (xv.rows == 0 || xv.cols == 0) return;
   IK_DISPATCH_FLOAT_TYPES(x.scalar_type(), "rms_norm_cpu", [&] {
-    rms_norm_rows(out.data_ptr<scalar_t>(), ov.row_stride, x.const_data_ptr<scalar_t>(),
-                  xv.row_stride, weight.const_data_ptr<scalar_t>(), xv.rows, xv.cols, eps);
+    norm_rows<scalar_t, Out::kSame>({x.const_data_ptr<scalar_t>(), xv.row_stride, nullptr, 0,
+                                     weight.const_data_ptr<scalar_t>(), out.data_ptr(),
+                                     ov.row_stride, nullptr, nullptr, xv.rows, xv.cols, eps});
   });
 }
 
@@ -157,10 +218,48 @@ void fused_add_rms_norm_cpu(at::Tensor& x, at::Tensor& residual, const at::Tenso
   const RowView xv = row_view(x, "x");
   const RowView rv = row_view(residual, "residual");
   if (xv.rows == 0 || xv.cols == 0) return;
-  IK_DISPATCH_FLOAT_TYPES(
-      x.scalar_type(), "fused_add_rms_norm_cpu", [&] {
-        fused_add_rms_norm_rows(x.data_ptr<scalar_t>(), xv.row_stride,
-                                residual.data_ptr<scalar_t>(), rv.row_stride,
-                                weight.const_data_ptr<scalar_t>(), xv.rows, xv.cols, eps);
-      });
+  IK_DISPATCH_FLOAT_TYPES(x.scalar_type(), "fused_add_rms_norm_cpu", [&] {
+    norm_rows<scalar_t, Out::kSame>({x.const_data_ptr<scalar_t>(), xv.row_stride,
+                                     residual.data_ptr<scalar_t>(), rv.row_stride,
+                                     weight.const_data_ptr<scalar_t>(), x.data_ptr(),
+                                     xv.row_stride, nullptr, nullptr, xv.rows, xv.cols, eps});
+  });
+}
+
+void rms_norm_fp8_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& weight,
+                      const at::Tensor& scale, double eps,
+                      const std::optional<at::Tensor>& residual) {
+  using namespace inference_kernels;
+  check_rms_norm_fp8_args(out, x, weight, eps, residual, c10::DeviceType::CPU);
+  check_fp8_scale(scale, x);
+  const RowView xv = row_view(x, "x");
+  const RowView ov = row_view(out, "out");
+  const RowView rv = residual ? row_view(*residual, "residual") : RowView{0, 0, 0};
+  if (xv.rows == 0 || xv.cols == 0) return;
+  IK_DISPATCH_FLOAT_TYPES(x.scalar_type(), "rms_norm_fp8_cpu", [&] {
+    norm_rows<scalar_t, Out::kFp8Static>(
+        {x.const_data_ptr<scalar_t>(), xv.row_stride,
+         residual ? residual->data_ptr<scalar_t>() : nullptr, rv.row_stride,
+         weight.const_data_ptr<scalar_t>(), out.data_ptr(), ov.row_stride,
+         scale.const_data_ptr<float>(), nullptr, xv.rows, xv.cols, eps});
+  });
+}
+
+void rms_norm_fp8_dynamic_cpu(at::Tensor& out, at::Tensor& scales, const at::Tensor& x,
+                              const at::Tensor& weight, double eps,
+                              const std::optional<at::Tensor>& residual) {
+  using namespace inference_kernels;
+  check_rms_norm_fp8_args(out, x, weight, eps, residual, c10::DeviceType::CPU);
+  check_row_scales(scales, x);
+  const RowView xv = row_view(x, "x");
+  const RowView ov = row_view(out, "out");
+  const RowView rv = residual ? row_view(*residual, "residual") : RowView{0, 0, 0};
+  if (xv.rows == 0 || xv.cols == 0) return;
+  IK_DISPATCH_FLOAT_TYPES(x.scalar_type(), "rms_norm_fp8_dynamic_cpu", [&] {
+    norm_rows<scalar_t, Out::kFp8Dynamic>(
+        {x.const_data_ptr<scalar_t>(), xv.row_stride,
+         residual ? residual->data_ptr<scalar_t>() : nullptr, rv.row_stride,
+         weight.const_data_ptr<scalar_t>(), out.data_ptr(), ov.row_stride, nullptr,
+         scales.data_ptr<float>(), xv.rows, xv.cols, eps});
+  });
 }

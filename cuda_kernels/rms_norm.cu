@@ -1,25 +1,29 @@
-// RMSNorm and fused residual-add + RMSNorm on NVIDIA GPUs (torch-free; see
-// rms_norm_torch.cpp for the tensor checks).
+// RMSNorm, fused residual-add + RMSNorm, and both with FP8 (e4m3fn) output, on NVIDIA
+// GPUs (torch-free; rms_norm_torch.cpp checks the tensors).
 //
-// One block per row. Pass 1 reads the row (adds the residual and writes the
-// rounded sum back, when fused) and reduces the sum of squares in fp32; pass 2
-// re-reads the row, which the first pass left in L1/L2, and writes the output.
-// Rows that are 16-byte aligned move in 16-byte vectors; any other row takes the
-// scalar path, so every size and stride the checks accept is handled.
-// Rounding matches the CPU backend and HF's LlamaRMSNorm (see cpu_kernels/rms_norm.cpp).
+// One block per row. Pass 1 reads the row (adds the residual and writes the rounded
+// sum back, when fused) and reduces the sum of squares in fp32; the next pass
+// re-reads the row, which the first left in L1/L2, and writes the output. Dynamic
+// FP8 adds a pass for the row's absmax. Rows that are 16-byte aligned move in
+// 16-byte vectors; any other row takes the scalar path, so every size and stride the
+// checks accept is handled. Rounding matches the CPU backend and HF's LlamaRMSNorm
+// (see cpu_kernels/rms_norm.cpp).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 
+#include "fp8.h"
 #include "gpu_launchers.h"
 
 namespace {
 
 using inference_kernels::DType;
-using inference_kernels::Rows;
+using inference_kernels::NormOut;
+using inference_kernels::NormParams;
 
 constexpr int kMaxThreads = 1024;
 
@@ -38,48 +42,70 @@ __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 
+// Saturate to the format's range, keeping NaN (comparisons with NaN are false), then
+// round to nearest even.
+__device__ __forceinline__ uint8_t to_fp8(float v) {
+  constexpr float m = inference_kernels::kFp8Max;
+  v = v > m ? m : (v < -m ? -m : v);
+  return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+}
+
 template <typename T, int N>
 struct alignas(sizeof(T) * N) Pack {
   T v[N];
 };
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
+// A max that propagates NaN (fmaxf drops it), as the CPU backend's does: a row
+// holding NaN gets a NaN scale rather than a scale that ignores it.
+__device__ __forceinline__ float nan_max(float a, float b) { return (a > b || a != a) ? a : b; }
 
-// Sum over the block, returned to every thread.
-__device__ __forceinline__ float block_sum(float v) {
+struct Sum {
+  static constexpr float kIdentity = 0.0f;
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct Max {  // of absolute values, so 0 is the identity
+  static constexpr float kIdentity = 0.0f;
+  __device__ float operator()(float a, float b) const { return nan_max(a, b); }
+};
+
+// Reduction over the block, returned to every thread. Each Op has its own shared
+// storage, so a sum and a max in one kernel do not race on it.
+template <typename Op>
+__device__ __forceinline__ float block_reduce(float v) {
   __shared__ float partial[kMaxThreads / 32];
   __shared__ float total;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  v = warp_sum(v);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = Op()(v, __shfl_xor_sync(0xffffffffu, v, o));
   if (lane == 0) partial[warp] = v;
   __syncthreads();
   if (warp == 0) {
     const int nwarps = (blockDim.x + 31) / 32;
-    v = lane < nwarps ? partial[lane] : 0.0f;
-    v = warp_sum(v);
+    v = lane < nwarps ? partial[lane] : Op::kIdentity;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = Op()(v, __shfl_xor_sync(0xffffffffu, v, o));
     if (lane == 0) total = v;
   }
   __syncthreads();
   return total;
 }
 
-// x and out may be the same row (rms_norm with out=x): every element is read
-// before the same thread writes it, so neither pointer is __restrict__.
-template <typename T, int VEC, bool FUSED>
-__global__ void rms_norm_kernel(T* out, int64_t out_stride, const T* x, int64_t x_stride,
-                                T* res, int64_t res_stride, const T* __restrict__ weight,
-                                int64_t d, float eps) {
+// y = round(round(a * inv_rms) * g), the normalised value in T, as a float.
+template <typename T>
+__device__ __forceinline__ float norm_value(T a, T g, float inv_rms) {
+  return to_float(from_float<T>(to_float(from_float<T>(to_float(a) * inv_rms)) * to_float(g)));
+}
+
+// x and out may be the same row (rms_norm with out=x): every element is read before
+// the same thread writes it, so neither pointer is __restrict__.
+template <typename T, int VEC, bool FUSED, NormOut MODE>
+__global__ void rms_norm_kernel(NormParams p) {
   using P = Pack<T, VEC>;
   const int64_t row = blockIdx.x;
-  const P* xr = reinterpret_cast<const P*>(x + row * x_stride);
-  P* rr = FUSED ? reinterpret_cast<P*>(res + row * res_stride) : nullptr;
-  P* orow = reinterpret_cast<P*>(out + row * out_stride);
-  const P* w = reinterpret_cast<const P*>(weight);
-  const int64_t nvec = d / VEC;
+  const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row * p.x.stride);
+  P* rr = FUSED ? reinterpret_cast<P*>(static_cast<T*>(p.res.ptr) + row * p.res.stride) : nullptr;
+  const P* w = reinterpret_cast<const P*>(p.weight);
+  const int64_t nvec = p.d / VEC;
 
   float sum_sq = 0.0f;
   for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
@@ -96,54 +122,80 @@ __global__ void rms_norm_kernel(T* out, int64_t out_stride, const T* x, int64_t 
       sum_sq += f * f;
     }
   }
-  const float inv_rms = rsqrtf(block_sum(sum_sq) / float(d) + eps);
-
+  const float inv_rms = rsqrtf(block_reduce<Sum>(sum_sq) / float(p.d) + p.eps);
   const P* src = FUSED ? rr : xr;
-  for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
-    const P a = src[i];
-    const P g = w[i];
-    P y;
+
+  if constexpr (MODE == NormOut::kSame) {
+    P* orow = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row * p.out.stride);
+    for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
+      const P a = src[i], g = w[i];
+      P y;
 #pragma unroll
-    for (int k = 0; k < VEC; ++k) {
-      const float n = to_float(from_float<T>(to_float(a.v[k]) * inv_rms));
-      y.v[k] = from_float<T>(n * to_float(g.v[k]));
+      for (int k = 0; k < VEC; ++k) y.v[k] = from_float<T>(norm_value(a.v[k], g.v[k], inv_rms));
+      orow[i] = y;
     }
-    orow[i] = y;
+  } else {
+    float inv_scale;
+    if constexpr (MODE == NormOut::kFp8Static) {
+      inv_scale = 1.0f / *p.scale;
+    } else {
+      float absmax = 0.0f;
+      for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
+        const P a = src[i], g = w[i];
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) absmax = nan_max(absmax, fabsf(norm_value(a.v[k], g.v[k], inv_rms)));
+      }
+      const float scale = inference_kernels::dynamic_fp8_scale(block_reduce<Max>(absmax));
+      if (threadIdx.x == 0) p.row_scales[row] = scale;
+      inv_scale = 1.0f / scale;
+    }
+    using Q = Pack<uint8_t, VEC>;
+    Q* orow = reinterpret_cast<Q*>(static_cast<uint8_t*>(p.out.ptr) + row * p.out.stride);
+    for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
+      const P a = src[i], g = w[i];
+      Q q;
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) q.v[k] = to_fp8(norm_value(a.v[k], g.v[k], inv_rms) * inv_scale);
+      orow[i] = q;
+    }
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+bool aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
-template <typename T, bool FUSED>
-void launch(Rows out, Rows x, Rows res, const void* weight, int64_t rows, int64_t d, float eps,
-            cudaStream_t stream) {
+template <typename T, bool FUSED, NormOut MODE>
+void launch(const NormParams& p, cudaStream_t stream) {
   constexpr int kVec = 16 / sizeof(T);
-  const bool vec = d % kVec == 0 && out.stride % kVec == 0 && x.stride % kVec == 0 &&
-                   (!FUSED || res.stride % kVec == 0) && aligned16(out.ptr) && aligned16(x.ptr) &&
-                   (!FUSED || aligned16(res.ptr)) && aligned16(weight);
-  const int64_t work = vec ? d / kVec : d;
+  constexpr int kOutBytes = MODE == NormOut::kSame ? 16 : kVec;  // fp8: one byte an element
+  const bool vec = p.d % kVec == 0 && p.out.stride % kVec == 0 && p.x.stride % kVec == 0 &&
+                   (!FUSED || p.res.stride % kVec == 0) && aligned(p.out.ptr, kOutBytes) &&
+                   aligned(p.x.ptr, 16) && (!FUSED || aligned(p.res.ptr, 16)) &&
+                   aligned(p.weight, 16);
+  const int64_t work = vec ? p.d / kVec : p.d;
   const int threads = static_cast<int>(std::min<int64_t>(kMaxThreads, (work + 31) / 32 * 32));
-  const dim3 grid(static_cast<unsigned>(rows));
-  auto args = [&](auto kernel) {
-    kernel<<<grid, threads, 0, stream>>>(static_cast<T*>(out.ptr), out.stride,
-                                         static_cast<const T*>(x.ptr), x.stride,
-                                         static_cast<T*>(res.ptr), res.stride,
-                                         static_cast<const T*>(weight), d, eps);
-  };
+  const dim3 grid(static_cast<unsigned>(p.rows));
   if (vec) {
-    args(rms_norm_kernel<T, kVec, FUSED>);
+    rms_norm_kernel<T, kVec, FUSED, MODE><<<grid, threads, 0, stream>>>(p);
   } else {
-    args(rms_norm_kernel<T, 1, FUSED>);
+    rms_norm_kernel<T, 1, FUSED, MODE><<<grid, threads, 0, stream>>>(p);
+  }
+}
+
+template <typename T, NormOut MODE>
+void launch_fused_or_not(const NormParams& p, cudaStream_t stream) {
+  if (p.res.ptr) {
+    launch<T, true, MODE>(p, stream);
+  } else {
+    launch<T, false, MODE>(p, stream);
   }
 }
 
 template <typename T>
-void launch_any(Rows out, Rows x, Rows res, const void* weight, int64_t rows, int64_t d, float eps,
-                cudaStream_t stream) {
-  if (res.ptr) {
-    launch<T, true>(out, x, res, weight, rows, d, eps, stream);
-  } else {
-    launch<T, false>(out, x, res, weight, rows, d, eps, stream);
+void launch_mode(const NormParams& p, cudaStream_t stream) {
+  switch (p.mode) {
+    case NormOut::kSame: launch_fused_or_not<T, NormOut::kSame>(p, stream); break;
+    case NormOut::kFp8Static: launch_fused_or_not<T, NormOut::kFp8Static>(p, stream); break;
+    case NormOut::kFp8Dynamic: launch_fused_or_not<T, NormOut::kFp8Dynamic>(p, stream); break;
   }
 }
 
@@ -151,15 +203,14 @@ void launch_any(Rows out, Rows x, Rows res, const void* weight, int64_t rows, in
 
 namespace inference_kernels {
 
-int rms_norm_launch(DType dtype, Rows out, Rows x, Rows res, const void* weight, int64_t rows,
-                    int64_t d, float eps, void* stream) {
-  if (rows <= 0 || d <= 0) return cudaSuccess;
-  if (rows > INT32_MAX) return cudaErrorInvalidConfiguration;  // the wrapper refuses first
+int rms_norm_launch(const NormParams& p, void* stream) {
+  if (p.rows <= 0 || p.d <= 0) return cudaSuccess;
+  if (p.rows > INT32_MAX) return cudaErrorInvalidConfiguration;  // the wrapper refuses first
   const auto s = static_cast<cudaStream_t>(stream);
-  switch (dtype) {
-    case DType::kFloat32: launch_any<float>(out, x, res, weight, rows, d, eps, s); break;
-    case DType::kFloat16: launch_any<__half>(out, x, res, weight, rows, d, eps, s); break;
-    case DType::kBFloat16: launch_any<__nv_bfloat16>(out, x, res, weight, rows, d, eps, s); break;
+  switch (p.dtype) {
+    case DType::kFloat32: launch_mode<float>(p, s); break;
+    case DType::kFloat16: launch_mode<__half>(p, s); break;
+    case DType::kBFloat16: launch_mode<__nv_bfloat16>(p, s); break;
   }
   return cudaGetLastError();
 }

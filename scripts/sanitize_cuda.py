@@ -31,7 +31,12 @@ def main():
             # A misaligned view: the scalar path.
             wide = torch.randn(rows, hidden + 1, device=dev, dtype=dtype)
             ik.rms_norm(wide[:, 1:], w, 1e-6)
-            n += 3
+            scale = torch.tensor([0.05], device=dev)
+            ik.rms_norm_fp8(x, w, scale, 1e-6, residual=torch.randn_like(x))
+            ik.rms_norm_fp8(wide[:, 1:], w, scale, 1e-6)
+            ik.rms_norm_fp8_dynamic(x, w, 1e-6, residual=torch.randn_like(x))
+            ik.rms_norm_fp8_dynamic(wide[:, 1:], w, 1e-6)
+            n += 7
     torch.cuda.synchronize()
     print(f"sanitize_cuda: {n} launches done")
 

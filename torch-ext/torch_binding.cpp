@@ -10,15 +10,28 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("rms_norm(Tensor! out, Tensor x, Tensor weight, float eps) -> ()");
   // residual <- x + residual (rounded to the dtype); x <- rms_norm(residual).
   ops.def("fused_add_rms_norm(Tensor! x, Tensor! residual, Tensor weight, float eps) -> ()");
+  // out <- fp8(clamp(rms_norm(x) / scale)); with a residual, residual <- x + residual is
+  // normalised instead. scale: one float32 element (static per-tensor).
+  ops.def(
+      "rms_norm_fp8(Tensor! out, Tensor x, Tensor weight, Tensor scale, float eps, "
+      "Tensor!? residual) -> ()");
+  // As rms_norm_fp8 with one scale per row, max(absmax / 448, 1 / (448 * 512)), into scales.
+  ops.def(
+      "rms_norm_fp8_dynamic(Tensor! out, Tensor! scales, Tensor x, Tensor weight, float eps, "
+      "Tensor!? residual) -> ()");
 
 #if defined(CPU_KERNEL)
   ops.impl("rms_norm", c10::kCPU, &rms_norm_cpu);
   ops.impl("fused_add_rms_norm", c10::kCPU, &fused_add_rms_norm_cpu);
+  ops.impl("rms_norm_fp8", c10::kCPU, &rms_norm_fp8_cpu);
+  ops.impl("rms_norm_fp8_dynamic", c10::kCPU, &rms_norm_fp8_dynamic_cpu);
 #endif
 
 #if defined(CUDA_KERNEL)
   ops.impl("rms_norm", c10::kCUDA, &rms_norm_cuda);
   ops.impl("fused_add_rms_norm", c10::kCUDA, &fused_add_rms_norm_cuda);
+  ops.impl("rms_norm_fp8", c10::kCUDA, &rms_norm_fp8_cuda);
+  ops.impl("rms_norm_fp8_dynamic", c10::kCUDA, &rms_norm_fp8_dynamic_cuda);
 #endif
 
 #if defined(ROCM_KERNEL)

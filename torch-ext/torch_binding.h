@@ -4,14 +4,28 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <optional>
+
 #if defined(CPU_KERNEL)
 void rms_norm_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& weight, double eps);
 void fused_add_rms_norm_cpu(at::Tensor& x, at::Tensor& residual, const at::Tensor& weight,
                             double eps);
+void rms_norm_fp8_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& weight,
+                      const at::Tensor& scale, double eps,
+                      const std::optional<at::Tensor>& residual);
+void rms_norm_fp8_dynamic_cpu(at::Tensor& out, at::Tensor& scales, const at::Tensor& x,
+                              const at::Tensor& weight, double eps,
+                              const std::optional<at::Tensor>& residual);
 #endif
 
 #if defined(CUDA_KERNEL)
 void rms_norm_cuda(at::Tensor& out, const at::Tensor& x, const at::Tensor& weight, double eps);
 void fused_add_rms_norm_cuda(at::Tensor& x, at::Tensor& residual, const at::Tensor& weight,
                              double eps);
+void rms_norm_fp8_cuda(at::Tensor& out, const at::Tensor& x, const at::Tensor& weight,
+                       const at::Tensor& scale, double eps,
+                       const std::optional<at::Tensor>& residual);
+void rms_norm_fp8_dynamic_cuda(at::Tensor& out, at::Tensor& scales, const at::Tensor& x,
+                               const at::Tensor& weight, double eps,
+                               const std::optional<at::Tensor>& residual);
 #endif

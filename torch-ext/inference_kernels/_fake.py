@@ -27,3 +27,30 @@ def _fused_add_rms_norm_fake(x: torch.Tensor, residual: torch.Tensor, weight: to
     torch._check(residual.shape == x.shape, lambda: f"residual must have the shape of x {tuple(x.shape)}")
     torch._check(weight.dim() == 1 and weight.shape[0] == x.shape[-1],
                  lambda: f"weight must have shape [{x.shape[-1]}], got {tuple(weight.shape)}")
+
+
+def _check_norm_fp8(out: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, residual) -> None:
+    _check_same_device(weight, "weight", x)
+    _check_same_device(out, "out", x)
+    torch._check(out.shape == x.shape, lambda: f"out must have the shape of x {tuple(x.shape)}")
+    torch._check(out.dtype == torch.float8_e4m3fn, lambda: f"out must be float8_e4m3fn, got {out.dtype}")
+    torch._check(weight.dim() == 1 and weight.shape[0] == x.shape[-1],
+                 lambda: f"weight must have shape [{x.shape[-1]}], got {tuple(weight.shape)}")
+    if residual is not None:
+        _check_same_device(residual, "residual", x)
+        torch._check(residual.shape == x.shape,
+                     lambda: f"residual must have the shape of x {tuple(x.shape)}")
+
+
+@torch.library.register_fake(add_op_namespace_prefix("rms_norm_fp8"))
+def _rms_norm_fp8_fake(out, x, weight, scale, eps, residual) -> None:
+    _check_norm_fp8(out, x, weight, residual)
+    _check_same_device(scale, "scale", x)
+
+
+@torch.library.register_fake(add_op_namespace_prefix("rms_norm_fp8_dynamic"))
+def _rms_norm_fp8_dynamic_fake(out, scales, x, weight, eps, residual) -> None:
+    _check_norm_fp8(out, x, weight, residual)
+    _check_same_device(scales, "scales", x)
+    torch._check(scales.shape == (*x.shape[:-1], 1),
+                 lambda: f"scales must have shape {(*x.shape[:-1], 1)}, got {tuple(scales.shape)}")
