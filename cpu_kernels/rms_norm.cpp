@@ -6,75 +6,17 @@
 // before it is multiplied by the weight, and the residual sum is rounded to the
 // input dtype before it is normalised.
 #include <ATen/Parallel.h>
-#include <ATen/cpu/vec/functional.h>
-#include <ATen/cpu/vec/vec.h>
 
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 
 #include "torch_binding.h"
 #include "torch_checks.h"
+#include "vec_io.h"
 
 namespace {
 
-using fVec = at::vec::Vectorized<float>;
-constexpr int64_t kStep = 2 * fVec::size();  // elements per step, as two float vectors
-
-struct F2 {
-  fVec a, b;
-};
-
-// Loads `n` (<= kStep) elements of `p` as floats; missing lanes read as 0.
-template <typename T>
-inline F2 load(const T* p, int64_t n) {
-  if (n == kStep) {  // full step: no partial-copy path
-    if constexpr (std::is_same_v<T, float>) {
-      return {fVec::loadu(p), fVec::loadu(p + fVec::size())};
-    } else {
-      auto [a, b] = at::vec::convert_to_float<T>(at::vec::Vectorized<T>::loadu(p));
-      return {a, b};
-    }
-  }
-  if constexpr (std::is_same_v<T, float>) {
-    const int64_t na = std::min<int64_t>(n, fVec::size());
-    return {fVec::loadu(p, na), fVec::loadu(p + na, n - na)};
-  } else {
-    auto [a, b] = at::vec::convert_to_float<T>(at::vec::Vectorized<T>::loadu(p, n));
-    return {a, b};
-  }
-}
-
-template <typename T>
-inline void store(T* p, const F2& v, int64_t n) {
-  if (n == kStep) {
-    if constexpr (std::is_same_v<T, float>) {
-      v.a.store(p);
-      v.b.store(p + fVec::size());
-    } else {
-      at::vec::convert_from_float<T>(v.a, v.b).store(p);
-    }
-    return;
-  }
-  if constexpr (std::is_same_v<T, float>) {
-    const int64_t na = std::min<int64_t>(n, fVec::size());
-    v.a.store(p, na);
-    if (n > na) v.b.store(p + na, n - na);
-  } else {
-    at::vec::convert_from_float<T>(v.a, v.b).store(p, n);
-  }
-}
-
-// Rounds to T and back, as a T-typed intermediate would.
-template <typename T>
-inline F2 round_to(const F2& v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return v;
-  } else {
-    auto [a, b] = at::vec::convert_to_float<T>(at::vec::convert_from_float<T>(v.a, v.b));
-    return {a, b};
-  }
-}
+using namespace inference_kernels::cpu;
 
 template <typename T>
 inline void normalise_row(T* out, const T* in, const T* w, int64_t d, float inv_rms) {
@@ -91,9 +33,6 @@ inline void normalise_row(T* out, const T* in, const T* w, int64_t d, float inv_
 inline float inv_rms(float sum_sq, int64_t d, double eps) {
   return 1.0f / std::sqrt(sum_sq / static_cast<float>(d) + static_cast<float>(eps));
 }
-
-// Rows per task: enough work per task to amortise scheduling (~32K elements).
-inline int64_t grain(int64_t d) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(d, 1)); }
 
 template <typename T>
 void rms_norm_rows(T* out, int64_t out_stride, const T* x, int64_t x_stride, const T* w,
