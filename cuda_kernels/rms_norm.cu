@@ -7,41 +7,21 @@
 // Rows that are 16-byte aligned move in 16-byte vectors; any other row takes the
 // scalar path, so every size and stride the checks accept is handled.
 // Rounding matches the CPU backend and HF's LlamaRMSNorm (see cpu_kernels/rms_norm.cpp).
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 
 #include "gpu_launchers.h"
+#include "vec_io.cuh"
 
 namespace {
 
 using inference_kernels::DType;
 using inference_kernels::Rows;
+using namespace inference_kernels::cuda;
 
 constexpr int kMaxThreads = 1024;
-
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T>
-__device__ __forceinline__ T from_float(float v);
-template <>
-__device__ __forceinline__ float from_float<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-
-template <typename T, int N>
-struct alignas(sizeof(T) * N) Pack {
-  T v[N];
-};
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -112,15 +92,13 @@ __global__ void rms_norm_kernel(T* out, int64_t out_stride, const T* x, int64_t 
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 template <typename T, bool FUSED>
 void launch(Rows out, Rows x, Rows res, const void* weight, int64_t rows, int64_t d, float eps,
             cudaStream_t stream) {
   constexpr int kVec = 16 / sizeof(T);
   const bool vec = d % kVec == 0 && out.stride % kVec == 0 && x.stride % kVec == 0 &&
-                   (!FUSED || res.stride % kVec == 0) && aligned16(out.ptr) && aligned16(x.ptr) &&
-                   (!FUSED || aligned16(res.ptr)) && aligned16(weight);
+                   (!FUSED || res.stride % kVec == 0) && aligned(out.ptr, 16) && aligned(x.ptr, 16) &&
+                   (!FUSED || aligned(res.ptr, 16)) && aligned(weight, 16);
   const int64_t work = vec ? d / kVec : d;
   const int threads = static_cast<int>(std::min<int64_t>(kMaxThreads, (work + 31) / 32 * 32));
   const dim3 grid(static_cast<unsigned>(rows));
