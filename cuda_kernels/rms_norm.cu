@@ -138,6 +138,7 @@ int rms_norm_launch(DType dtype, Rows out, Rows x, Rows res, const void* weight,
     case DType::kFloat32: launch_any<float>(out, x, res, weight, rows, d, eps, s); break;
     case DType::kFloat16: launch_any<__half>(out, x, res, weight, rows, d, eps, s); break;
     case DType::kBFloat16: launch_any<__nv_bfloat16>(out, x, res, weight, rows, d, eps, s); break;
+    case DType::kFloat8E4M3: return cudaErrorInvalidValue;  // norms have no fp8 variant
   }
   return cudaGetLastError();
 }

@@ -32,6 +32,10 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
 #if defined(CUDA_KERNEL)
   ops.impl("rms_norm", c10::kCUDA, &rms_norm_cuda);
   ops.impl("fused_add_rms_norm", c10::kCUDA, &fused_add_rms_norm_cuda);
+  ops.impl("silu_and_mul", c10::kCUDA, &silu_and_mul_cuda);
+  ops.impl("silu_and_mul_fp8", c10::kCUDA, &silu_and_mul_fp8_cuda);
+  ops.impl("silu_mul", c10::kCUDA, &silu_mul_cuda);
+  ops.impl("silu", c10::kCUDA, &silu_cuda);
 #endif
 
 #if defined(ROCM_KERNEL)

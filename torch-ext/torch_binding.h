@@ -18,4 +18,8 @@ void silu_cpu(at::Tensor& out, const at::Tensor& x);
 void rms_norm_cuda(at::Tensor& out, const at::Tensor& x, const at::Tensor& weight, double eps);
 void fused_add_rms_norm_cuda(at::Tensor& x, at::Tensor& residual, const at::Tensor& weight,
                              double eps);
+void silu_and_mul_cuda(at::Tensor& out, const at::Tensor& x);
+void silu_and_mul_fp8_cuda(at::Tensor& out, const at::Tensor& x, const at::Tensor& scale);
+void silu_mul_cuda(at::Tensor& out, const at::Tensor& gate, const at::Tensor& up);
+void silu_cuda(at::Tensor& out, const at::Tensor& x);
 #endif
