@@ -41,7 +41,7 @@ fi
 step "error paths, 20 fresh processes (a check once crashed while formatting its message)"
 crashes=0
 for i in $(seq 20); do
-  python3 -m pytest -q -p no:cacheprovider tests/test_rms_norm.py -k rejects > /tmp/rejects.log 2>&1 \
+  python3 -m pytest -q -p no:cacheprovider tests/test_rms_norm.py tests/test_activation.py -k rejects > /tmp/rejects.log 2>&1 \
     || { crashes=$((crashes+1)); tail -5 /tmp/rejects.log; }
 done
 echo "error-path runs failed: $crashes of 20" | tee "$OUT/error_paths.txt"; [ $crashes = 0 ] || status=1
@@ -51,10 +51,14 @@ cuobjdump -sass "$SO" > /tmp/sass.txt
 grep -oE "(LDG|STG)\.E[.A-Z0-9]*" /tmp/sass.txt | sort | uniq -c | tee "$OUT/sass_summary.txt"
 
 step "compute-sanitizer"
+# One filter a run (our kernels by name, not torch's randn and copies).
 for tool in memcheck racecheck; do
-  PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool $tool --error-exitcode 9 \
-    --kernel-name kns=rms_norm python3 scripts/sanitize_cuda.py > "$OUT/sanitizer_$tool.log" 2>&1
-  rc=$?; tail -3 "$OUT/sanitizer_$tool.log"; echo "$tool exit $rc"; [ $rc = 0 ] || status=1
+  for kernel in rms_norm silu_mul_kernel; do
+    log="$OUT/sanitizer_${tool}_$kernel.log"
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool $tool --error-exitcode 9 \
+      --kernel-name kns=$kernel python3 scripts/sanitize_cuda.py > "$log" 2>&1
+    rc=$?; tail -3 "$log"; echo "$tool $kernel exit $rc"; [ $rc = 0 ] || status=1
+  done
 done
 
 [ "$MODE" = verify ] && { echo "session status $status"; exit $status; }

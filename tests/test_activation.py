@@ -128,6 +128,17 @@ def test_3d_and_allocated_out(ik, device, dtype):
     assert q.shape == (2, 5, 1408) and q.dtype == FP8
 
 
+def test_more_work_than_one_grid(ik, device):
+    """More (row, element) pairs than the CUDA launch's largest grid (65536 blocks of 256
+    threads): the grid-stride loop must cover the rest. Odd sizes: the one-element path."""
+    gate = rand((4100, 4099), torch.float16, device)
+    up = rand((4100, 4099), torch.float16, device)
+    assert gate.numel() > 65536 * 256
+    out = ik.silu_mul(gate, up, out=poisoned_like(gate))
+    assert not out.isnan().any(), "elements left unwritten"
+    assert_close(out[-64:], silu_mul_ref(gate[-64:], up[-64:]), torch.float16)  # the second pass
+
+
 # ---- layouts: column slices of wider tensors, views one element into storage, row steps.
 
 OPS = ["silu_and_mul", "silu_and_mul_fp8", "silu_mul", "silu"]
