@@ -5,9 +5,9 @@ torch.compile and kernelize."""
 import pytest
 import torch
 
-from conftest import ROOT
 from reference import (assert_close, fp8_order, fp8_ref, poisoned_like, silu_mul_hf, silu_mul_ref,
                        ulps_apart)
+from test_kernelize import count_calls, kernelize_with, kernelized_tiny_llama, relative_error
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 HIDDEN = [1, 3, 127, 6656, 16385]
@@ -499,45 +499,12 @@ def test_layer_contracts(ik):
 # ---- kernelize: transformers' SiLU inside a tiny Llama; LlamaMLP and SiluAndMul
 # on modules decorated here (transformers 5.22 marks neither for the Hub).
 
-def count_calls(op, fn):
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    calls = 0
-
-    class CountOp(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            nonlocal calls
-            calls += func is op
-            return func(*args, **(kwargs or {}))
-
-    with torch.no_grad(), CountOp():
-        result = fn()
-    return result, calls
-
-
-def kernelize_with(model, device, **layers):
-    from kernels import LocalLayerRepository, Mode, kernelize, use_kernel_mapping
-
-    mapping = {hub_name: {device: LocalLayerRepository(repo_path=ROOT / "build", layer_name=layer)}
-               for hub_name, layer in layers.items()}
-    with use_kernel_mapping(mapping, inherit_mapping=False):
-        kernelize(model, mode=Mode.INFERENCE, device=device)
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_kernelize_silu_in_tiny_llama(ik, device, dtype):
-    from test_kernelize import tiny_llama
-
-    model = tiny_llama(device, dtype)
-    ids = torch.randint(0, 512, (2, 33), device=device)
-    with torch.no_grad():
-        ref = model(ids).logits.float()
-    kernelize_with(model, device, SiLU="Silu")
-    logits, calls = count_calls(ik.ops.silu.default, lambda: model(ids).logits.float())
+    _, ref, logits, calls = kernelized_tiny_llama(ik.ops.silu.default, device, dtype, SiLU="Silu")
     assert calls == 2, f"our silu ran {calls} times for 2 decoder layers"
-    tol = 1e-5 if dtype == torch.float32 else 1e-2
-    err = ((logits - ref).norm() / ref.norm()).item()
-    assert err < tol, f"logits relative error {err:.3g}"
+    err = relative_error(logits, ref)
+    assert err < (1e-5 if dtype == torch.float32 else 1e-2), f"logits relative error {err:.3g}"
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
