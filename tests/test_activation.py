@@ -110,7 +110,7 @@ def test_silu_and_mul_fp8(ik, device, dtype, hidden, rows):
     if rows:
         apart = (fp8_order(out) - fp8_order(fp8_ref(silu_mul_hf(gate, up), scale))).abs()
         frac = (apart > 0).float().mean().item()
-        assert apart.max().item() <= 1 and frac <= 1e-3, \
+        assert apart.max().item() <= 1 and frac <= 1e-4, \
             f"{frac:.2e} of fp8 codes off HF's rounding, by up to {apart.max().item()} codes"
     assert torch.equal(ik.silu_and_mul_fp8(x, scale).view(torch.uint8), q)
 
@@ -305,7 +305,8 @@ def test_rejects_bad_dtype(ik, device):
 
 def test_rejects_bad_out(ik, device):
     x = torch.randn(4, 16, device=device)
-    with pytest.raises(RuntimeError, match=r"out must have shape \[4, 8\] \(x's, last dimension halved\), got \[4, 16\]"):
+    halved = r"out must have shape \[4, 8\] \(x's, last dimension halved\), got \[4, 16\]"
+    with pytest.raises(RuntimeError, match=halved):
         ik.silu_and_mul(x, out=torch.empty(4, 16, device=device))
     with pytest.raises(RuntimeError, match="out must have the dtype of x"):
         ik.silu_and_mul(x, out=torch.empty(4, 8, device=device, dtype=torch.bfloat16))
