@@ -105,9 +105,9 @@ def main(argv=None) -> int:
             xs = [x.clone() for _ in range(n_rot)]
             rs = [r.clone() for _ in range(n_rot)]
             if mode == "static":
-                call = lambda f, i: f(xs[i], rs[i], w, scale, inv)  # noqa: E731
+                call = lambda f, i, xs=xs, rs=rs: f(xs[i], rs[i], w, scale, inv)  # noqa: E731
             else:
-                call = lambda f, i: f(xs[i], rs[i], w)  # noqa: E731
+                call = lambda f, i, xs=xs, rs=rs: f(xs[i], rs[i], w)  # noqa: E731
             table.append(harness.time_point(f"add_rms_norm_fp8_{mode}", impls, errs, call, n, d,
                                             dtype, nbytes, n_rot, bw, dev, results))
             del xs, rs

@@ -86,10 +86,15 @@ inline void check_float_dtype(const at::Tensor& t, const char* name) {
               " must be float32, float16 or bfloat16, got ", c10::toString(st));
 }
 
-inline void check_same(const at::Tensor& t, const at::Tensor& ref, const char* name,
-                       const char* ref_name) {
+inline void check_same_device(const at::Tensor& t, const at::Tensor& ref, const char* name,
+                              const char* ref_name) {
   TORCH_CHECK(t.device() == ref.device(), name, " must be on the same device as ", ref_name,
               " (", ref.device().str(), "), got ", t.device().str());
+}
+
+inline void check_same(const at::Tensor& t, const at::Tensor& ref, const char* name,
+                       const char* ref_name) {
+  check_same_device(t, ref, name, ref_name);
   TORCH_CHECK(t.scalar_type() == ref.scalar_type(), name, " must have the dtype of ", ref_name,
               " (", c10::toString(ref.scalar_type()), "), got ", c10::toString(t.scalar_type()));
 }
@@ -210,6 +215,77 @@ inline void check_row_scales(const at::Tensor& scales, const at::Tensor& x) {
               ", got ", dims_str(scales.sizes()));
   TORCH_CHECK(scales.is_contiguous(), "scales must be contiguous");
   at::assert_no_overlap(scales, x);
+}
+
+// silu, silu_mul, silu_and_mul and silu_and_mul_fp8: the checks every backend
+// makes, and the operands its kernels take (gpu_launchers.h). out never overlaps
+// an input, so kernels may read inputs through restrict-qualified pointers.
+// (at::assert_no_overlap proves this for dense tensors; strided views that share
+// storage are the caller's to keep apart, as for every torch out= op.)
+inline void check_activation_input(const at::Tensor& t, c10::DeviceType type, const char* name) {
+  check_device(t, type, name);
+  TORCH_CHECK(t.dim() >= 1, name, " must have at least one dimension, got a scalar");
+  check_float_dtype(t, name);
+}
+
+inline Rows out_rows(at::Tensor& t, const RowView& v) { return {t.data_ptr(), v.row_stride}; }
+
+// Rows starting `col` elements into each row of `t`. Kernels only read through
+// them; the const_cast fits the one Rows struct every launcher takes.
+inline Rows in_rows(const at::Tensor& t, const RowView& v, int64_t col = 0) {
+  const auto* base = static_cast<const char*>(t.const_data_ptr());
+  return {const_cast<char*>(base) + col * t.element_size(), v.row_stride};
+}
+
+// x: [..., 2d], gate = x[..., :d], up = x[..., d:]; out: [..., d] of x's dtype, or
+// float8_e4m3fn when `scale` is given (silu_and_mul_fp8).
+inline SiluOperands silu_and_mul_operands(at::Tensor& out, const at::Tensor& x,
+                                          const at::Tensor* scale, c10::DeviceType type) {
+  check_activation_input(x, type, "x");
+  TORCH_CHECK(x.size(-1) % 2 == 0, "x must have an even last dimension (gate, then up), got ",
+              num(x.size(-1)));
+  if (scale) {
+    check_same_device(out, x, "out", "x");
+    TORCH_CHECK(out.scalar_type() == at::kFloat8_e4m3fn, "out must have dtype Float8_e4m3fn, got ",
+                c10::toString(out.scalar_type()));
+    check_fp8_scale(*scale, x);
+    at::assert_no_overlap(out, *scale);
+  } else {
+    check_same(out, x, "out", "x");
+  }
+  const int64_t d = x.size(-1) / 2;
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = d;
+  TORCH_CHECK(out.sizes() == c10::IntArrayRef(shape), "out must have shape ", dims_str(shape),
+              " (x's, last dimension halved), got ", dims_str(out.sizes()));
+  at::assert_no_overlap(out, x);
+  const RowView xv = row_view(x, "x");
+  const RowView ov = row_view(out, "out");
+  return {out_rows(out, ov), in_rows(x, xv), in_rows(x, xv, d), ov.rows, d};
+}
+
+// gate, up and out: one shape and dtype.
+inline SiluOperands silu_mul_operands(at::Tensor& out, const at::Tensor& gate,
+                                      const at::Tensor& up, c10::DeviceType type) {
+  check_activation_input(gate, type, "gate");
+  check_same(up, gate, "up", "gate");
+  check_same_shape(up, gate, "up", "gate");
+  check_same(out, gate, "out", "gate");
+  check_same_shape(out, gate, "out", "gate");
+  at::assert_no_overlap(out, gate);
+  at::assert_no_overlap(out, up);
+  const RowView gv = row_view(gate, "gate");
+  const RowView ov = row_view(out, "out");
+  return {out_rows(out, ov), in_rows(gate, gv), in_rows(up, row_view(up, "up")), ov.rows, ov.cols};
+}
+
+inline SiluOperands silu_operands(at::Tensor& out, const at::Tensor& x, c10::DeviceType type) {
+  check_activation_input(x, type, "x");
+  check_same(out, x, "out", "x");
+  check_same_shape(out, x, "out", "x");
+  at::assert_no_overlap(out, x);
+  const RowView ov = row_view(out, "out");
+  return {out_rows(out, ov), in_rows(x, row_view(x, "x")), {nullptr, 0}, ov.rows, ov.cols};
 }
 
 }  // namespace inference_kernels

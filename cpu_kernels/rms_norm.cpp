@@ -6,77 +6,18 @@
 // before it is multiplied by the weight, and the residual sum is rounded to the
 // input dtype before it is normalised.
 #include <ATen/Parallel.h>
-#include <ATen/cpu/vec/functional.h>
-#include <ATen/cpu/vec/vec.h>
+#include <c10/util/Float8_e4m3fn.h>
 
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
-
-#include <c10/util/Float8_e4m3fn.h>
 
 #include "torch_binding.h"
 #include "torch_checks.h"
+#include "vec_io.h"
 
 namespace {
 
-using fVec = at::vec::Vectorized<float>;
-constexpr int64_t kStep = 2 * fVec::size();  // elements per step, as two float vectors
-
-struct F2 {
-  fVec a, b;
-};
-
-// Loads `n` (<= kStep) elements of `p` as floats; missing lanes read as 0.
-template <typename T>
-inline F2 load(const T* p, int64_t n) {
-  if (n == kStep) {  // full step: no partial-copy path
-    if constexpr (std::is_same_v<T, float>) {
-      return {fVec::loadu(p), fVec::loadu(p + fVec::size())};
-    } else {
-      auto [a, b] = at::vec::convert_to_float<T>(at::vec::Vectorized<T>::loadu(p));
-      return {a, b};
-    }
-  }
-  if constexpr (std::is_same_v<T, float>) {
-    const int64_t na = std::min<int64_t>(n, fVec::size());
-    return {fVec::loadu(p, na), fVec::loadu(p + na, n - na)};
-  } else {
-    auto [a, b] = at::vec::convert_to_float<T>(at::vec::Vectorized<T>::loadu(p, n));
-    return {a, b};
-  }
-}
-
-template <typename T>
-inline void store(T* p, const F2& v, int64_t n) {
-  if (n == kStep) {
-    if constexpr (std::is_same_v<T, float>) {
-      v.a.store(p);
-      v.b.store(p + fVec::size());
-    } else {
-      at::vec::convert_from_float<T>(v.a, v.b).store(p);
-    }
-    return;
-  }
-  if constexpr (std::is_same_v<T, float>) {
-    const int64_t na = std::min<int64_t>(n, fVec::size());
-    v.a.store(p, na);
-    if (n > na) v.b.store(p + na, n - na);
-  } else {
-    at::vec::convert_from_float<T>(v.a, v.b).store(p, n);
-  }
-}
-
-// Rounds to T and back, as a T-typed intermediate would.
-template <typename T>
-inline F2 round_to(const F2& v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return v;
-  } else {
-    auto [a, b] = at::vec::convert_to_float<T>(at::vec::convert_from_float<T>(v.a, v.b));
-    return {a, b};
-  }
-}
+using namespace inference_kernels::cpu;
 
 // One step of the normalised row, rounded as HF does: round(round(x * inv_rms) * w).
 template <typename T>
@@ -92,22 +33,7 @@ inline float inv_rms(float sum_sq, int64_t d, double eps) {
   return 1.0f / std::sqrt(sum_sq / static_cast<float>(d) + static_cast<float>(eps));
 }
 
-using inference_kernels::kFp8Max;
 using Fp8 = c10::Float8_e4m3fn;
-
-// Saturates to the format's range but keeps NaN (comparisons with NaN are false;
-// c10's conversion would turn out-of-range values into NaN, not the maximum).
-inline float clamp_fp8(float v) { return v > kFp8Max ? kFp8Max : (v < -kFp8Max ? -kFp8Max : v); }
-
-inline void store_fp8(Fp8* p, const F2& v, float inv_scale, int64_t n) {
-  float tmp[kStep];
-  v.a.store(tmp);
-  v.b.store(tmp + fVec::size());
-  for (int64_t k = 0; k < n; ++k) p[k] = Fp8(clamp_fp8(tmp[k] * inv_scale));
-}
-
-// Rows per task: enough work per task to amortise scheduling (~32K elements).
-inline int64_t grain(int64_t d) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(d, 1)); }
 
 // What a call writes: the normalised row in x's dtype, or its fp8 quantisation
 // with one static scale, or with a scale per row computed from the row's absmax.
@@ -189,7 +115,7 @@ void norm_rows(const NormRows<T>& a) {
         Fp8* o = static_cast<Fp8*>(a.out) + r * a.out_stride;
         for (int64_t i = 0; i < d; i += kStep) {
           const int64_t n = std::min(kStep, d - i);
-          store_fp8(o + i, norm_step(src + i, a.w + i, n, inv), row_inv_scale, n);
+          store_fp8(o + i, norm_step(src + i, a.w + i, n, inv), n, row_inv_scale);
         }
       }
     }

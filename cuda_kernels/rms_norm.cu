@@ -8,9 +8,6 @@
 // 16-byte vectors; any other row takes the scalar path, so every size and stride the
 // checks accept is handled. Rounding matches the CPU backend and HF's LlamaRMSNorm
 // (see cpu_kernels/rms_norm.cpp).
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -18,42 +15,16 @@
 
 #include "fp8.h"
 #include "gpu_launchers.h"
+#include "vec_io.cuh"
 
 namespace {
 
 using inference_kernels::DType;
 using inference_kernels::NormOut;
 using inference_kernels::NormParams;
+using namespace inference_kernels::cuda;
 
 constexpr int kMaxThreads = 1024;
-
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T>
-__device__ __forceinline__ T from_float(float v);
-template <>
-__device__ __forceinline__ float from_float<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-
-// Saturate to the format's range, keeping NaN (comparisons with NaN are false), then
-// round to nearest even.
-__device__ __forceinline__ uint8_t to_fp8(float v) {
-  constexpr float m = inference_kernels::kFp8Max;
-  v = v > m ? m : (v < -m ? -m : v);
-  return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
-}
-
-template <typename T, int N>
-struct alignas(sizeof(T) * N) Pack {
-  T v[N];
-};
 
 // A max that propagates NaN (fmaxf drops it), as the CPU backend's does: a row
 // holding NaN gets a NaN scale rather than a scale that ignores it.
@@ -160,8 +131,6 @@ __global__ void rms_norm_kernel(NormParams p) {
     }
   }
 }
-
-bool aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 template <typename T, bool FUSED, NormOut MODE>
 void launch(const NormParams& p, cudaStream_t stream) {

@@ -51,7 +51,7 @@ error_paths() {
   step "error paths, 20 fresh processes"
   local crashes=0
   for i in $(seq 20); do
-    python3 -m pytest -q -p no:cacheprovider tests/test_rms_norm.py -k rejects > /tmp/rejects.log 2>&1 \
+    python3 -m pytest -q -p no:cacheprovider tests/test_rms_norm.py tests/test_rms_norm_fp8.py tests/test_activation.py -k "rejects or errors" > /tmp/rejects.log 2>&1 \
       || { crashes=$((crashes+1)); tail -5 /tmp/rejects.log; }
   done
   echo "error-path runs failed: $crashes of 20" | tee "$OUT/error_paths.txt"; [ $crashes = 0 ] || status=1

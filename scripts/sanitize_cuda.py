@@ -18,6 +18,27 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import kernels  # noqa: E402
 
 
+def activations(ik, rows, hidden, dtype, dev):
+    """silu_and_mul(_fp8), silu_mul and silu: the 16-byte path (aligned, when hidden
+    allows) and the one-element path (views one element in). Returns the launch count."""
+    scale = torch.tensor([0.05], device=dev)
+    x = torch.randn(rows, 2 * hidden, device=dev, dtype=dtype)
+    gate = torch.randn(rows, hidden, device=dev, dtype=dtype)
+    up = torch.randn(rows, hidden, device=dev, dtype=dtype)
+    ik.silu_and_mul(x)
+    ik.silu_and_mul_fp8(x, scale)
+    ik.silu_mul(gate, up)
+    ik.silu(gate)
+    wide = torch.randn(rows, 2 * hidden + 1, device=dev, dtype=dtype)
+    up_wide = torch.randn(rows, hidden + 1, device=dev, dtype=dtype)
+    out8 = torch.empty(rows, hidden + 1, device=dev, dtype=torch.float8_e4m3fn)
+    ik.silu_and_mul(wide[:, 1:])
+    ik.silu_and_mul_fp8(wide[:, 1:], scale, out=out8[:, 1:])
+    ik.silu_mul(gate, up_wide[:, 1:])
+    ik.silu(up_wide[:, 1:])
+    return 8
+
+
 def main():
     ik = kernels.get_kernel("inference-kernels/inference-kernels", version=1)
     dev = "cuda"
@@ -37,6 +58,7 @@ def main():
             ik.rms_norm_fp8_dynamic(x, w, 1e-6, residual=torch.randn_like(x))
             ik.rms_norm_fp8_dynamic(wide[:, 1:], w, 1e-6)
             n += 7
+            n += activations(ik, rows, hidden, dtype, dev)
     torch.cuda.synchronize()
     print(f"sanitize_cuda: {n} launches done")
 

@@ -1,6 +1,7 @@
 """fp64 references and comparison helpers shared by the tests."""
 
 import torch
+import torch.nn.functional as F
 
 # Relative-error budgets of the output against an fp64 reference: two roundings
 # to the dtype (normalised value, then product with the weight).
@@ -28,3 +29,36 @@ def assert_close(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype) -> No
 
 def poisoned_like(t: torch.Tensor) -> torch.Tensor:
     return torch.full_like(t, POISON)
+
+
+def silu_mul_ref(gate: torch.Tensor, up: torch.Tensor | None = None) -> torch.Tensor:
+    g = gate.double()
+    s = g / (1 + torch.exp(-g))
+    return s if up is None else s * up.double()
+
+
+def silu_mul_hf(gate: torch.Tensor, up: torch.Tensor | None = None) -> torch.Tensor:
+    """HF's LlamaMLP in the model dtype: torch's silu (rounded to the dtype), times up."""
+    return F.silu(gate) if up is None else F.silu(gate) * up
+
+
+def fp8_ref(y: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """torch's own fp8 conversion of clamp(float(y) * (1 / scale)), vLLM's recipe."""
+    inv = 1.0 / scale.float()
+    return (y.float() * inv).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+
+
+def fp8_order(q: torch.Tensor) -> torch.Tensor:
+    """fp8 codes as integers in value order (+0 and -0 both 0; NaN codes at +-127)."""
+    b = q.view(torch.uint8).int()
+    return torch.where(b >= 0x80, -(b & 0x7F), b)
+
+
+def ulps_apart(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """|a - b| in units in the last place (of dtype) of the larger of the two."""
+    a, b = a.double().cpu(), b.double().cpu()
+    fi = torch.finfo(dtype)
+    _, exp = torch.frexp(torch.maximum(a.abs(), b.abs()))
+    ulp = torch.ldexp(torch.full_like(a, fi.eps), exp - 1).clamp_min(fi.smallest_normal * fi.eps)
+    same = (a == b) | (a.isnan() & b.isnan())
+    return torch.where(same, torch.zeros_like(a), (a - b).abs() / ulp)

@@ -1,4 +1,5 @@
-"""kernelize a tiny randomly initialised Llama with our RMSNorm layer."""
+"""kernelize a tiny randomly initialised Llama with our RMSNorm layer; helpers the
+other layers' kernelize tests share."""
 
 import pytest
 import torch
@@ -16,26 +17,21 @@ def tiny_llama(device, dtype):
     return LlamaForCausalLM(config).to(device=device, dtype=dtype).eval()
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_kernelize_tiny_llama(ik, device, dtype):
+def kernelize_with(model, device, **layers):
+    """kernelize `model` with our layers, by Hub name: kernelize_with(m, "cpu", SiLU="Silu")."""
     from kernels import LocalLayerRepository, Mode, kernelize, use_kernel_mapping
 
-    model = tiny_llama(device, dtype)
-    ids = torch.randint(0, 512, (2, 33), device=device)
-    with torch.no_grad():
-        ref = model(ids).logits.float()
-
-    repo = LocalLayerRepository(repo_path=ROOT / "build", layer_name="RMSNorm")
-    mapping = {"RMSNorm": {device: repo}}
+    mapping = {hub_name: {device: LocalLayerRepository(repo_path=ROOT / "build", layer_name=layer)}
+               for hub_name, layer in layers.items()}
     with use_kernel_mapping(mapping, inherit_mapping=False):
         kernelize(model, mode=Mode.INFERENCE, device=device)
 
-    # Count calls of our op: one per RMSNorm module per forward.
-    n_norms = sum(type(m).__name__ == "LlamaRMSNorm" for m in model.modules())
-    calls = 0
-    op = ik.ops.rms_norm.default
 
+def count_calls(op, fn):
+    """fn()'s result, and how many times it ran the op overload `op` (under no_grad)."""
     from torch.utils._python_dispatch import TorchDispatchMode
+
+    calls = 0
 
     class CountOp(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -44,9 +40,33 @@ def test_kernelize_tiny_llama(ik, device, dtype):
             return func(*args, **(kwargs or {}))
 
     with torch.no_grad(), CountOp():
-        logits = model(ids).logits.float()
+        result = fn()
+    return result, calls
+
+
+def kernelized_tiny_llama(op, device, dtype, **layers):
+    """A tiny Llama's logits before and after kernelize_with(**layers), and how many times
+    the kernelized forward ran `op`. Returns (model, ref, logits, calls)."""
+    model = tiny_llama(device, dtype)
+    ids = torch.randint(0, 512, (2, 33), device=device)
+    with torch.no_grad():
+        ref = model(ids).logits.float()
+    kernelize_with(model, device, **layers)
+    logits, calls = count_calls(op, lambda: model(ids).logits.float())
+    return model, ref, logits, calls
+
+
+def relative_error(out, ref):
+    return ((out - ref).norm() / ref.norm()).item()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_kernelize_tiny_llama(ik, device, dtype):
+    model, ref, logits, calls = kernelized_tiny_llama(ik.ops.rms_norm.default, device, dtype,
+                                                      RMSNorm="RMSNorm")
+    # One call of our op per RMSNorm module per forward.
+    n_norms = sum(type(m).__name__ == "LlamaRMSNorm" for m in model.modules())
     assert n_norms == 2 * 2 + 1
     assert calls == n_norms, f"our rms_norm ran {calls} times for {n_norms} RMSNorm layers"
-    tol = 1e-4 if dtype == torch.float32 else 5e-2
-    err = ((logits - ref).norm() / ref.norm()).item()
-    assert err < tol, f"logits relative error {err:.3g}"
+    err = relative_error(logits, ref)
+    assert err < (1e-4 if dtype == torch.float32 else 5e-2), f"logits relative error {err:.3g}"

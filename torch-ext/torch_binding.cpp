@@ -19,12 +19,25 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def(
       "rms_norm_fp8_dynamic(Tensor! out, Tensor! scales, Tensor x, Tensor weight, float eps, "
       "Tensor!? residual) -> ()");
+  // out <- silu(x[..., :d]) * x[..., d:] for x of shape [..., 2d] (SwiGLU, as vLLM).
+  ops.def("silu_and_mul(Tensor! out, Tensor x) -> ()");
+  // The same, quantised: out (float8_e4m3fn) <- fp8(clamp(silu_and_mul(x) * (1 / scale))),
+  // scale a one-element float32 tensor, read on the device.
+  ops.def("silu_and_mul_fp8(Tensor! out, Tensor x, Tensor scale) -> ()");
+  // out <- silu(gate) * up, two tensors of one shape (no concatenation needed).
+  ops.def("silu_mul(Tensor! out, Tensor gate, Tensor up) -> ()");
+  // out <- silu(x).
+  ops.def("silu(Tensor! out, Tensor x) -> ()");
 
 #if defined(CPU_KERNEL)
   ops.impl("rms_norm", c10::kCPU, &rms_norm_cpu);
   ops.impl("fused_add_rms_norm", c10::kCPU, &fused_add_rms_norm_cpu);
   ops.impl("rms_norm_fp8", c10::kCPU, &rms_norm_fp8_cpu);
   ops.impl("rms_norm_fp8_dynamic", c10::kCPU, &rms_norm_fp8_dynamic_cpu);
+  ops.impl("silu_and_mul", c10::kCPU, &silu_and_mul_cpu);
+  ops.impl("silu_and_mul_fp8", c10::kCPU, &silu_and_mul_fp8_cpu);
+  ops.impl("silu_mul", c10::kCPU, &silu_mul_cpu);
+  ops.impl("silu", c10::kCPU, &silu_cpu);
 #endif
 
 #if defined(CUDA_KERNEL)
@@ -32,6 +45,10 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("fused_add_rms_norm", c10::kCUDA, &fused_add_rms_norm_cuda);
   ops.impl("rms_norm_fp8", c10::kCUDA, &rms_norm_fp8_cuda);
   ops.impl("rms_norm_fp8_dynamic", c10::kCUDA, &rms_norm_fp8_dynamic_cuda);
+  ops.impl("silu_and_mul", c10::kCUDA, &silu_and_mul_cuda);
+  ops.impl("silu_and_mul_fp8", c10::kCUDA, &silu_and_mul_fp8_cuda);
+  ops.impl("silu_mul", c10::kCUDA, &silu_mul_cuda);
+  ops.impl("silu", c10::kCUDA, &silu_cuda);
 #endif
 
 #if defined(ROCM_KERNEL)

@@ -16,6 +16,10 @@ void rms_norm_fp8_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& we
 void rms_norm_fp8_dynamic_cpu(at::Tensor& out, at::Tensor& scales, const at::Tensor& x,
                               const at::Tensor& weight, double eps,
                               const std::optional<at::Tensor>& residual);
+void silu_and_mul_cpu(at::Tensor& out, const at::Tensor& x);
+void silu_and_mul_fp8_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& scale);
+void silu_mul_cpu(at::Tensor& out, const at::Tensor& gate, const at::Tensor& up);
+void silu_cpu(at::Tensor& out, const at::Tensor& x);
 #endif
 
 #if defined(CUDA_KERNEL)
@@ -28,4 +32,8 @@ void rms_norm_fp8_cuda(at::Tensor& out, const at::Tensor& x, const at::Tensor& w
 void rms_norm_fp8_dynamic_cuda(at::Tensor& out, at::Tensor& scales, const at::Tensor& x,
                                const at::Tensor& weight, double eps,
                                const std::optional<at::Tensor>& residual);
+void silu_and_mul_cuda(at::Tensor& out, const at::Tensor& x);
+void silu_and_mul_fp8_cuda(at::Tensor& out, const at::Tensor& x, const at::Tensor& scale);
+void silu_mul_cuda(at::Tensor& out, const at::Tensor& gate, const at::Tensor& up);
+void silu_cuda(at::Tensor& out, const at::Tensor& x);
 #endif

@@ -5,6 +5,7 @@ Load it as users do:
     from kernels import get_kernel
     ik = get_kernel("inference-kernels/inference-kernels", version=1)
     y = ik.rms_norm(x, weight, 1e-6)
+    h = ik.silu_and_mul(gate_up)        # SwiGLU: silu(gate) * up
 """
 
 from typing import Optional, Tuple
@@ -20,6 +21,10 @@ __all__ = [
     "fused_add_rms_norm",
     "rms_norm_fp8",
     "rms_norm_fp8_dynamic",
+    "silu_and_mul",
+    "silu_and_mul_fp8",
+    "silu_mul",
+    "silu",
     "FP8_DTYPE",
     "layers",
 ]
@@ -82,3 +87,56 @@ def rms_norm_fp8_dynamic(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-
     scales = torch.empty((*x.shape[:-1], 1), dtype=torch.float32, device=x.device)
     ops.rms_norm_fp8_dynamic(out, scales, x, weight, eps, residual)
     return out, scales
+# SwiGLU family. Rounding, as HF's LlamaMLP (`act_fn(gate_proj(x)) * up_proj(x)` in
+# the model dtype) and vLLM: s = silu(gate) in fp32 rounded to the dtype, then the
+# product s * up in fp32 rounded to the dtype; silu(v) = v / (1 + exp(-v)).
+# Inputs: float32/float16/bfloat16 with a contiguous last dimension; out never
+# overlaps an input.
+
+
+def _halved(x: torch.Tensor) -> tuple:
+    return (*x.shape[:-1], x.shape[-1] // 2) if x.dim() else ()
+
+
+def silu_and_mul(x: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``silu(x[..., :d]) * x[..., d:]`` for ``x`` of shape ``[..., 2d]`` (vLLM's layout).
+
+    Returns (or fills) ``out`` of shape ``[..., d]`` and ``x``'s dtype.
+    """
+    if out is None:
+        out = torch.empty(_halved(x), dtype=x.dtype, device=x.device)
+    ops.silu_and_mul(out, x)
+    return out
+
+
+def silu_and_mul_fp8(x: torch.Tensor, scale: torch.Tensor,
+                     out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``silu_and_mul(x)`` quantised to ``torch.float8_e4m3fn`` with a static per-tensor scale.
+
+    ``q = fp8(clamp(y * (1 / scale), -448, 448))``, ``y`` the dtype-rounded
+    ``silu_and_mul`` output; round to nearest even, NaN stays NaN. As vLLM, the
+    kernel multiplies by the reciprocal of the scale (computed once in fp32), which
+    can differ from ``y / scale`` in the last bit. ``scale``: a one-element float32
+    tensor on ``x``'s device, read by the kernel (no host sync; CUDA-graph safe).
+    """
+    if out is None:
+        out = torch.empty(_halved(x), dtype=torch.float8_e4m3fn, device=x.device)
+    ops.silu_and_mul_fp8(out, x, scale)
+    return out
+
+
+def silu_mul(gate: torch.Tensor, up: torch.Tensor,
+             out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``silu(gate) * up`` for two tensors of one shape and dtype (an MLP's two projections)."""
+    if out is None:
+        out = torch.empty_like(gate, memory_format=torch.contiguous_format)
+    ops.silu_mul(out, gate, up)
+    return out
+
+
+def silu(x: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``x / (1 + exp(-x))`` in fp32, rounded to ``x``'s dtype (``torch.nn.functional.silu``)."""
+    if out is None:
+        out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    ops.silu(out, x)
+    return out

@@ -5,9 +5,9 @@ import torch
 from ._ops import add_op_namespace_prefix
 
 
-def _check_same_device(t: torch.Tensor, name: str, x: torch.Tensor) -> None:
+def _check_same_device(t: torch.Tensor, name: str, x: torch.Tensor, x_name: str = "x") -> None:
     torch._check(t.device == x.device,
-                 lambda: f"{name} must be on the same device as x ({x.device}), got {t.device}")
+                 lambda: f"{name} must be on the same device as {x_name} ({x.device}), got {t.device}")
 
 
 @torch.library.register_fake(add_op_namespace_prefix("rms_norm"))
@@ -54,3 +54,37 @@ def _rms_norm_fp8_dynamic_fake(out, scales, x, weight, eps, residual) -> None:
     _check_same_device(scales, "scales", x)
     torch._check(scales.shape == (*x.shape[:-1], 1),
                  lambda: f"scales must have shape {(*x.shape[:-1], 1)}, got {tuple(scales.shape)}")
+def _check_halved_out(out: torch.Tensor, x: torch.Tensor) -> None:
+    _check_same_device(out, "out", x)
+    torch._check(x.dim() >= 1 and x.shape[-1] % 2 == 0,
+                 lambda: f"x must have an even last dimension, got shape {tuple(x.shape)}")
+    torch._check(out.shape == (*x.shape[:-1], x.shape[-1] // 2),
+                 lambda: f"out must have shape {(*x.shape[:-1], x.shape[-1] // 2)}, got {tuple(out.shape)}")
+
+
+@torch.library.register_fake(add_op_namespace_prefix("silu_and_mul"))
+def _silu_and_mul_fake(out: torch.Tensor, x: torch.Tensor) -> None:
+    _check_halved_out(out, x)
+
+
+@torch.library.register_fake(add_op_namespace_prefix("silu_and_mul_fp8"))
+def _silu_and_mul_fp8_fake(out: torch.Tensor, x: torch.Tensor, scale: torch.Tensor) -> None:
+    _check_halved_out(out, x)
+    torch._check(out.dtype == torch.float8_e4m3fn, lambda: f"out must be float8_e4m3fn, got {out.dtype}")
+    _check_same_device(scale, "scale", x)
+    torch._check(scale.dtype == torch.float32 and scale.numel() == 1,
+                 lambda: f"scale must be a one-element float32 tensor, got {scale.dtype} {tuple(scale.shape)}")
+
+
+@torch.library.register_fake(add_op_namespace_prefix("silu_mul"))
+def _silu_mul_fake(out: torch.Tensor, gate: torch.Tensor, up: torch.Tensor) -> None:
+    for t, name in ((up, "up"), (out, "out")):
+        _check_same_device(t, name, gate, "gate")
+        torch._check(t.shape == gate.shape,
+                     lambda: f"{name} must have the shape of gate {tuple(gate.shape)}, got {tuple(t.shape)}")
+
+
+@torch.library.register_fake(add_op_namespace_prefix("silu"))
+def _silu_fake(out: torch.Tensor, x: torch.Tensor) -> None:
+    _check_same_device(out, "out", x)
+    torch._check(out.shape == x.shape, lambda: f"out must have the shape of x {tuple(x.shape)}")

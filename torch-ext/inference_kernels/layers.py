@@ -16,3 +16,46 @@ class RMSNorm(torch.nn.Module):
         out = torch.empty_like(hidden_states, memory_format=torch.contiguous_format)
         ops.rms_norm(out, hidden_states, self.weight, self.variance_epsilon)
         return out
+
+
+class SiluAndMul(torch.nn.Module):
+    """``silu(x[..., :d]) * x[..., d:]`` for ``x`` of shape ``[..., 2d]`` (vLLM's SiluAndMul)."""
+
+    can_torch_compile: bool = True
+    has_backward: bool = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty((*x.shape[:-1], x.shape[-1] // 2), dtype=x.dtype, device=x.device)
+        ops.silu_and_mul(out, x)
+        return out
+
+
+class Silu(torch.nn.Module):
+    """Replaces transformers' `SiLU` (`SiLUActivation`, what `ACT2FN["silu"]` builds)."""
+
+    can_torch_compile: bool = True
+    has_backward: bool = False
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(input, memory_format=torch.contiguous_format)
+        ops.silu(out, input)
+        return out
+
+
+class LlamaMLP(torch.nn.Module):
+    """``down_proj(silu(gate_proj(x)) * up_proj(x))`` with the host module's projections.
+
+    For MLPs whose activation is silu (`hidden_act="silu"`, Llama and most of its
+    descendants): the layer does not read `act_fn`. transformers 5.22 does not mark
+    `LlamaMLP` for the Hub; decorate the MLP class with
+    `kernels.use_kernel_forward_from_hub("LlamaMLP")` to kernelize it.
+    """
+
+    can_torch_compile: bool = True
+    has_backward: bool = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate = self.gate_proj(x)
+        out = torch.empty_like(gate, memory_format=torch.contiguous_format)
+        ops.silu_mul(out, gate, self.up_proj(x))
+        return self.down_proj(out)

@@ -1,0 +1,49 @@
+// Element conversions and 16-byte vectors shared by the CUDA kernels (torch-free).
+// Arithmetic is fp32; to_float / from_float move fp32, fp16 and bf16 in and out
+// of it with round-to-nearest-even, as torch's own casts do.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "fp8.h"
+
+namespace inference_kernels::cuda {
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+// float8_e4m3fn bits of v: clamp_fp8 (saturate, keep NaN), then cvt.rn.satfinite,
+// which rounds to nearest even as c10::Float8_e4m3fn does on the CPU (ties and fp8
+// subnormals alike).
+__device__ __forceinline__ __nv_fp8_storage_t to_fp8(float v) {
+  return __nv_cvt_float_to_fp8(clamp_fp8(v), __NV_SATFINITE, __NV_E4M3);
+}
+
+// N elements moved as one aligned load or store (16 bytes for N = 16 / sizeof(T)).
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Pack {
+  T v[N];
+};
+
+inline bool aligned(const void* p, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+}  // namespace inference_kernels::cuda
