@@ -122,70 +122,54 @@ void norm_rows(const NormRows<T>& a) {
   });
 }
 
+// Row views and dtype dispatch, after the entry point's checks. `res` (may be null) is
+// the residual, written in place; `scale` / `row_scales` as NormRows says.
+template <Out MODE>
+void run(at::Tensor& out, const at::Tensor& x, const at::Tensor& weight, at::Tensor* res,
+         double eps, const float* scale = nullptr, float* row_scales = nullptr) {
+  using inference_kernels::row_view;
+  const auto xv = row_view(x, "x");
+  if (xv.rows == 0 || xv.cols == 0) return;
+  const int64_t out_stride = row_view(out, "out").row_stride;
+  const int64_t res_stride = res ? row_view(*res, "residual").row_stride : 0;
+  IK_DISPATCH_FLOAT_TYPES(x.scalar_type(), "rms_norm_cpu", [&] {
+    norm_rows<scalar_t, MODE>({x.const_data_ptr<scalar_t>(), xv.row_stride,
+                               res ? res->data_ptr<scalar_t>() : nullptr, res_stride,
+                               weight.const_data_ptr<scalar_t>(), out.data_ptr(), out_stride, scale,
+                               row_scales, xv.rows, xv.cols, eps});
+  });
+}
+
+at::Tensor* optional_ptr(const std::optional<at::Tensor>& t) {
+  return t ? const_cast<at::Tensor*>(&*t) : nullptr;  // written in place, per the schema's `!`
+}
+
 }  // namespace
 
 void rms_norm_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& weight, double eps) {
-  using namespace inference_kernels;
-  check_rms_norm_args(out, x, weight, eps, c10::DeviceType::CPU);
-  const RowView xv = row_view(x, "x");
-  const RowView ov = row_view(out, "out");
-  if (xv.rows == 0 || xv.cols == 0) return;
-  IK_DISPATCH_FLOAT_TYPES(x.scalar_type(), "rms_norm_cpu", [&] {
-    norm_rows<scalar_t, Out::kSame>({x.const_data_ptr<scalar_t>(), xv.row_stride, nullptr, 0,
-                                     weight.const_data_ptr<scalar_t>(), out.data_ptr(),
-                                     ov.row_stride, nullptr, nullptr, xv.rows, xv.cols, eps});
-  });
+  inference_kernels::check_rms_norm_args(out, x, weight, eps, c10::DeviceType::CPU);
+  run<Out::kSame>(out, x, weight, nullptr, eps);
 }
 
 void fused_add_rms_norm_cpu(at::Tensor& x, at::Tensor& residual, const at::Tensor& weight,
                             double eps) {
-  using namespace inference_kernels;
-  check_fused_add_rms_norm_args(x, residual, weight, eps, c10::DeviceType::CPU);
-  const RowView xv = row_view(x, "x");
-  const RowView rv = row_view(residual, "residual");
-  if (xv.rows == 0 || xv.cols == 0) return;
-  IK_DISPATCH_FLOAT_TYPES(x.scalar_type(), "fused_add_rms_norm_cpu", [&] {
-    norm_rows<scalar_t, Out::kSame>({x.const_data_ptr<scalar_t>(), xv.row_stride,
-                                     residual.data_ptr<scalar_t>(), rv.row_stride,
-                                     weight.const_data_ptr<scalar_t>(), x.data_ptr(),
-                                     xv.row_stride, nullptr, nullptr, xv.rows, xv.cols, eps});
-  });
+  inference_kernels::check_fused_add_rms_norm_args(x, residual, weight, eps, c10::DeviceType::CPU);
+  run<Out::kSame>(x, x, weight, &residual, eps);
 }
 
 void rms_norm_fp8_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& weight,
                       const at::Tensor& scale, double eps,
                       const std::optional<at::Tensor>& residual) {
-  using namespace inference_kernels;
-  check_rms_norm_fp8_args(out, x, weight, eps, residual, c10::DeviceType::CPU);
-  check_fp8_scale(scale, x);
-  const RowView xv = row_view(x, "x");
-  const RowView ov = row_view(out, "out");
-  const RowView rv = residual ? row_view(*residual, "residual") : RowView{0, 0, 0};
-  if (xv.rows == 0 || xv.cols == 0) return;
-  IK_DISPATCH_FLOAT_TYPES(x.scalar_type(), "rms_norm_fp8_cpu", [&] {
-    norm_rows<scalar_t, Out::kFp8Static>(
-        {x.const_data_ptr<scalar_t>(), xv.row_stride,
-         residual ? residual->data_ptr<scalar_t>() : nullptr, rv.row_stride,
-         weight.const_data_ptr<scalar_t>(), out.data_ptr(), ov.row_stride,
-         scale.const_data_ptr<float>(), nullptr, xv.rows, xv.cols, eps});
-  });
+  inference_kernels::check_rms_norm_fp8_args(out, x, weight, eps, residual, c10::DeviceType::CPU);
+  inference_kernels::check_fp8_scale(scale, x);
+  run<Out::kFp8Static>(out, x, weight, optional_ptr(residual), eps, scale.const_data_ptr<float>());
 }
 
 void rms_norm_fp8_dynamic_cpu(at::Tensor& out, at::Tensor& scales, const at::Tensor& x,
                               const at::Tensor& weight, double eps,
                               const std::optional<at::Tensor>& residual) {
-  using namespace inference_kernels;
-  check_rms_norm_fp8_args(out, x, weight, eps, residual, c10::DeviceType::CPU);
-  check_row_scales(scales, x);
-  const RowView xv = row_view(x, "x");
-  const RowView ov = row_view(out, "out");
-  const RowView rv = residual ? row_view(*residual, "residual") : RowView{0, 0, 0};
-  if (xv.rows == 0 || xv.cols == 0) return;
-  IK_DISPATCH_FLOAT_TYPES(x.scalar_type(), "rms_norm_fp8_dynamic_cpu", [&] {
-    norm_rows<scalar_t, Out::kFp8Dynamic>(
-        {x.const_data_ptr<scalar_t>(), xv.row_stride,
-         residual ? residual->data_ptr<scalar_t>() : nullptr, rv.row_stride,
-         weight.const_data_ptr<scalar_t>(), out.data_ptr(), ov.row_stride, nullptr,
-         scales.data_ptr<float>(), xv.rows, xv.cols, eps});
-  });
+  inference_kernels::check_rms_norm_fp8_args(out, x, weight, eps, residual, c10::DeviceType::CPU);
+  inference_kernels::check_row_scales(scales, x);
+  run<Out::kFp8Dynamic>(out, x, weight, optional_ptr(residual), eps, nullptr,
+                        scales.data_ptr<float>());
 }
