@@ -180,6 +180,7 @@ int rms_norm_launch(const NormParams& p, void* stream) {
     case DType::kFloat32: launch_mode<float>(p, s); break;
     case DType::kFloat16: launch_mode<__half>(p, s); break;
     case DType::kBFloat16: launch_mode<__nv_bfloat16>(p, s); break;
+    case DType::kFloat8E4M3: return cudaErrorInvalidValue;  // not an input dtype
   }
   return cudaGetLastError();
 }
