@@ -6,6 +6,7 @@
 #   verify: tests, error-path stress, SASS, sanitizers
 #   bench : the RMSNorm sweep (HF eager, torch.compile, Liger)
 #   final : tests, quick add+RMSNorm+FP8 benchmark, SASS, sanitizers (fits ~6 min)
+#   swiglu: the SwiGLU benchmark (silu_and_mul_fp8, silu_mul)
 #   all   : check + bench
 set -uo pipefail
 MODE=${1:-all}
@@ -83,6 +84,7 @@ bench_sweep() {
   timeout 330 python3 benchmarks/bench_rms_norm.py --rows 1 4 16 64 256 1024 4096 \
     --fused-rows 1 16 256 4096 2>&1 | tee "$OUT/bench.log" | tail -80
 }
+bench_swiglu() { step "SwiGLU benchmark"; timeout 170 python3 benchmarks/bench_swiglu.py "$@" 2>&1 | tee "$OUT/bench_swiglu.log" | tail -30; }
 bench_fp8() { step "add+RMSNorm+FP8 benchmark"; timeout 200 python3 benchmarks/bench_norm_fp8.py "$@" 2>&1 | tee "$OUT/bench_norm_fp8.log" | tail -30; }
 
 environment
@@ -92,6 +94,7 @@ case "$MODE" in
   verify) tests; error_paths; sass; sanitizers ;;
   bench)  bench_sweep ;;
   final)  tests; bench_fp8 --quick; sass; sanitizers ;;
+  swiglu) bench_swiglu ;;
   all)    tests; error_paths; sass; sanitizers; example; bench_sweep ;;
   *) echo "unknown mode $MODE"; exit 2 ;;
 esac
