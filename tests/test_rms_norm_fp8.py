@@ -43,7 +43,7 @@ def assert_fp8_close(q, q_ref):
     step = torch.maximum(b.abs(), a.abs()) * 2.0 ** -3 + 2.0 ** -9  # e4m3: 3 mantissa bits
     assert (diff <= step).all(), f"worst fp8 difference {diff.max().item():.3g}"
     frac = (diff > 0).float().mean().item() if diff.numel() else 0.0
-    assert frac <= 0.01, f"{frac:.2%} of the elements differ by one fp8 step"
+    assert frac < 0.005, f"{frac:.2%} of the elements differ by one fp8 step (issue bound: 0.5%)"
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
