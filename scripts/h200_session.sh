@@ -7,6 +7,7 @@
 #   bench : the RMSNorm sweep (HF eager, torch.compile, Liger)
 #   final : tests, quick add+RMSNorm+FP8 benchmark, SASS, sanitizers (fits ~6 min)
 #   swiglu: the SwiGLU benchmark (silu_and_mul_fp8, silu_mul)
+#   decode: end-to-end decode tokens/s, ours vs un-kernelized vs Liger (not run yet)
 #   all   : check + bench
 set -uo pipefail
 MODE=${1:-all}
@@ -85,6 +86,7 @@ bench_sweep() {
     --fused-rows 1 16 256 4096 2>&1 | tee "$OUT/bench.log" | tail -80
 }
 bench_swiglu() { step "SwiGLU benchmark"; timeout 170 python3 benchmarks/bench_swiglu.py "$@" 2>&1 | tee "$OUT/bench_swiglu.log" | tail -30; }
+bench_decode() { step "decode benchmark"; timeout 300 python3 benchmarks/bench_decode.py "$@" 2>&1 | tee "$OUT/bench_decode.log" | tail -20; }
 bench_fp8() { step "add+RMSNorm+FP8 benchmark"; timeout 200 python3 benchmarks/bench_norm_fp8.py "$@" 2>&1 | tee "$OUT/bench_norm_fp8.log" | tail -30; }
 
 environment
@@ -95,6 +97,7 @@ case "$MODE" in
   bench)  bench_sweep ;;
   final)  tests; bench_fp8 --quick; sass; sanitizers ;;
   swiglu) bench_swiglu ;;
+  decode) bench_decode ;;
   all)    tests; error_paths; sass; sanitizers; example; bench_sweep ;;
   *) echo "unknown mode $MODE"; exit 2 ;;
 esac

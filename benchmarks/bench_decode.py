@@ -1,0 +1,143 @@
+"""End-to-end decode: a Llama-shaped model with our layers, without, and with Liger's.
+
+A randomly initialised LlamaForCausalLM (bf16; hidden 4096, intermediate 14336, 8 layers
+by default, so each layer has Llama-3-8B's shapes) decodes greedily after a prefill:
+  hf     transformers as it is (eager attention, no kernel layers);
+  ours   kernelize with our RMSNorm and LlamaMLP layers (LlamaMLP made kernelizable
+         with kernels.replace_kernel_forward_from_hub, since transformers 5.22 does not
+         mark it);
+  liger  liger_kernel.transformers.apply_liger_kernel_to_llama (RMSNorm and SwiGLU).
+Time = wall clock of `--new` decode steps (one forward with the KV cache each, CUDA
+synchronised at the end), after one warm-up generation; tokens/s = batch * new / time.
+Each variant's first decode logits are compared with hf's.
+
+    python benchmarks/bench_decode.py --batch 1 32      # on the GPU
+    python benchmarks/bench_decode.py --cpu-smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import logging
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402
+
+
+def build_model(args, device, dtype):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=args.vocab, hidden_size=args.hidden,
+                         intermediate_size=args.intermediate, num_hidden_layers=args.layers,
+                         num_attention_heads=args.hidden // 128, num_key_value_heads=max(1, args.hidden // 512),
+                         max_position_embeddings=args.prompt + args.new + 8, rms_norm_eps=1e-5)
+    torch.manual_seed(0)
+    return LlamaForCausalLM(config).to(device=device, dtype=dtype).eval()
+
+
+def kernelize_ours(model, device):
+    from kernels import LocalLayerRepository, Mode, kernelize, replace_kernel_forward_from_hub, use_kernel_mapping
+    from transformers.models.llama.modeling_llama import LlamaMLP
+
+    replace_kernel_forward_from_hub(LlamaMLP, "LlamaMLP")
+    build = harness.REPO / "build"
+    mapping = {name: {device: LocalLayerRepository(repo_path=build, layer_name=name)}
+               for name in ("RMSNorm", "LlamaMLP")}
+    with use_kernel_mapping(mapping, inherit_mapping=False):
+        return kernelize(model, mode=Mode.INFERENCE, device=device)
+
+
+def apply_liger(model):
+    from liger_kernel.transformers import apply_liger_kernel_to_llama
+
+    apply_liger_kernel_to_llama(rope=False, cross_entropy=False, fused_linear_cross_entropy=False,
+                                rms_norm=True, swiglu=True, model=model)
+    return model
+
+
+@torch.inference_mode()
+def decode(model, ids, new):
+    """Prefill, then `new` greedy steps; returns (seconds for the steps, first-step logits)."""
+    out = model(ids, use_cache=True)
+    cache, nxt = out.past_key_values, out.logits[:, -1:].argmax(-1)
+    first = None
+    sync = torch.cuda.synchronize if ids.is_cuda else (lambda: None)
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(new):
+        out = model(nxt, past_key_values=cache, use_cache=True)
+        if first is None:
+            first = out.logits[:, -1].float()
+        cache, nxt = out.past_key_values, out.logits[:, -1:].argmax(-1)
+    sync()
+    return time.perf_counter() - t0, first
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--hidden", type=int, default=4096)
+    p.add_argument("--intermediate", type=int, default=14336)
+    p.add_argument("--layers", type=int, default=8)
+    p.add_argument("--vocab", type=int, default=32000)
+    p.add_argument("--batch", type=int, nargs="+", default=[1, 32])
+    p.add_argument("--prompt", type=int, default=128)
+    p.add_argument("--new", type=int, default=64)
+    p.add_argument("--cpu-smoke", action="store_true")
+    p.add_argument("--name", default="bench_decode")
+    args = p.parse_args(argv)
+    if args.cpu_smoke:
+        dev, dtype = "cpu", torch.float32
+        args.hidden, args.intermediate, args.layers, args.vocab = 256, 768, 2, 512
+        args.batch, args.prompt, args.new = [1, 2], 8, 4
+    elif not torch.cuda.is_available():
+        print("bench_decode: no CUDA device (use --cpu-smoke to test the script)")
+        return 0
+    else:
+        dev, dtype = "cuda", torch.bfloat16
+    logging.getLogger("kernels").setLevel(logging.ERROR)  # unmapped layers are expected
+    harness.load_kernel()  # sets LOCAL_KERNELS / offline mode
+
+    base = build_model(args, dev, dtype)
+    variants = {"hf": base, "ours": kernelize_ours(copy.deepcopy(base), dev)}
+    if dev == "cuda":
+        try:
+            variants["liger"] = apply_liger(copy.deepcopy(base))
+        except Exception as e:  # noqa: BLE001 - a missing or incompatible Liger drops the column
+            print(f"liger: unavailable ({type(e).__name__}: {e})")
+
+    rows = []
+    for batch in args.batch:
+        ids = torch.randint(0, args.vocab, (batch, args.prompt), device=dev)
+        times, ref = {}, None
+        for name, model in variants.items():
+            decode(model, ids, min(4, args.new))  # warm-up: allocator, kernel loading, autotuning
+            seconds, first = decode(model, ids, args.new)
+            times[name] = seconds
+            if name == "hf":
+                ref = first
+            else:
+                err = ((first - ref).norm() / ref.norm()).item()
+                print(f"  batch {batch}: {name} first-step logits vs hf, relative error {err:.2e}")
+        tps = {k: batch * args.new / v for k, v in times.items()}
+        row = [batch] + [f"{tps[k]:.1f}" for k in variants] + [f"{times[k] / args.new * 1e3:.2f}" for k in variants]
+        row += [f"{tps['ours'] / tps[k]:.2f}x" for k in variants if k != "ours"]
+        rows.append(row)
+    names = list(variants)
+    headers = (["batch"] + [f"{k} tok/s" for k in names] + [f"{k} ms/step" for k in names]
+               + [f"ours/{k}" for k in names if k != "ours"])
+    md = harness.out_dir() / f"{args.name}.md"
+    md.write_text(f"# decode, hidden {args.hidden}, {args.layers} layers, {str(dtype)[6:]}, "
+                  f"prompt {args.prompt}, {args.new} new tokens\n")
+    harness.print_table(headers, rows, "decode throughput (greedy, KV cache, eager)", md)
+    print(f"wrote {md}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
