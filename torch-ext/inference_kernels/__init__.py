@@ -29,8 +29,8 @@ __all__ = [
     "layers",
 ]
 
-# The FP8 format of the CUDA and CPU backends (ROCm's gfx942 will use e4m3fnuz).
-FP8_DTYPE = torch.float8_e4m3fn
+# float8_e4m3fn on the CPU and CUDA, float8_e4m3fnuz on ROCm (see _fp8.py).
+from ._fp8 import FP8_DTYPE  # noqa: E402
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
@@ -120,7 +120,7 @@ def silu_and_mul_fp8(x: torch.Tensor, scale: torch.Tensor,
     tensor on ``x``'s device, read by the kernel (no host sync; CUDA-graph safe).
     """
     if out is None:
-        out = torch.empty(_halved(x), dtype=torch.float8_e4m3fn, device=x.device)
+        out = torch.empty(_halved(x), dtype=FP8_DTYPE, device=x.device)
     ops.silu_and_mul_fp8(out, x, scale)
     return out
 
