@@ -28,10 +28,10 @@ SCRATCH = re.compile(r"^\s+(scratch_(load|store)\w*|buffer_(load|store)\w*)\s", 
 
 @pytest.fixture(scope="module")
 def asm():
-    if not shutil.which("clang++-19") and not os.environ.get("CI"):
-        pytest.skip("ROCm toolchain missing (clang-19, AMD device libs): run `make rocm-toolchain`")
     proc = subprocess.run([sys.executable, str(ROOT / "tools" / "build.py"), "--backend", "rocm",
                            "--compile-only"], capture_output=True, text=True, cwd=ROOT)
+    if proc.returncode and "make rocm-toolchain" in proc.stderr and not os.environ.get("CI"):
+        pytest.skip(proc.stderr.strip())  # the builder's one line: what to install
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     return {(f.name.split(".")[0].removeprefix("rocm_kernels_"), f.name.split(".")[-2]): f.read_text()
             for f in OBJ.glob("*.hip.*.s")}
