@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "fp8.h"
+#include "vec_pack.h"
 
 namespace inference_kernels::rocm {
 
@@ -51,15 +52,7 @@ __device__ __forceinline__ BFloat16 from_float<BFloat16>(float v) {
 // keeps both archs and the host test (tests/test_fp8_fnuz.py) bit-identical.
 __device__ __forceinline__ uint8_t to_fp8(float v) { return fp8_fnuz_from_float(v); }
 
-// N elements moved as one aligned load or store (16 bytes for N = 16 / sizeof(T):
-// global_load_dwordx4 / global_store_dwordx4).
-template <typename T, int N>
-struct alignas(sizeof(T) * N) Pack {
-  T v[N];
-};
-
-inline bool aligned(const void* p, size_t bytes) {
-  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
-}
+using inference_kernels::aligned;
+using inference_kernels::Pack;
 
 }  // namespace inference_kernels::rocm
