@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup build demo test clean
+.PHONY: setup build demo test clean rocm-toolchain
 
 # The venv is (re)made whenever requirements.txt changes.
 $(STAMP): requirements.txt
@@ -21,7 +21,18 @@ build: $(STAMP)
 demo: build
 	HF_HUB_OFFLINE=1 $(PY) example.py
 
-test: build
+# The ROCm compile-only check (tests/test_rocm_isa.py) needs Debian's clang-19 and the
+# AMD device libraries; installed only when missing, so this is a no-op once present.
+ROCM_PKGS := clang-19 lld-19 llvm-19 libamdhip64-dev rocm-device-libs
+rocm-toolchain:
+	@if ! command -v clang++-19 >/dev/null || ! command -v llvm-as-19 >/dev/null \
+	    || ! command -v ld.lld-19 >/dev/null || ! ls /usr/lib/*/amdgcn/bitcode/ocml.bc >/dev/null 2>&1 \
+	    || ! test -e /usr/include/hip/hip_runtime.h; then \
+	  echo "installing the ROCm toolchain: $(ROCM_PKGS)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(ROCM_PKGS) >/dev/null; \
+	fi
+
+test: build rocm-toolchain
 	$(PY) -m pytest tests
 
 clean:

@@ -8,7 +8,8 @@
 
 namespace inference_kernels {
 
-// Activation dtypes, and the fp8 format the *_fp8 ops write (float8_e4m3fn).
+// Activation dtypes, and the fp8 format the *_fp8 ops write: float8_e4m3fn from the
+// CUDA launchers, float8_e4m3fnuz from the ROCm ones (common/fp8.h).
 enum class DType : int { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2, kFloat8E4M3 = 3 };
 
 // rows x d elements, row_stride elements between rows (last dimension contiguous).
@@ -49,6 +50,7 @@ struct SiluOperands {
 //   up.ptr == nullptr:          out <- s
 //   out_dtype == dtype:         out <- round(float(s) * float(up))
 //   out_dtype == kFloat8E4M3:   out <- fp8(clamp(float(y) * (1 / *scale), +-448)),
+//                               (+-240, e4m3fnuz, on ROCm)
 //                               y the rounded product; scale points to one float in
 //                               device memory (read by the kernel: no host sync).
 // Returns the launch status (0 is success).

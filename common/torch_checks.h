@@ -25,6 +25,16 @@
 
 namespace inference_kernels {
 
+// The dtype the *_fp8 ops write: ROCm's kernels encode float8_e4m3fnuz (the format
+// torch uses on gfx942 and gfx90a, common/fp8.h); the CPU and CUDA ones float8_e4m3fn.
+#if defined(ROCM_KERNEL)
+constexpr at::ScalarType kFp8Type = at::kFloat8_e4m3fnuz;
+constexpr const char* kFp8Name = "float8_e4m3fnuz";
+#else
+constexpr at::ScalarType kFp8Type = at::kFloat8_e4m3fn;
+constexpr const char* kFp8Name = "float8_e4m3fn";
+#endif
+
 // Messages hand TORCH_CHECK strings only, never numbers or ArrayRefs: on the H200
 // (torch 2.11, Ubuntu's gcc 13) a failing check that streamed an integer crashed
 // once inside std::ostream's number formatting (see BENCHMARKS.md, run notes);
@@ -179,7 +189,7 @@ inline void check_rms_norm_fp8_args(const at::Tensor& out, const at::Tensor& x,
   check_eps(eps);
   TORCH_CHECK(out.device() == x.device(), "out must be on the same device as x (",
               x.device().str(), "), got ", out.device().str());
-  TORCH_CHECK(out.scalar_type() == at::kFloat8_e4m3fn, "out must be float8_e4m3fn, got ",
+  TORCH_CHECK(out.scalar_type() == kFp8Type, "out must be ", kFp8Name, ", got ",
               c10::toString(out.scalar_type()));
   check_same_shape(out, x, "out", "x");
   at::assert_no_overlap(out, x);
@@ -246,8 +256,8 @@ inline SiluOperands silu_and_mul_operands(at::Tensor& out, const at::Tensor& x,
               num(x.size(-1)));
   if (scale) {
     check_same_device(out, x, "out", "x");
-    TORCH_CHECK(out.scalar_type() == at::kFloat8_e4m3fn, "out must have dtype Float8_e4m3fn, got ",
-                c10::toString(out.scalar_type()));
+    TORCH_CHECK(out.scalar_type() == kFp8Type, "out must have dtype ", c10::toString(kFp8Type),
+                ", got ", c10::toString(out.scalar_type()));
     check_fp8_scale(*scale, x);
     at::assert_no_overlap(out, *scale);
   } else {

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "fp8.h"
+#include "vec_pack.h"
 
 namespace inference_kernels::cuda {
 
@@ -36,14 +37,7 @@ __device__ __forceinline__ __nv_fp8_storage_t to_fp8(float v) {
   return __nv_cvt_float_to_fp8(clamp_fp8(v), __NV_SATFINITE, __NV_E4M3);
 }
 
-// N elements moved as one aligned load or store (16 bytes for N = 16 / sizeof(T)).
-template <typename T, int N>
-struct alignas(sizeof(T) * N) Pack {
-  T v[N];
-};
-
-inline bool aligned(const void* p, size_t bytes) {
-  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
-}
+using inference_kernels::aligned;
+using inference_kernels::Pack;
 
 }  // namespace inference_kernels::cuda

@@ -6,6 +6,7 @@ for the torch installed here, quickly and incrementally, for development and CI:
 
     python tools/build.py                 # CUDA if torch has CUDA and nvcc exists, else CPU
     python tools/build.py --backend cpu   # force the CPU variant
+    python tools/build.py --backend rocm --compile-only   # HIP -> gfx942/gfx90a assembly
 
 Steps: validate build.toml with kernel-builder's own parser
 (`kernels._rust.Build.open`), generate registration.h and a ninja file under
@@ -84,10 +85,56 @@ def pick_backend(requested: str | None, torch, compile_only: bool = False) -> st
         if not shutil.which("nvcc"):
             raise BuildError("nvcc not found: install the CUDA toolkit (nvcc on PATH) "
                              "or build the CPU variant with --backend cpu")
+    elif backend == "rocm" and compile_only:
+        rocm_toolchain()
     elif backend in ("rocm", "metal"):
         raise BuildError(f"the local builder does not build the {backend} backend yet; "
                          "its kernels are checked by `make test` (tests/) and built by kernel-builder")
     return backend
+
+
+# ROCm compile-only: Debian 12's clang-19 compiles HIP device code for CDNA with the
+# AMD device libraries of its rocm-device-libs (ROCm 5.2). hipcc 5.2 is not used: it
+# rejects gfx942 and picks NVIDIA whenever nvcc is installed.
+ROCM_CLANG = "clang++-19"
+ROCM_PACKAGES = "clang-19 lld-19 llvm-19 libamdhip64-dev rocm-device-libs"
+ROCM_SYSTEM_DEVICE_LIBS = Path("/usr/lib") / f"{platform.machine()}-linux-gnu" / "amdgcn" / "bitcode"
+
+
+def rocm_toolchain() -> Path:
+    """The system device-library directory, once clang-19, llvm-19 and the libs are there."""
+    tools = [ROCM_CLANG, "llvm-dis-19", "llvm-as-19"]
+    if not all(map(shutil.which, tools)) or not (ROCM_SYSTEM_DEVICE_LIBS / "ocml.bc").exists():
+        raise BuildError(f"the ROCm toolchain (clang-19 and the AMD device libraries) is missing: "
+                         f"run `make rocm-toolchain` (apt-get install {ROCM_PACKAGES})")
+    return ROCM_SYSTEM_DEVICE_LIBS
+
+
+def rocm_device_libs(work: Path) -> Path:
+    """A device-library directory under the build tree: links to the system's bitcode plus
+    oclc_isa_version_942.bc, which ROCm 5.2 lacks (it stops at gfx940). It is the gfx940
+    file with the ISA version constant 9400 -> 9402; the system is never written."""
+    system, libs = rocm_toolchain(), work / "device-libs"
+    libs.mkdir(parents=True, exist_ok=True)
+    for bc in system.glob("*.bc"):
+        if not (libs / bc.name).exists():
+            (libs / bc.name).symlink_to(bc)
+    derived = libs / "oclc_isa_version_942.bc"
+    if not derived.exists():
+        ir = subprocess.run(["llvm-dis-19", str(system / "oclc_isa_version_940.bc"), "-o", "-"],
+                            check=True, capture_output=True, text=True).stdout
+        assert "i32 9400" in ir, "unexpected oclc_isa_version_940.bc"
+        subprocess.run(["llvm-as-19", "-o", str(derived)], input=ir.replace("i32 9400", "i32 9402"),
+                       check=True, text=True)
+    return libs
+
+
+def rocm_archs(config: dict) -> list[str]:
+    archs = set()
+    for kernel in config.get("kernel", {}).values():
+        if kernel.get("backend") == "rocm":
+            archs.update(kernel.get("rocm-archs", []))
+    return sorted(archs)
 
 
 def variant_name(torch, backend: str) -> str:
@@ -132,6 +179,30 @@ def cuda_home() -> Path:
         if c and (Path(c) / "include" / "cuda_runtime.h").exists():
             return Path(c)
     raise BuildError("CUDA headers (cuda_runtime.h) not found: set CUDA_HOME to the CUDA toolkit root")
+
+
+def has_cuda_headers() -> bool:
+    try:
+        cuda_home()
+        return True
+    except BuildError:
+        return False
+
+
+def hip_rules(work: Path, includes: list[Path], macro: str, extra: list[str]) -> list[str]:
+    """ninja rule `hip`: device-only clang-19 to assembly for $arch, warnings as errors."""
+    incs = " ".join(f"-I{shlex.quote(str(d))}" for d in includes)
+    libs = shlex.quote(str(rocm_device_libs(work)))
+    return [
+        f"hipcxx = {ROCM_CLANG}",
+        f"hipflags = -x hip --cuda-device-only -S -O3 -std=c++17 -Wall -Werror -D{macro} "
+        f"--rocm-device-lib-path={libs} {incs} {' '.join(extra)}",
+        "rule hip",
+        "  command = $hipcxx -MD -MF $out.d $hipflags --offload-arch=$arch $in -o $out",
+        "  depfile = $out.d",
+        "  deps = gcc",
+        "  description = HIP $in ($arch)",
+    ]
 
 
 def cuda_archs(config: dict, torch) -> list[str]:
@@ -192,7 +263,7 @@ def ninja_file(*, root: Path, work: Path, torch, backend: str, ext_id: str, conf
     from torch.utils import cpp_extension
 
     torch_sources = config["torch"]["src"]
-    kernel_sources, includes, cxx_extra, cuda_extra = [], [], [], []
+    kernel_sources, includes, cxx_extra, cuda_extra, hip_extra = [], [], [], [], []
     for kernel in config.get("kernel", {}).values():
         if kernel.get("backend") != backend:
             continue
@@ -200,16 +271,20 @@ def ninja_file(*, root: Path, work: Path, torch, backend: str, ext_id: str, conf
         includes += kernel.get("include", [])
         cxx_extra += kernel.get("cxx-flags", [])
         cuda_extra += kernel.get("cuda-flags", [])
+        hip_extra += kernel.get("hip-flags", [])
 
-    macro = {"cpu": "CPU_KERNEL", "cuda": "CUDA_KERNEL"}[backend]
-    if compile_only and backend == "cuda":
+    macro = {"cpu": "CPU_KERNEL", "cuda": "CUDA_KERNEL", "rocm": "ROCM_KERNEL"}[backend]
+    # ROCm's host wrappers are the CUDA ones; a CPU torch checks them against its c10/cuda
+    # headers when the CUDA headers those include are here (ROCm torch hipifies them).
+    host_cuda = backend == "cuda" or (backend == "rocm" and has_cuda_headers())
+    if compile_only and host_cuda:
         # A CPU build of torch ships the c10/cuda headers but not this generated one.
         stub = work / "gen" / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h"
         write_if_changed(stub, "#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n")
     inc_dirs = [work / "gen", root / "torch-ext", *[root / i for i in dict.fromkeys(includes)],
                 *map(Path, cpp_extension.include_paths("cpu")),  # nvcc adds its own
                 Path(sysconfig.get_paths()["include"])]
-    if backend == "cuda":
+    if host_cuda:
         # The host compiler sees cuda_runtime.h through the c10/cuda headers.
         inc_dirs.append(cuda_home() / "include")
     incs = " ".join(f"-isystem {shlex.quote(str(d))}" if "site-packages" in str(d) or "include/python" in str(d)
@@ -249,6 +324,8 @@ def ninja_file(*, root: Path, work: Path, torch, backend: str, ext_id: str, conf
             "  description = NVCC $in",
         ]
         libs += f" -ltorch_cuda -lc10_cuda -L{shlex.quote(str(cuda_home() / 'lib64'))} -lcudart"
+    if backend == "rocm":
+        lines += hip_rules(work, [root / i for i in dict.fromkeys(includes)], macro, hip_extra)
     lines += [
         "rule link",
         f"  command = $cxx -shared -o $out $in {libs}",
@@ -257,8 +334,16 @@ def ninja_file(*, root: Path, work: Path, torch, backend: str, ext_id: str, conf
 
     objs = []
     for src in torch_sources + kernel_sources:
+        if src.endswith(".hip"):
+            for arch in archs:  # device assembly per arch (compile-only: nothing links it)
+                obj = f"obj/{src.replace('/', '_')}.{arch}.s"
+                lines += [f"build {obj}: hip {shlex.quote(str(root / src))}", f"  arch = {arch}"]
+                objs.append(obj)
+            continue
         if not src.endswith((".cpp", ".cc", ".cu")):
             continue  # headers are tracked through the depfiles
+        if src.endswith(".cpp") and backend == "rocm" and not host_cuda:
+            continue  # no CUDA headers for the c10/cuda wrappers: only the device code
         obj = f"obj/{src.replace('/', '_')}.o"
         rule = "nvcc" if src.endswith(".cu") else "cxx"
         lines.append(f"build {obj}: {rule} {shlex.quote(str(root / src))}")
@@ -305,7 +390,8 @@ def build(root: Path, backend: str | None, jobs: int | None, verbose: bool,
     tree, dirty = source_hash(root, sources)
     ext_id = f"_{python_name}_{backend}_{tree}" + ("_dirty" if dirty else "")
     variant = f"compile-only-{backend}" if compile_only else variant_name(torch, backend)
-    archs = cuda_archs(config, torch) if backend == "cuda" else []
+    archs = {"cuda": lambda: cuda_archs(config, torch), "rocm": lambda: rocm_archs(config)}.get(
+        backend, list)()
 
     work = root / "build" / "_work" / variant
     write_if_changed(work / "gen" / "registration.h", REGISTRATION_H)
@@ -349,8 +435,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-j", "--jobs", type=int, help="parallel compile jobs (ninja's default otherwise)")
     p.add_argument("-v", "--verbose", action="store_true", help="print compiler command lines")
     p.add_argument("--compile-only", action="store_true",
-                   help="compile the backend's sources without linking (e.g. CUDA with a CPU torch); "
-                        "objects and ptxas reports land in build/_work/compile-only-<backend>/")
+                   help="compile the backend's sources without linking (e.g. CUDA with a CPU torch, "
+                        "ROCm to gfx assembly); objects, ptxas reports and .s files land in "
+                        "build/_work/compile-only-<backend>/")
     p.add_argument("--print-variant", action="store_true",
                    help="print the variant directory this torch would load, and exit")
     args = p.parse_args(argv)

@@ -40,7 +40,9 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("silu", c10::kCPU, &silu_cpu);
 #endif
 
-#if defined(CUDA_KERNEL)
+// ROCm builds of torch register AMD GPUs as kCUDA; the ROCm kernels sit behind the
+// same wrappers (torch_binding.h) and the launchers of rocm_kernels/*.hip.
+#if defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
   ops.impl("rms_norm", c10::kCUDA, &rms_norm_cuda);
   ops.impl("fused_add_rms_norm", c10::kCUDA, &fused_add_rms_norm_cuda);
   ops.impl("rms_norm_fp8", c10::kCUDA, &rms_norm_fp8_cuda);
@@ -49,10 +51,6 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("silu_and_mul_fp8", c10::kCUDA, &silu_and_mul_fp8_cuda);
   ops.impl("silu_mul", c10::kCUDA, &silu_mul_cuda);
   ops.impl("silu", c10::kCUDA, &silu_cuda);
-#endif
-
-#if defined(ROCM_KERNEL)
-  // Filled by the ROCm backend issue; the ops then resolve on c10::kCUDA.
 #endif
 
 #if defined(METAL_KERNEL)

@@ -22,7 +22,9 @@ void silu_mul_cpu(at::Tensor& out, const at::Tensor& gate, const at::Tensor& up)
 void silu_cpu(at::Tensor& out, const at::Tensor& x);
 #endif
 
-#if defined(CUDA_KERNEL)
+// ROCm shares the CUDA wrappers (cuda_kernels/*_torch.cpp): a ROCm build of torch
+// serves the c10/cuda API on HIP devices, which it registers as kCUDA.
+#if defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
 void rms_norm_cuda(at::Tensor& out, const at::Tensor& x, const at::Tensor& weight, double eps);
 void fused_add_rms_norm_cuda(at::Tensor& x, at::Tensor& residual, const at::Tensor& weight,
                              double eps);

@@ -29,8 +29,8 @@ __all__ = [
     "layers",
 ]
 
-# The FP8 format of the CUDA and CPU backends (ROCm's gfx942 will use e4m3fnuz).
-FP8_DTYPE = torch.float8_e4m3fn
+# float8_e4m3fn on the CPU and CUDA, float8_e4m3fnuz on ROCm (see _fp8.py).
+from ._fp8 import FP8_DTYPE  # noqa: E402
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
@@ -60,7 +60,8 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
 def rms_norm_fp8(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, eps: float = 1e-6,
                  residual: Optional[torch.Tensor] = None,
                  out: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """RMSNorm quantised to float8_e4m3fn with a static per-tensor ``scale``.
+    """RMSNorm quantised to ``FP8_DTYPE`` (float8_e4m3fn; e4m3fnuz, max 240, on ROCm) with a
+    static per-tensor ``scale``.
 
     ``out = fp8(clamp(y * (1 / scale), -448, 448))`` with ``y = rms_norm(x, weight, eps)``
     rounded to x's dtype first (vLLM's convention: multiply by the reciprocal of the
@@ -77,7 +78,7 @@ def rms_norm_fp8(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, eps
 def rms_norm_fp8_dynamic(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
                          residual: Optional[torch.Tensor] = None
                          ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """RMSNorm quantised to float8_e4m3fn with one scale per row (per token).
+    """RMSNorm quantised to ``FP8_DTYPE`` with one scale per row (per token); 240 for 448 on ROCm.
 
     ``scale_row = max(absmax(y_row) / 448, 1 / (448 * 512))``, ``out = fp8(y / scale_row)``;
     returns ``(out, scales)`` with ``scales`` float32 of shape ``x.shape[:-1] + (1,)``.
@@ -111,7 +112,8 @@ def silu_and_mul(x: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.T
 
 def silu_and_mul_fp8(x: torch.Tensor, scale: torch.Tensor,
                      out: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """``silu_and_mul(x)`` quantised to ``torch.float8_e4m3fn`` with a static per-tensor scale.
+    """``silu_and_mul(x)`` quantised to ``FP8_DTYPE`` (``torch.float8_e4m3fn``; e4m3fnuz, +-240,
+    on ROCm) with a static per-tensor scale.
 
     ``q = fp8(clamp(y * (1 / scale), -448, 448))``, ``y`` the dtype-rounded
     ``silu_and_mul`` output; round to nearest even, NaN stays NaN. As vLLM, the
@@ -120,7 +122,7 @@ def silu_and_mul_fp8(x: torch.Tensor, scale: torch.Tensor,
     tensor on ``x``'s device, read by the kernel (no host sync; CUDA-graph safe).
     """
     if out is None:
-        out = torch.empty(_halved(x), dtype=torch.float8_e4m3fn, device=x.device)
+        out = torch.empty(_halved(x), dtype=FP8_DTYPE, device=x.device)
     ops.silu_and_mul_fp8(out, x, scale)
     return out
 

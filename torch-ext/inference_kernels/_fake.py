@@ -2,6 +2,7 @@
 
 import torch
 
+from ._fp8 import FP8_DTYPE
 from ._ops import add_op_namespace_prefix
 
 
@@ -33,7 +34,7 @@ def _check_norm_fp8(out: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, re
     _check_same_device(weight, "weight", x)
     _check_same_device(out, "out", x)
     torch._check(out.shape == x.shape, lambda: f"out must have the shape of x {tuple(x.shape)}")
-    torch._check(out.dtype == torch.float8_e4m3fn, lambda: f"out must be float8_e4m3fn, got {out.dtype}")
+    torch._check(out.dtype == FP8_DTYPE, lambda: f"out must be {FP8_DTYPE}, got {out.dtype}")
     torch._check(weight.dim() == 1 and weight.shape[0] == x.shape[-1],
                  lambda: f"weight must have shape [{x.shape[-1]}], got {tuple(weight.shape)}")
     if residual is not None:
@@ -70,7 +71,7 @@ def _silu_and_mul_fake(out: torch.Tensor, x: torch.Tensor) -> None:
 @torch.library.register_fake(add_op_namespace_prefix("silu_and_mul_fp8"))
 def _silu_and_mul_fp8_fake(out: torch.Tensor, x: torch.Tensor, scale: torch.Tensor) -> None:
     _check_halved_out(out, x)
-    torch._check(out.dtype == torch.float8_e4m3fn, lambda: f"out must be float8_e4m3fn, got {out.dtype}")
+    torch._check(out.dtype == FP8_DTYPE, lambda: f"out must be {FP8_DTYPE}, got {out.dtype}")
     _check_same_device(scale, "scale", x)
     torch._check(scale.dtype == torch.float32 and scale.numel() == 1,
                  lambda: f"scale must be a one-element float32 tensor, got {scale.dtype} {tuple(scale.shape)}")
