@@ -6,6 +6,7 @@
 #   verify: tests, error-path stress, SASS, sanitizers
 #   bench : the RMSNorm sweep (HF eager, torch.compile, Liger)
 #   final : tests, quick add+RMSNorm+FP8 benchmark, SASS, sanitizers (fits ~6 min)
+#   tests : the test suite only
 #   swiglu: the SwiGLU benchmark (silu_and_mul_fp8, silu_mul)
 #   decode: end-to-end decode tokens/s, ours vs un-kernelized vs Liger (not run yet)
 #   all   : check + bench
@@ -96,6 +97,7 @@ case "$MODE" in
   verify) tests; error_paths; sass; sanitizers ;;
   bench)  bench_sweep ;;
   final)  tests; bench_fp8 --quick; sass; sanitizers ;;
+  tests)  tests ;;
   swiglu) bench_swiglu ;;
   decode) bench_decode ;;
   all)    tests; error_paths; sass; sanitizers; example; bench_sweep ;;
