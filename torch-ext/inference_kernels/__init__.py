@@ -12,7 +12,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from . import gguf_blocks, layers
+from . import gguf_blocks, layers, quant
 from ._ops import ops
 from . import _fake  # noqa: F401  (registers the fake implementations for torch.compile)
 
@@ -33,6 +33,7 @@ __all__ = [
     "q6k_gemv",
     "FP8_DTYPE",
     "gguf_blocks",
+    "quant",
     "layers",
 ]
 
@@ -154,18 +155,6 @@ def silu(x: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
 # ggml's blocks, as a .gguf file stores them (gguf_blocks.py says the layouts).
 
 
-def _quantize(fmt: str, op, weight: torch.Tensor, imatrix: Optional[torch.Tensor]) -> torch.Tensor:
-    weight = weight.detach().to(torch.float32).contiguous()
-    if weight.dim() != 2:
-        raise ValueError(f"weight must be 2-D [N, K], got shape {tuple(weight.shape)}")
-    out = torch.empty(gguf_blocks.quantized_shape(*weight.shape, fmt), dtype=torch.uint8,
-                      device=weight.device)
-    if imatrix is not None:
-        imatrix = imatrix.detach().to(device=weight.device, dtype=torch.float32).contiguous()
-    op(out, weight, imatrix)
-    return out
-
-
 def quantize_q4_k(weight: torch.Tensor, imatrix: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Quantise ``weight`` [N, K] to Q4_K bytes (uint8 [N, K / 256 * 144]).
 
@@ -174,12 +163,12 @@ def quantize_q4_k(weight: torch.Tensor, imatrix: Optional[torch.Tensor] = None) 
     of each input column, see ``quant.collect_imatrix``) or, without one,
     ``x^2 + mean(x^2)`` over the 256-weight super-block. The weight is read as float32.
     """
-    return _quantize("Q4_K", ops.quantize_q4_k, weight, imatrix)
+    return quant.quantize(weight, "Q4_K", imatrix)
 
 
 def quantize_q6_k(weight: torch.Tensor, imatrix: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Quantise ``weight`` [N, K] to Q6_K bytes (uint8 [N, K / 256 * 210]); as :func:`quantize_q4_k`."""
-    return _quantize("Q6_K", ops.quantize_q6_k, weight, imatrix)
+    return quant.quantize(weight, "Q6_K", imatrix)
 
 
 def dequantize_q4_k(q: torch.Tensor, k: Optional[int] = None) -> torch.Tensor:
@@ -187,21 +176,12 @@ def dequantize_q4_k(q: torch.Tensor, k: Optional[int] = None) -> torch.Tensor:
 
     ``k`` (optional) is checked against the K the bytes hold.
     """
-    return _dequantize("Q4_K", ops.dequantize_q4_k, q, k)
+    return quant.dequantize(q, "Q4_K", k)
 
 
 def dequantize_q6_k(q: torch.Tensor, k: Optional[int] = None) -> torch.Tensor:
     """Q6_K bytes [N, K / 256 * 210] -> float32 [N, K]; as :func:`dequantize_q4_k`."""
-    return _dequantize("Q6_K", ops.dequantize_q6_k, q, k)
-
-
-def _dequantize(fmt: str, op, q: torch.Tensor, k: Optional[int]) -> torch.Tensor:
-    kq = gguf_blocks.in_features(q, fmt)
-    if k is not None and k != kq:
-        raise ValueError(f"k={k} does not match the {kq} columns the {fmt} bytes hold")
-    out = torch.empty((q.shape[0], kq), dtype=torch.float32, device=q.device)
-    op(out, q)
-    return out
+    return quant.dequantize(q, "Q6_K", k)
 
 
 def q4k_gemv(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -210,13 +190,9 @@ def q4k_gemv(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     The weight is dequantised block by block as it is read, never as a whole; products
     are summed in fp32. ``x``: float32, float16 or bfloat16.
     """
-    out = torch.empty((x.shape[0], q.shape[0]), dtype=x.dtype, device=x.device)
-    ops.q4k_gemv(out, x, q)
-    return out
+    return quant.gemv(x, q, "Q4_K")
 
 
 def q6k_gemv(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     """``x @ dequantize_q6_k(q).T``; as :func:`q4k_gemv`."""
-    out = torch.empty((x.shape[0], q.shape[0]), dtype=x.dtype, device=x.device)
-    ops.q6k_gemv(out, x, q)
-    return out
+    return quant.gemv(x, q, "Q6_K")
