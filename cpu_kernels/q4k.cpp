@@ -105,30 +105,23 @@ float fit_affine(const float* x, const float* w, int n, int nmax, uint8_t* L, fl
   return best_scale;
 }
 
-// x ~ scale * L with L in -nmax..nmax-1 (Q6_K's sub-blocks with nmax = 32, and its
-// int8 sub-block scales with nmax = 128). The value of largest magnitude maps near
-// -nmax, using the extra negative level, as ggml's make_qx_quants does. Returns scale.
-float fit_symmetric(const float* x, const float* w, int n, int nmax, int* L) {
-  float amax = 0, vmax = 0;
-  for (int i = 0; i < n; ++i) {
-    if (std::fabs(x[i]) > amax) {
-      amax = std::fabs(x[i]);
-      vmax = x[i];
-    }
-  }
+// x ~ scale * L with integer L in lo..hi, for the scale minimising sum(w (x - scale L)^2):
+// 21 candidate inverse scales (nmax - 1 .. nmax + 1) / pivot round the levels, and each
+// gets its least-squares scale sum(w x L) / sum(w L^2), whose error is
+// sum(w x^2) - sum(w x L)^2 / sum(w L^2). Returns the scale (0 and L = 0 if none fits).
+float fit_levels(const float* x, const float* w, int n, int nmax, float pivot, int lo, int hi,
+                 int* L) {
   std::fill(L, L + n, 0);
-  if (amax < 1e-30f) return 0.0f;
   float best = -1, scale = 0;
   int cand[kQK];
-  for (int step = -9; step <= 9; ++step) {
-    const float iscale = -(nmax + 0.1f * step) / vmax;
+  for (int step = -10; step <= 10; ++step) {
+    const float iscale = (nmax + 0.1f * step) / pivot;
     float sxl = 0, sl2 = 0;
     for (int i = 0; i < n; ++i) {
-      cand[i] = std::clamp(round_int(iscale * x[i]), -nmax, nmax - 1);
+      cand[i] = std::clamp(round_int(iscale * x[i]), lo, hi);
       sxl += w[i] * x[i] * cand[i];
       sl2 += w[i] * cand[i] * cand[i];
     }
-    // With the least-squares scale sxl / sl2 the error is sum(w x^2) - sxl^2 / sl2.
     if (sl2 > 0 && sxl * sxl / sl2 > best) {
       best = sxl * sxl / sl2;
       scale = sxl / sl2;
@@ -138,29 +131,33 @@ float fit_symmetric(const float* x, const float* w, int n, int nmax, int* L) {
   return scale;
 }
 
-// v ~ d * L with v >= 0, L in 0..nmax (Q4_K's 6-bit scales and mins). Returns d.
+// x ~ scale * L with L in -nmax..nmax-1 (Q6_K's sub-blocks with nmax = 32, and its
+// int8 sub-block scales with nmax = 128). The value of largest magnitude maps near
+// -nmax, using the extra negative level, as ggml's make_qx_quants does.
+float fit_symmetric(const float* x, const float* w, int n, int nmax, int* L) {
+  float amax = 0, vmax = 0;
+  for (int i = 0; i < n; ++i) {
+    if (std::fabs(x[i]) > amax) {
+      amax = std::fabs(x[i]);
+      vmax = x[i];
+    }
+  }
+  if (amax < 1e-30f) {
+    std::fill(L, L + n, 0);
+    return 0.0f;
+  }
+  return fit_levels(x, w, n, nmax, -vmax, -nmax, nmax - 1, L);
+}
+
+// v ~ d * L with v >= 0, L in 0..nmax (Q4_K's 6-bit scales and mins).
 float fit_nonneg(const float* v, const float* w, int n, int nmax, int* L) {
   float vmax = 0;
   for (int i = 0; i < n; ++i) vmax = std::max(vmax, v[i]);
-  std::fill(L, L + n, 0);
-  if (!(vmax > 0)) return 0.0f;
-  float best = -1, d = vmax / nmax;
-  int cand[16];
-  for (int step = -10; step <= 10; ++step) {
-    const float iscale = (nmax + 0.1f * step) / vmax;
-    float svl = 0, sl2 = 0;
-    for (int i = 0; i < n; ++i) {
-      cand[i] = std::clamp(round_int(iscale * v[i]), 0, nmax);
-      svl += w[i] * v[i] * cand[i];
-      sl2 += w[i] * cand[i] * cand[i];
-    }
-    if (sl2 > 0 && svl * svl / sl2 > best) {
-      best = svl * svl / sl2;
-      d = svl / sl2;
-      std::copy(cand, cand + n, L);
-    }
+  if (!(vmax > 0)) {
+    std::fill(L, L + n, 0);
+    return 0.0f;
   }
-  return d;
+  return fit_levels(v, w, n, nmax, vmax, 0, nmax, L);
 }
 
 // Per-weight importance of one super-block (see the file comment).

@@ -91,6 +91,16 @@ def test_deterministic_and_row_independent(ik, device, fmt):
     assert torch.equal(q[7:8], quantize(w[7:8])), "a row's bytes depend on other rows"
 
 
+def test_python_scale_min_unpacking_matches_gguf(ik):
+    """gguf_blocks.unpack_scale_min (pure torch) reads the 12 packed bytes as gguf-py does."""
+    packed = torch.randint(0, 256, (64, 12), dtype=torch.uint8)
+    sc, mn = ik.gguf_blocks.unpack_scale_min(packed)
+    ref_sc, ref_mn = gguf.quants.Q4_K.get_scale_min(packed.numpy())
+    assert np.array_equal(sc.numpy(), ref_sc) and np.array_equal(mn.numpy(), ref_mn)
+    assert ik.gguf_blocks.BLOCK_BYTES == {"Q4_K": 144, "Q6_K": 210}
+    assert ik.gguf_blocks.quantized_shape(3, 512, "Q6_K") == (3, 420)
+
+
 # ---- quantiser quality
 
 def weighted_rel_rmse(w, deq, col_weight):
