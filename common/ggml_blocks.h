@@ -65,18 +65,25 @@ IK_HOST_DEVICE inline void pack_scale_min(const uint8_t* sc, const uint8_t* m, u
   }
 }
 
-// Q6_K: the 6-bit quant (0..63, 32 is zero) of weight e (0..255) of a block.
-IK_HOST_DEVICE inline int q6k_quant(const BlockQ6K& b, int e) {
-  const int h = e / 128, s = (e % 128) / 32, l = e % 32;
-  const int lo = (b.ql[64 * h + 32 * (s & 1) + l] >> (4 * (s >> 1))) & 0x0F;
-  const int hi = (b.qh[32 * h + l] >> (2 * s)) & 3;
-  return lo | (hi << 4);
+// Where weight e (0..255) of a block keeps its quant bits: the byte of qs (Q4_K) or ql
+// (Q6_K) and the shift of its nibble there; for Q6_K also the byte of qh and the shift of
+// its top 2 bits. The quantisers pack through these; GPU kernels can read through them.
+struct Q4KPos {
+  int qs, shift;
+};
+
+IK_HOST_DEVICE inline Q4KPos q4k_pos(int e) {
+  const int c = e / 64, l = e % 64;
+  return {32 * c + l % 32, 4 * (l / 32)};
 }
 
-// Q4_K: the 4-bit quant (0..15) of weight e (0..255) of a block.
-IK_HOST_DEVICE inline int q4k_quant(const BlockQ4K& b, int e) {
-  const int c = e / 64, l = e % 64;
-  return (b.qs[32 * c + (l % 32)] >> (4 * (l / 32))) & 0x0F;
+struct Q6KPos {
+  int ql, ql_shift, qh, qh_shift;
+};
+
+IK_HOST_DEVICE inline Q6KPos q6k_pos(int e) {
+  const int h = e / 128, s = (e % 128) / 32, l = e % 32;
+  return {64 * h + 32 * (s & 1) + l, 4 * (s >> 1), 32 * h + l, 2 * s};
 }
 
 }  // namespace inference_kernels::ggml

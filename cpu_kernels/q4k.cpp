@@ -214,9 +214,11 @@ void quantize_block_q4k(const float* x, const float* imatrix, BlockQ4K* b) {
     for (int i = 32 * j; i < 32 * j + 32; ++i)
       L[i] = ds > 0 ? static_cast<uint8_t>(std::clamp(round_int((x[i] + dm) / ds), 0, 15)) : 0;
   }
-  for (int c = 0; c < 4; ++c)
-    for (int l = 0; l < 32; ++l)
-      b->qs[32 * c + l] = static_cast<uint8_t>(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
+  std::fill(b->qs, b->qs + kQK / 2, 0);
+  for (int e = 0; e < kQK; ++e) {
+    const Q4KPos p = q4k_pos(e);
+    b->qs[p.qs] |= static_cast<uint8_t>(L[e] << p.shift);
+  }
 }
 
 void dequantize_block_q4k(const BlockQ4K& b, float* out) {
@@ -258,17 +260,30 @@ void quantize_block_q6k(const float* x, const float* imatrix, BlockQ6K* b) {
   std::fill(b->ql, b->ql + kQK / 2, 0);
   std::fill(b->qh, b->qh + kQK / 4, 0);
   for (int e = 0; e < kQK; ++e) {
-    const int h = e / 128, s = (e % 128) / 32, l = e % 32;
-    b->ql[64 * h + 32 * (s & 1) + l] |= static_cast<uint8_t>((L[e] & 0x0F) << (4 * (s >> 1)));
-    b->qh[32 * h + l] |= static_cast<uint8_t>((L[e] >> 4) << (2 * s));
+    const Q6KPos p = q6k_pos(e);
+    b->ql[p.ql] |= static_cast<uint8_t>((L[e] & 0x0F) << p.ql_shift);
+    b->qh[p.qh] |= static_cast<uint8_t>((L[e] >> 4) << p.qh_shift);
   }
 }
 
 void dequantize_block_q6k(const BlockQ6K& b, float* out) {
   const float d = half_to_float(b.d);
-  for (int j = 0; j < 16; ++j) {
-    const float ds = d * b.scales[j];
-    for (int e = 16 * j; e < 16 * j + 16; ++e) out[e] = ds * (q6k_quant(b, e) - 32);
+  float ds[16];
+  for (int j = 0; j < 16; ++j) ds[j] = d * b.scales[j];
+  // Quarter s of half h: weights 128h + 32s + l, l in 0..31 (the layout in ggml_blocks.h,
+  // unrolled so the inner loop has fixed shifts and vectorises).
+  for (int h = 0; h < 2; ++h) {
+    for (int s = 0; s < 4; ++s) {
+      const uint8_t* ql = b.ql + 64 * h + 32 * (s & 1);
+      const uint8_t* qh = b.qh + 32 * h;
+      const int lo_shift = 4 * (s >> 1), hi_shift = 2 * s;
+      float* o = out + 128 * h + 32 * s;
+      const float* sc = ds + 8 * h + 2 * s;
+      for (int l = 0; l < 32; ++l) {
+        const int q = ((ql[l] >> lo_shift) & 0x0F) | (((qh[l] >> hi_shift) & 3) << 4);
+        o[l] = sc[l / 16] * (q - 32);
+      }
+    }
   }
 }
 
@@ -349,10 +364,15 @@ void quantize(at::Tensor& out, const at::Tensor& weight, const std::optional<at:
   const float* x = weight.const_data_ptr<float>();
   auto* dst = reinterpret_cast<typename F::Block*>(out.data_ptr<uint8_t>());
   // A row is K/256 searches of a few thousand flops per weight: one row per task is plenty.
+  // (at::parallel_for rethrows a failed check on the calling thread.)
   at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r)
+    for (int64_t r = begin; r < end; ++r) {
+      const float* row = x + r * k;
+      TORCH_CHECK(std::all_of(row, row + k, [](float v) { return std::isfinite(v); }),
+                  "weight must be finite, got a NaN or infinity in row ", num(r));
       for (int64_t b = 0; b < blocks; ++b)
-        F::quantize(x + r * k + b * kQK, im ? im + b * kQK : nullptr, dst + r * blocks + b);
+        F::quantize(row + b * kQK, im ? im + b * kQK : nullptr, dst + r * blocks + b);
+    }
   });
 }
 

@@ -222,6 +222,10 @@ def test_rejects_bad_arguments(ik, device, fmt):
         qop(torch.empty(4, size, dtype=torch.uint8, device=device), w, None)
     with pytest.raises(RuntimeError, match=r"imatrix must have shape \[512\]"):
         qop(out, w, torch.ones(256, device=device))
+    with pytest.raises(RuntimeError, match="weight must be finite, got a NaN or infinity in row 2"):
+        bad = w.clone()
+        bad[2, 300] = float("nan")
+        qop(out, bad, None)
     with pytest.raises(RuntimeError, match="imatrix must be finite and non-negative"):
         qop(out, w, torch.full((512,), -1.0, device=device))
     q = getattr(ik, qname)(w)
