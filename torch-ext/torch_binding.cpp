@@ -28,6 +28,17 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("silu_mul(Tensor! out, Tensor gate, Tensor up) -> ()");
   // out <- silu(x).
   ops.def("silu(Tensor! out, Tensor x) -> ()");
+  // GGUF k-quants, bytes as ggml's (common/ggml_blocks.h). weight: float32 [N, K], K a
+  // multiple of 256; out: uint8 [N, K / 256 * 144] (Q4_K) or [N, K / 256 * 210] (Q6_K).
+  // imatrix: float32 [K], per input column the mean squared activation (llama.cpp's).
+  ops.def("quantize_q4_k(Tensor! out, Tensor weight, Tensor? imatrix) -> ()");
+  ops.def("quantize_q6_k(Tensor! out, Tensor weight, Tensor? imatrix) -> ()");
+  // out: float32 [N, K] <- the dequantised weight.
+  ops.def("dequantize_q4_k(Tensor! out, Tensor q) -> ()");
+  ops.def("dequantize_q6_k(Tensor! out, Tensor q) -> ()");
+  // out [M, N] <- x [M, K] @ dequantize(q).T for M in 1..8, fp32 accumulation, in x's dtype.
+  ops.def("q4k_gemv(Tensor! out, Tensor x, Tensor q) -> ()");
+  ops.def("q6k_gemv(Tensor! out, Tensor x, Tensor q) -> ()");
 
 #if defined(CPU_KERNEL)
   ops.impl("rms_norm", c10::kCPU, &rms_norm_cpu);
@@ -38,6 +49,12 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("silu_and_mul_fp8", c10::kCPU, &silu_and_mul_fp8_cpu);
   ops.impl("silu_mul", c10::kCPU, &silu_mul_cpu);
   ops.impl("silu", c10::kCPU, &silu_cpu);
+  ops.impl("quantize_q4_k", c10::kCPU, &quantize_q4_k_cpu);
+  ops.impl("quantize_q6_k", c10::kCPU, &quantize_q6_k_cpu);
+  ops.impl("dequantize_q4_k", c10::kCPU, &dequantize_q4_k_cpu);
+  ops.impl("dequantize_q6_k", c10::kCPU, &dequantize_q6_k_cpu);
+  ops.impl("q4k_gemv", c10::kCPU, &q4k_gemv_cpu);
+  ops.impl("q6k_gemv", c10::kCPU, &q6k_gemv_cpu);
 #endif
 
 // ROCm builds of torch register AMD GPUs as kCUDA; the ROCm kernels sit behind the

@@ -20,6 +20,14 @@ void silu_and_mul_cpu(at::Tensor& out, const at::Tensor& x);
 void silu_and_mul_fp8_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& scale);
 void silu_mul_cpu(at::Tensor& out, const at::Tensor& gate, const at::Tensor& up);
 void silu_cpu(at::Tensor& out, const at::Tensor& x);
+void quantize_q4_k_cpu(at::Tensor& out, const at::Tensor& weight,
+                       const std::optional<at::Tensor>& imatrix);
+void quantize_q6_k_cpu(at::Tensor& out, const at::Tensor& weight,
+                       const std::optional<at::Tensor>& imatrix);
+void dequantize_q4_k_cpu(at::Tensor& out, const at::Tensor& q);
+void dequantize_q6_k_cpu(at::Tensor& out, const at::Tensor& q);
+void q4k_gemv_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
+void q6k_gemv_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
 #endif
 
 // ROCm shares the CUDA wrappers (cuda_kernels/*_torch.cpp): a ROCm build of torch

@@ -12,7 +12,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from . import layers
+from . import gguf_blocks, layers, quant
 from ._ops import ops
 from . import _fake  # noqa: F401  (registers the fake implementations for torch.compile)
 
@@ -25,7 +25,15 @@ __all__ = [
     "silu_and_mul_fp8",
     "silu_mul",
     "silu",
+    "quantize_q4_k",
+    "quantize_q6_k",
+    "dequantize_q4_k",
+    "dequantize_q6_k",
+    "q4k_gemv",
+    "q6k_gemv",
     "FP8_DTYPE",
+    "gguf_blocks",
+    "quant",
     "layers",
 ]
 
@@ -142,3 +150,51 @@ def silu(x: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
         out = torch.empty_like(x, memory_format=torch.contiguous_format)
     ops.silu(out, x)
     return out
+
+
+# GGUF k-quants (Q4_K, Q6_K): a weight [N, K] (nn.Linear's layout, K a multiple of 256)
+# is held as uint8 [N, K / 256 * 144] (Q4_K) or [N, K / 256 * 210] (Q6_K), the bytes of
+# ggml's blocks, as a .gguf file stores them (gguf_blocks.py says the layouts).
+
+
+def quantize_q4_k(weight: torch.Tensor, imatrix: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Quantise ``weight`` [N, K] to Q4_K bytes (uint8 [N, K / 256 * 144]).
+
+    Each 32-weight sub-block's scale and min minimise ``sum(w * (x - deq)^2)`` with
+    ``w = imatrix[col]`` (llama.cpp's importance matrix: the mean squared activation
+    of each input column, see ``quant.collect_imatrix``) or, without one,
+    ``x^2 + mean(x^2)`` over the 256-weight super-block. The weight is read as float32.
+    """
+    return quant.quantize(weight, "Q4_K", imatrix)
+
+
+def quantize_q6_k(weight: torch.Tensor, imatrix: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Quantise ``weight`` [N, K] to Q6_K bytes (uint8 [N, K / 256 * 210]); as :func:`quantize_q4_k`."""
+    return quant.quantize(weight, "Q6_K", imatrix)
+
+
+def dequantize_q4_k(q: torch.Tensor, k: Optional[int] = None) -> torch.Tensor:
+    """Q4_K bytes [N, K / 256 * 144] -> float32 [N, K]; equal to gguf-py's, bit for bit.
+
+    ``k`` (optional) is checked against the K the bytes hold.
+    """
+    return quant.dequantize(q, "Q4_K", k)
+
+
+def dequantize_q6_k(q: torch.Tensor, k: Optional[int] = None) -> torch.Tensor:
+    """Q6_K bytes [N, K / 256 * 210] -> float32 [N, K]; as :func:`dequantize_q4_k`."""
+    return quant.dequantize(q, "Q6_K", k)
+
+
+def q4k_gemv(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """``x @ dequantize_q4_k(q).T`` for ``x`` [M, K] with M in 1..8 (decode), in x's dtype.
+
+    The weight is dequantised block by block as it is read, never as a whole; products
+    are summed in fp32. ``x``: float32, float16 or bfloat16.
+    """
+    return quant.gemv(x, q, "Q4_K")
+
+
+def q6k_gemv(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """``x @ dequantize_q6_k(q).T``; as :func:`q4k_gemv`."""
+    return quant.gemv(x, q, "Q6_K")

@@ -89,3 +89,44 @@ def _silu_mul_fake(out: torch.Tensor, gate: torch.Tensor, up: torch.Tensor) -> N
 def _silu_fake(out: torch.Tensor, x: torch.Tensor) -> None:
     _check_same_device(out, "out", x)
     torch._check(out.shape == x.shape, lambda: f"out must have the shape of x {tuple(x.shape)}")
+
+
+# GGUF k-quants: bytes per 256-weight block of each format (gguf_blocks.BLOCK_BYTES).
+_KQUANT_BYTES = {"q4_k": 144, "q6_k": 210}
+
+
+def _check_quantized(q: torch.Tensor, size: int) -> int:
+    torch._check(q.dtype == torch.uint8, lambda: f"q must be uint8, got {q.dtype}")
+    torch._check(q.dim() == 2 and q.shape[1] % size == 0,
+                 lambda: f"q must have shape [N, K / 256 * {size}], got {tuple(q.shape)}")
+    return q.shape[1] // size * 256
+
+
+def _register_kquant_fakes(fmt: str, gemv: str) -> None:
+    size = _KQUANT_BYTES[fmt]
+
+    @torch.library.register_fake(add_op_namespace_prefix(f"quantize_{fmt}"))
+    def _quantize_fake(out, weight, imatrix) -> None:
+        _check_same_device(out, "out", weight, "weight")
+        torch._check(weight.dim() == 2 and weight.shape[1] % 256 == 0,
+                     lambda: f"weight must be [N, K] with K a multiple of 256, got {tuple(weight.shape)}")
+        torch._check(out.shape == (weight.shape[0], weight.shape[1] // 256 * size),
+                     lambda: f"out must have shape {(weight.shape[0], weight.shape[1] // 256 * size)}")
+
+    @torch.library.register_fake(add_op_namespace_prefix(f"dequantize_{fmt}"))
+    def _dequantize_fake(out, q) -> None:
+        _check_same_device(out, "out", q, "q")
+        k = _check_quantized(q, size)
+        torch._check(out.shape == (q.shape[0], k), lambda: f"out must have shape {(q.shape[0], k)}")
+
+    @torch.library.register_fake(add_op_namespace_prefix(gemv))
+    def _gemv_fake(out, x, q) -> None:
+        _check_same_device(out, "out", x)
+        k = _check_quantized(q, size)
+        torch._check(x.dim() == 2 and x.shape[1] == k, lambda: f"x must have shape [M, {k}]")
+        torch._check(out.shape == (x.shape[0], q.shape[0]),
+                     lambda: f"out must have shape {(x.shape[0], q.shape[0])}")
+
+
+_register_kquant_fakes("q4_k", "q4k_gemv")
+_register_kquant_fakes("q6_k", "q6k_gemv")

@@ -1,0 +1,89 @@
+// GGUF / ggml k-quant super-blocks (Q4_K and Q6_K), byte for byte as ggml lays them
+// out, so our quantised weights can be written to a .gguf file and read by llama.cpp
+// (and theirs read by us). Shared by host C++, CUDA and HIP: no torch header, no
+// fp16 type of any backend: fp16 fields are kept as their raw bits (ggml's
+// ggml_half is a uint16_t too) and converted by the code that reads them.
+//
+// The layouts, as gguf-py's reference dequantisation (gguf/quants.py) reads them:
+//
+// Q4_K: 256 weights in 8 sub-blocks of 32; weight = d * sc[j] * q - dmin * m[j],
+//   q in 0..15, sc and m 6-bit. Weights 64c..64c+31 are the low nibbles of
+//   qs[32c..32c+31], weights 64c+32..64c+63 the high nibbles of the same bytes
+//   (sub-blocks 2c and 2c+1).
+// Q6_K: 256 weights in 16 sub-blocks of 16; weight = d * scales[e / 16] * (q - 32),
+//   q 6-bit. In half h (128 weights, 128h + 32s + l for s in 0..3, l in 0..31) the
+//   low 4 bits of q sit in ql[64h + 32(s & 1) + l] (low nibble for s < 2, high
+//   nibble otherwise) and the top 2 bits in qh[32h + l] at bit 2s.
+#pragma once
+
+#include <cstdint>
+
+#include "fp8.h"  // IK_HOST_DEVICE
+
+namespace inference_kernels::ggml {
+
+constexpr int kQK = 256;  // weights per super-block (ggml's QK_K)
+
+struct BlockQ4K {
+  uint16_t d;           // fp16 bits: super-block scale of the 6-bit scales
+  uint16_t dmin;        // fp16 bits: super-block scale of the 6-bit mins
+  uint8_t scales[12];   // 8 scales and 8 mins, 6 bits each (pack_scale_min)
+  uint8_t qs[kQK / 2];  // 4-bit quants, two per byte
+};
+
+struct BlockQ6K {
+  uint8_t ql[kQK / 2];   // low 4 bits of the quants
+  uint8_t qh[kQK / 4];   // high 2 bits
+  int8_t scales[kQK / 16];
+  uint16_t d;  // fp16 bits
+};
+
+static_assert(sizeof(BlockQ4K) == 144, "block_q4_K is 144 bytes in ggml");
+static_assert(sizeof(BlockQ6K) == 210, "block_q6_K is 210 bytes in ggml");
+static_assert(alignof(BlockQ6K) == 2, "block_q6_K has 2-byte alignment in ggml");
+
+// Sub-block j's 6-bit scale and min (ggml's get_scale_min_k4). Bytes 0..3 hold the
+// scales of sub-blocks 0..3 in their low 6 bits, bytes 4..7 the mins; sub-blocks
+// 4..7 keep their low 4 bits in bytes 8..11 (scale low nibble, min high nibble)
+// and their top 2 bits in the spare top bits of bytes 0..3 (scale) and 4..7 (min).
+IK_HOST_DEVICE inline void unpack_scale_min(const uint8_t* s, int j, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *m = s[j + 4] & 63;
+  } else {
+    *sc = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
+    *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+// The inverse: sc[j], m[j] < 64 for the 8 sub-blocks into the 12 bytes.
+IK_HOST_DEVICE inline void pack_scale_min(const uint8_t* sc, const uint8_t* m, uint8_t* s) {
+  for (int j = 0; j < 4; ++j) {
+    s[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+    s[j + 4] = static_cast<uint8_t>((m[j] & 63) | ((m[j + 4] >> 4) << 6));
+    s[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0x0F) | ((m[j + 4] & 0x0F) << 4));
+  }
+}
+
+// Where weight e (0..255) of a block keeps its quant bits: the byte of qs (Q4_K) or ql
+// (Q6_K) and the shift of its nibble there; for Q6_K also the byte of qh and the shift of
+// its top 2 bits. The quantisers pack through these; GPU kernels can read through them.
+struct Q4KPos {
+  int qs, shift;
+};
+
+IK_HOST_DEVICE inline Q4KPos q4k_pos(int e) {
+  const int c = e / 64, l = e % 64;
+  return {32 * c + l % 32, 4 * (l / 32)};
+}
+
+struct Q6KPos {
+  int ql, ql_shift, qh, qh_shift;
+};
+
+IK_HOST_DEVICE inline Q6KPos q6k_pos(int e) {
+  const int h = e / 128, s = (e % 128) / 32, l = e % 32;
+  return {64 * h + 32 * (s & 1) + l, 4 * (s >> 1), 32 * h + l, 2 * s};
+}
+
+}  // namespace inference_kernels::ggml

@@ -1,0 +1,474 @@
+// GGUF k-quants on the CPU: Q4_K and Q6_K quantisation, dequantisation and mat-vec
+// (x [M <= 8, K] times a quantised weight [N, K], transposed), bytes as ggml's
+// (common/ggml_blocks.h).
+//
+// The quantiser follows ggml's design, written anew from its description: every
+// sub-block searches a grid of candidate inverse scales around nmax / range; for
+// each candidate the integer levels are rounded and the scale (and, for Q4_K, the
+// min) refitted by weighted least squares; the fit with the smallest weighted
+// squared error sum(w_i * (x_i - deq_i)^2) wins (ggml's make_qkx2_quants for Q4_K,
+// make_qx_quants for Q6_K). The per-sub-block scales are then quantised the same
+// way (6 bits for Q4_K's scales and mins, 8 bits for Q6_K's), each weighted by what
+// its error costs the weights, the super-block factors rounded to fp16, and every
+// weight re-rounded against the scales as they will be dequantised.
+//
+// Weights w_i: imatrix[col] when given (llama.cpp's importance matrix: the mean of
+// the squared activations of that input column). Without one, x_i^2 + sigma^2 with
+// sigma^2 the mean square of the super-block, as ggml weights its k-quants without
+// an imatrix: large weights matter more, and small ones still count.
+//
+// Dequantisation computes (d * sc) * q - (dmin * m) in fp32, in gguf-py's order,
+// so it equals gguf.quants.dequantize bit for bit. That needs the compiler not to
+// fuse the multiply and the subtraction: build.toml passes -ffp-contract=off.
+#include <ATen/Parallel.h>
+#include <c10/util/Half.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "ggml_blocks.h"
+#include "torch_binding.h"
+#include "torch_checks.h"
+#include "vec_io.h"
+
+namespace {
+
+using namespace inference_kernels::ggml;
+using inference_kernels::num;
+using inference_kernels::cpu::fVec;
+
+inline float half_to_float(uint16_t bits) { return c10::Half(bits, c10::Half::from_bits()); }
+inline uint16_t float_to_half(float v) { return c10::Half(v).x; }
+inline int round_int(float v) { return static_cast<int>(std::nearbyint(v)); }
+
+// ---- the searches ---------------------------------------------------------------
+
+// x ~ scale * L - neg_min with L in 0..nmax, neg_min >= 0 (Q4_K's affine sub-blocks).
+// Returns scale; writes L and neg_min. The min is clamped to <= 0 as ggml's is, so the
+// stored (unsigned) min is non-negative.
+float fit_affine(const float* x, const float* w, int n, int nmax, uint8_t* L, float* neg_min) {
+  float lo = x[0], hi = x[0], sw = 0, swx = 0;
+  for (int i = 0; i < n; ++i) {
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
+    sw += w[i];
+    swx += w[i] * x[i];
+  }
+  lo = std::min(lo, 0.0f);
+  if (hi == lo) {
+    std::fill(L, L + n, 0);
+    *neg_min = -lo;
+    return 0.0f;
+  }
+  auto error = [&](const uint8_t* l, float scale, float min) {
+    float e = 0;
+    for (int i = 0; i < n; ++i) {
+      const float d = scale * l[i] + min - x[i];
+      e += w[i] * d * d;
+    }
+    return e;
+  };
+  float best_scale = (hi - lo) / nmax, best_min = lo;
+  for (int i = 0; i < n; ++i) L[i] = std::clamp(round_int((x[i] - lo) / best_scale), 0, nmax);
+  float best = error(L, best_scale, best_min);
+  uint8_t cand[kQK];
+  // 41 candidate inverse scales from (nmax - 1) / range to (nmax + 1) / range.
+  for (int step = 0; step <= 40; ++step) {
+    const float iscale = (nmax - 1.0f + 0.05f * step) / (hi - lo);
+    float sl = 0, sl2 = 0, sxl = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = std::clamp(round_int(iscale * (x[i] - lo)), 0, nmax);
+      cand[i] = static_cast<uint8_t>(l);
+      sl += w[i] * l;
+      sl2 += w[i] * l * l;
+      sxl += w[i] * l * x[i];
+    }
+    // Weighted least squares for x ~ scale * l + min, then min clamped to <= 0.
+    const float det = sw * sl2 - sl * sl;
+    if (!(det > 0)) continue;
+    float scale = (sw * sxl - swx * sl) / det;
+    float min = (sl2 * swx - sl * sxl) / det;
+    if (min > 0) {
+      min = 0;
+      scale = sxl / sl2;
+    }
+    const float e = error(cand, scale, min);
+    if (e < best) {
+      best = e;
+      best_scale = scale;
+      best_min = min;
+      std::copy(cand, cand + n, L);
+    }
+  }
+  *neg_min = -best_min;
+  return best_scale;
+}
+
+// x ~ scale * L with integer L in lo..hi, for the scale minimising sum(w (x - scale L)^2):
+// 21 candidate inverse scales (nmax - 1 .. nmax + 1) / pivot round the levels, and each
+// gets its least-squares scale sum(w x L) / sum(w L^2), whose error is
+// sum(w x^2) - sum(w x L)^2 / sum(w L^2). Returns the scale (0 and L = 0 if none fits).
+float fit_levels(const float* x, const float* w, int n, int nmax, float pivot, int lo, int hi,
+                 int* L) {
+  std::fill(L, L + n, 0);
+  float best = -1, scale = 0;
+  int cand[kQK];
+  for (int step = -10; step <= 10; ++step) {
+    const float iscale = (nmax + 0.1f * step) / pivot;
+    float sxl = 0, sl2 = 0;
+    for (int i = 0; i < n; ++i) {
+      cand[i] = std::clamp(round_int(iscale * x[i]), lo, hi);
+      sxl += w[i] * x[i] * cand[i];
+      sl2 += w[i] * cand[i] * cand[i];
+    }
+    if (sl2 > 0 && sxl * sxl / sl2 > best) {
+      best = sxl * sxl / sl2;
+      scale = sxl / sl2;
+      std::copy(cand, cand + n, L);
+    }
+  }
+  return scale;
+}
+
+// x ~ scale * L with L in -nmax..nmax-1 (Q6_K's sub-blocks with nmax = 32, and its
+// int8 sub-block scales with nmax = 128). The value of largest magnitude maps near
+// -nmax, using the extra negative level, as ggml's make_qx_quants does.
+float fit_symmetric(const float* x, const float* w, int n, int nmax, int* L) {
+  float amax = 0, vmax = 0;
+  for (int i = 0; i < n; ++i) {
+    if (std::fabs(x[i]) > amax) {
+      amax = std::fabs(x[i]);
+      vmax = x[i];
+    }
+  }
+  if (amax < 1e-30f) {
+    std::fill(L, L + n, 0);
+    return 0.0f;
+  }
+  return fit_levels(x, w, n, nmax, -vmax, -nmax, nmax - 1, L);
+}
+
+// v ~ d * L with v >= 0, L in 0..nmax (Q4_K's 6-bit scales and mins).
+float fit_nonneg(const float* v, const float* w, int n, int nmax, int* L) {
+  float vmax = 0;
+  for (int i = 0; i < n; ++i) vmax = std::max(vmax, v[i]);
+  if (!(vmax > 0)) {
+    std::fill(L, L + n, 0);
+    return 0.0f;
+  }
+  return fit_levels(v, w, n, nmax, vmax, 0, nmax, L);
+}
+
+// Per-weight importance of one super-block (see the file comment).
+void importance(const float* x, const float* imatrix, float* w) {
+  if (imatrix) {
+    float s = 0;
+    for (int i = 0; i < kQK; ++i) s += imatrix[i];
+    // An all-zero imatrix block (columns never activated) says nothing: fall back.
+    if (s > 0) {
+      std::copy(imatrix, imatrix + kQK, w);
+      return;
+    }
+  }
+  float s2 = 0;
+  for (int i = 0; i < kQK; ++i) s2 += x[i] * x[i];
+  const float sigma2 = s2 / kQK;
+  for (int i = 0; i < kQK; ++i) w[i] = x[i] * x[i] + sigma2;
+}
+
+// ---- Q4_K -------------------------------------------------------------------------
+
+void quantize_block_q4k(const float* x, const float* imatrix, BlockQ4K* b) {
+  float w[kQK];
+  importance(x, imatrix, w);
+  uint8_t L[kQK];
+  float scales[8], mins[8], w_scale[8], w_min[8];
+  for (int j = 0; j < 8; ++j) {
+    scales[j] = fit_affine(x + 32 * j, w + 32 * j, 32, 15, L + 32 * j, &mins[j]);
+    // A scale error ds moves weight i by ds * L_i, a min error by dm: weigh each
+    // sub-block's scale and min by what their errors cost.
+    w_scale[j] = w_min[j] = 0;
+    for (int i = 32 * j; i < 32 * j + 32; ++i) {
+      w_scale[j] += w[i] * L[i] * L[i];
+      w_min[j] += w[i];
+    }
+    w_scale[j] = std::max(w_scale[j], 1e-30f);  // an all-zero sub-block still gets a level
+  }
+  int ls[8], lm[8];
+  const float d = fit_nonneg(scales, w_scale, 8, 63, ls);
+  const float dmin = fit_nonneg(mins, w_min, 8, 63, lm);
+  b->d = float_to_half(d);
+  b->dmin = float_to_half(dmin);
+  // Re-round the 6-bit levels against the fp16 factors as they will be read back.
+  const float d16 = half_to_float(b->d), dmin16 = half_to_float(b->dmin);
+  uint8_t sc[8], m[8];
+  for (int j = 0; j < 8; ++j) {
+    sc[j] = d16 > 0 ? static_cast<uint8_t>(std::clamp(round_int(scales[j] / d16), 0, 63)) : 0;
+    m[j] = dmin16 > 0 ? static_cast<uint8_t>(std::clamp(round_int(mins[j] / dmin16), 0, 63)) : 0;
+  }
+  pack_scale_min(sc, m, b->scales);
+  // Each weight's level, given the dequantised scale and min of its sub-block.
+  for (int j = 0; j < 8; ++j) {
+    const float ds = d16 * sc[j], dm = dmin16 * m[j];
+    for (int i = 32 * j; i < 32 * j + 32; ++i)
+      L[i] = ds > 0 ? static_cast<uint8_t>(std::clamp(round_int((x[i] + dm) / ds), 0, 15)) : 0;
+  }
+  std::fill(b->qs, b->qs + kQK / 2, 0);
+  for (int e = 0; e < kQK; ++e) {
+    const Q4KPos p = q4k_pos(e);
+    b->qs[p.qs] |= static_cast<uint8_t>(L[e] << p.shift);
+  }
+}
+
+void dequantize_block_q4k(const BlockQ4K& b, float* out) {
+  const float d = half_to_float(b.d), dmin = half_to_float(b.dmin);
+  for (int j = 0; j < 8; ++j) {
+    uint8_t sc, m;
+    unpack_scale_min(b.scales, j, &sc, &m);
+    const float ds = d * sc, dm = dmin * m;
+    const uint8_t* q = b.qs + 32 * (j / 2);
+    const int shift = 4 * (j % 2);
+    for (int l = 0; l < 32; ++l) out[32 * j + l] = ds * ((q[l] >> shift) & 0x0F) - dm;
+  }
+}
+
+// ---- Q6_K -------------------------------------------------------------------------
+
+void quantize_block_q6k(const float* x, const float* imatrix, BlockQ6K* b) {
+  float w[kQK];
+  importance(x, imatrix, w);
+  int L[kQK];
+  float scales[16], w_scale[16];
+  for (int j = 0; j < 16; ++j) {
+    scales[j] = fit_symmetric(x + 16 * j, w + 16 * j, 16, 32, L + 16 * j);
+    w_scale[j] = 0;
+    for (int i = 16 * j; i < 16 * j + 16; ++i) w_scale[j] += w[i] * L[i] * L[i];
+    w_scale[j] = std::max(w_scale[j], 1e-30f);
+  }
+  int ls[16];
+  const float d = fit_symmetric(scales, w_scale, 16, 128, ls);
+  b->d = float_to_half(d);
+  const float d16 = half_to_float(b->d);
+  for (int j = 0; j < 16; ++j) {
+    const int s = d16 != 0 ? std::clamp(round_int(scales[j] / d16), -128, 127) : 0;
+    b->scales[j] = static_cast<int8_t>(s);
+    const float ds = d16 * s;
+    for (int i = 16 * j; i < 16 * j + 16; ++i)
+      L[i] = (ds != 0 ? std::clamp(round_int(x[i] / ds), -32, 31) : 0) + 32;
+  }
+  std::fill(b->ql, b->ql + kQK / 2, 0);
+  std::fill(b->qh, b->qh + kQK / 4, 0);
+  for (int e = 0; e < kQK; ++e) {
+    const Q6KPos p = q6k_pos(e);
+    b->ql[p.ql] |= static_cast<uint8_t>((L[e] & 0x0F) << p.ql_shift);
+    b->qh[p.qh] |= static_cast<uint8_t>((L[e] >> 4) << p.qh_shift);
+  }
+}
+
+void dequantize_block_q6k(const BlockQ6K& b, float* out) {
+  const float d = half_to_float(b.d);
+  float ds[16];
+  for (int j = 0; j < 16; ++j) ds[j] = d * b.scales[j];
+  // Quarter s of half h: weights 128h + 32s + l, l in 0..31 (the layout in ggml_blocks.h,
+  // unrolled so the inner loop has fixed shifts and vectorises).
+  for (int h = 0; h < 2; ++h) {
+    for (int s = 0; s < 4; ++s) {
+      const uint8_t* ql = b.ql + 64 * h + 32 * (s & 1);
+      const uint8_t* qh = b.qh + 32 * h;
+      const int lo_shift = 4 * (s >> 1), hi_shift = 2 * s;
+      float* o = out + 128 * h + 32 * s;
+      const float* sc = ds + 8 * h + 2 * s;
+      for (int l = 0; l < 32; ++l) {
+        const int q = ((ql[l] >> lo_shift) & 0x0F) | (((qh[l] >> hi_shift) & 3) << 4);
+        o[l] = sc[l / 16] * (q - 32);
+      }
+    }
+  }
+}
+
+// ---- the formats, for the shared entry points ----------------------------------------
+
+struct Q4K {
+  using Block = BlockQ4K;
+  static constexpr const char* name = "Q4_K";
+  static void quantize(const float* x, const float* im, Block* b) { quantize_block_q4k(x, im, b); }
+  static void dequantize(const Block& b, float* out) { dequantize_block_q4k(b, out); }
+};
+
+struct Q6K {
+  using Block = BlockQ6K;
+  static constexpr const char* name = "Q6_K";
+  static void quantize(const float* x, const float* im, Block* b) { quantize_block_q6k(x, im, b); }
+  static void dequantize(const Block& b, float* out) { dequantize_block_q6k(b, out); }
+};
+
+// Blocks of a quantised row: ggml blocks are packed back to back with no padding; a
+// row of K/256 blocks starts at row * (K/256) * sizeof(Block). Q6_K's 210-byte block
+// has 2-byte alignment, so rows stay aligned when the tensor's storage is.
+template <typename F>
+const typename F::Block* block_row(const at::Tensor& q, int64_t row, int64_t blocks) {
+  return reinterpret_cast<const typename F::Block*>(q.const_data_ptr<uint8_t>()) + row * blocks;
+}
+
+// A quantised weight: uint8 [N, blocks * sizeof(Block)], contiguous, on the CPU.
+template <typename F>
+int64_t check_quantised(const at::Tensor& q, const char* name) {
+  constexpr int64_t bytes = sizeof(typename F::Block);
+  inference_kernels::check_device(q, c10::DeviceType::CPU, name);
+  TORCH_CHECK(q.scalar_type() == at::kByte, name, " must be uint8 (", F::name, " blocks), got ",
+              c10::toString(q.scalar_type()));
+  TORCH_CHECK(q.dim() == 2 && q.size(1) % bytes == 0, name, " must have shape [N, K / 256 * ",
+              num(bytes), "] (", F::name, " blocks of ", num(bytes), " bytes), got ",
+              inference_kernels::dims_str(q.sizes()));
+  TORCH_CHECK(q.is_contiguous(), name, " must be contiguous");
+  TORCH_CHECK(reinterpret_cast<uintptr_t>(q.const_data_ptr()) % alignof(typename F::Block) == 0,
+              name, " must start at an address aligned to ", num(alignof(typename F::Block)), " bytes");
+  return q.size(1) / bytes;
+}
+
+template <typename F>
+void quantize(at::Tensor& out, const at::Tensor& weight, const std::optional<at::Tensor>& imatrix) {
+  using inference_kernels::dims_str;
+  inference_kernels::check_device(weight, c10::DeviceType::CPU, "weight");
+  TORCH_CHECK(weight.scalar_type() == at::kFloat, "weight must be float32, got ",
+              c10::toString(weight.scalar_type()));
+  TORCH_CHECK(weight.dim() == 2, "weight must be 2-D [N, K], got shape ", dims_str(weight.sizes()));
+  TORCH_CHECK(weight.is_contiguous(), "weight must be contiguous");
+  const int64_t n = weight.size(0), k = weight.size(1);
+  TORCH_CHECK(k % kQK == 0, "K (weight's last dimension) must be a multiple of 256, the ", F::name,
+              " super-block, got ", num(k));
+  const int64_t blocks = k / kQK;
+  const std::vector<int64_t> want = {n, blocks * static_cast<int64_t>(sizeof(typename F::Block))};
+  inference_kernels::check_device(out, c10::DeviceType::CPU, "out");
+  TORCH_CHECK(out.scalar_type() == at::kByte, "out must be uint8, got ", c10::toString(out.scalar_type()));
+  TORCH_CHECK(out.sizes() == c10::IntArrayRef(want), "out must have shape ", dims_str(want), " (",
+              F::name, "), got ", dims_str(out.sizes()));
+  TORCH_CHECK(out.is_contiguous(), "out must be contiguous");
+  const float* im = nullptr;
+  if (imatrix) {
+    const at::Tensor& t = *imatrix;
+    inference_kernels::check_device(t, c10::DeviceType::CPU, "imatrix");
+    TORCH_CHECK(t.scalar_type() == at::kFloat, "imatrix must be float32, got ",
+                c10::toString(t.scalar_type()));
+    TORCH_CHECK(t.dim() == 1 && t.size(0) == k, "imatrix must have shape [", num(k),
+                "] (one value per input column), got ", dims_str(t.sizes()));
+    TORCH_CHECK(t.is_contiguous(), "imatrix must be contiguous");
+    im = t.const_data_ptr<float>();
+    for (int64_t i = 0; i < k; ++i)
+      TORCH_CHECK(std::isfinite(im[i]) && im[i] >= 0,
+                  "imatrix must be finite and non-negative (mean squared activations), got ",
+                  std::to_string(im[i]), " at column ", num(i));
+  }
+  at::assert_no_overlap(out, weight);
+  const float* x = weight.const_data_ptr<float>();
+  auto* dst = reinterpret_cast<typename F::Block*>(out.data_ptr<uint8_t>());
+  // A row is K/256 searches of a few thousand flops per weight: one row per task is plenty.
+  // (at::parallel_for rethrows a failed check on the calling thread.)
+  at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* row = x + r * k;
+      TORCH_CHECK(std::all_of(row, row + k, [](float v) { return std::isfinite(v); }),
+                  "weight must be finite, got a NaN or infinity in row ", num(r));
+      for (int64_t b = 0; b < blocks; ++b)
+        F::quantize(row + b * kQK, im ? im + b * kQK : nullptr, dst + r * blocks + b);
+    }
+  });
+}
+
+template <typename F>
+void dequantize(at::Tensor& out, const at::Tensor& q) {
+  using inference_kernels::dims_str;
+  const int64_t blocks = check_quantised<F>(q, "q");
+  const std::vector<int64_t> want = {q.size(0), blocks * kQK};
+  inference_kernels::check_device(out, c10::DeviceType::CPU, "out");
+  TORCH_CHECK(out.scalar_type() == at::kFloat, "out must be float32, got ",
+              c10::toString(out.scalar_type()));
+  TORCH_CHECK(out.sizes() == c10::IntArrayRef(want), "out must have shape ", dims_str(want), ", got ",
+              dims_str(out.sizes()));
+  TORCH_CHECK(out.is_contiguous(), "out must be contiguous");
+  float* o = out.data_ptr<float>();
+  at::parallel_for(0, q.size(0), std::max<int64_t>(1, 64 / std::max<int64_t>(blocks, 1)),
+                   [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const auto* row = block_row<F>(q, r, blocks);
+      for (int64_t b = 0; b < blocks; ++b) F::dequantize(row[b], o + (r * blocks + b) * kQK);
+    }
+  });
+}
+
+constexpr int64_t kMaxGemvRows = 8;
+
+// out[m, n] = sum_k x[m, k] * W[n, k]: each block of weight row n is dequantised into a
+// 1 KiB stack buffer (L1-resident, never the whole weight) and dotted with the M rows
+// of x, fp32 vectors, one accumulator vector per row of x.
+template <typename F, typename T>
+void gemv_rows(T* out, const float* x, const at::Tensor& q, int64_t m, int64_t n, int64_t blocks) {
+  const int64_t k = blocks * kQK;
+  // ~16 KiB of weight bytes per task.
+  const int64_t grain = std::max<int64_t>(1, 16384 / (blocks * sizeof(typename F::Block)));
+  at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
+    alignas(64) float w[kQK];
+    for (int64_t r = begin; r < end; ++r) {
+      const auto* row = block_row<F>(q, r, blocks);
+      fVec acc[kMaxGemvRows];
+      for (int64_t i = 0; i < m; ++i) acc[i] = fVec(0.0f);
+      for (int64_t b = 0; b < blocks; ++b) {
+        F::dequantize(row[b], w);
+        for (int64_t i = 0; i < m; ++i) {
+          const float* xb = x + i * k + b * kQK;
+          fVec a = acc[i];
+          for (int e = 0; e < kQK; e += fVec::size())
+            a = at::vec::fmadd(fVec::loadu(w + e), fVec::loadu(xb + e), a);
+          acc[i] = a;
+        }
+      }
+      for (int64_t i = 0; i < m; ++i)
+        out[i * n + r] = static_cast<T>(at::vec::vec_reduce_all<float>(std::plus<fVec>(), acc[i]));
+    }
+  });
+}
+
+template <typename F>
+void gemv(at::Tensor& out, const at::Tensor& x, const at::Tensor& q) {
+  using inference_kernels::dims_str;
+  const int64_t blocks = check_quantised<F>(q, "q");
+  inference_kernels::check_device(x, c10::DeviceType::CPU, "x");
+  inference_kernels::check_float_dtype(x, "x");
+  TORCH_CHECK(x.dim() == 2, "x must be 2-D [M, K], got shape ", dims_str(x.sizes()));
+  const int64_t m = x.size(0), k = x.size(1), n = q.size(0);
+  TORCH_CHECK(m >= 1 && m <= kMaxGemvRows, "x must have 1 to 8 rows (M), got ", num(m),
+              "; for more rows dequantise and use a matmul");
+  TORCH_CHECK(k == blocks * kQK, "x must have K = ", num(blocks * kQK), " columns (q holds ",
+              num(blocks), " ", F::name, " blocks of 256 per row), got ", num(k));
+  inference_kernels::check_same(out, x, "out", "x");
+  const std::vector<int64_t> want = {m, n};
+  TORCH_CHECK(out.sizes() == c10::IntArrayRef(want), "out must have shape ", dims_str(want), ", got ",
+              dims_str(out.sizes()));
+  TORCH_CHECK(out.is_contiguous(), "out must be contiguous");
+  at::assert_no_overlap(out, x);
+  at::assert_no_overlap(out, q);
+  if (n == 0) return;
+  // x is at most 8 x K: one fp32 copy up front keeps the inner loop free of conversions.
+  const at::Tensor xf = x.to(at::kFloat).contiguous();
+  IK_DISPATCH_FLOAT_TYPES(x.scalar_type(), "q_gemv_cpu", [&] {
+    gemv_rows<F>(out.data_ptr<scalar_t>(), xf.const_data_ptr<float>(), q, m, n, blocks);
+  });
+}
+
+}  // namespace
+
+void quantize_q4_k_cpu(at::Tensor& out, const at::Tensor& weight,
+                       const std::optional<at::Tensor>& imatrix) {
+  quantize<Q4K>(out, weight, imatrix);
+}
+
+void quantize_q6_k_cpu(at::Tensor& out, const at::Tensor& weight,
+                       const std::optional<at::Tensor>& imatrix) {
+  quantize<Q6K>(out, weight, imatrix);
+}
+
+void dequantize_q4_k_cpu(at::Tensor& out, const at::Tensor& q) { dequantize<Q4K>(out, q); }
+void dequantize_q6_k_cpu(at::Tensor& out, const at::Tensor& q) { dequantize<Q6K>(out, q); }
+void q4k_gemv_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& q) { gemv<Q4K>(out, x, q); }
+void q6k_gemv_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& q) { gemv<Q6K>(out, x, q); }

@@ -1,0 +1,180 @@
+"""Quantising a model's linear layers to GGUF k-quants, llama.cpp's Q4_K_M recipe.
+
+    imatrix = collect_imatrix(model, batches)           # optional, improves Q4_K
+    report = quantize_model_q4_k_m(model, imatrix)      # nn.Linear -> Q4KLinear, in place
+"""
+
+import re
+import warnings
+from typing import Dict, Iterable, Optional
+
+import torch
+
+from . import gguf_blocks
+from ._ops import ops
+
+# Per format: (quantise op, dequantise op, gemv op).
+_OPS = {
+    "Q4_K": ("quantize_q4_k", "dequantize_q4_k", "q4k_gemv"),
+    "Q6_K": ("quantize_q6_k", "dequantize_q6_k", "q6k_gemv"),
+}
+# Rows of x up to which the block-by-block gemv is used; more rows amortise one
+# dequantisation over a matmul (prefill).
+GEMV_MAX_ROWS = 8
+
+
+def quantize(weight: torch.Tensor, fmt: str, imatrix: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``weight`` [N, K] (read as float32) -> ``fmt`` bytes, uint8 [N, K / 256 * block bytes]."""
+    weight = weight.detach().to(torch.float32).contiguous()
+    if weight.dim() != 2:
+        raise ValueError(f"weight must be 2-D [N, K], got shape {tuple(weight.shape)}")
+    out = torch.empty(gguf_blocks.quantized_shape(*weight.shape, fmt), dtype=torch.uint8,
+                      device=weight.device)
+    if imatrix is not None:
+        imatrix = imatrix.detach().to(device=weight.device, dtype=torch.float32).contiguous()
+    getattr(ops, _OPS[fmt][0])(out, weight, imatrix)
+    return out
+
+
+def dequantize(q: torch.Tensor, fmt: str, k: Optional[int] = None) -> torch.Tensor:
+    """``fmt`` bytes [N, K / 256 * block bytes] -> float32 [N, K]; ``k``, if given, is checked."""
+    kq = gguf_blocks.in_features(q, fmt)
+    if k is not None and k != kq:
+        raise ValueError(f"k={k} does not match the {kq} columns the {fmt} bytes hold")
+    out = torch.empty((q.shape[0], kq), dtype=torch.float32, device=q.device)
+    getattr(ops, _OPS[fmt][1])(out, q)
+    return out
+
+
+def gemv(x: torch.Tensor, q: torch.Tensor, fmt: str) -> torch.Tensor:
+    """``x @ dequantize(q, fmt).T`` for ``x`` [M <= 8, K], in x's dtype."""
+    out = torch.empty((x.shape[0], q.shape[0]), dtype=x.dtype, device=x.device)
+    getattr(ops, _OPS[fmt][2])(out, x, q)
+    return out
+
+
+class Q4KLinear(torch.nn.Module):
+    """A linear layer whose weight is held as GGUF Q4_K or Q6_K bytes (``fmt``).
+
+    forward: for inputs of at most 8 rows (tokens), the CPU gemv dequantises the
+    weight block by block as it multiplies; for more rows the weight is dequantised
+    to fp32 once per call, cast to x's dtype and used in a matmul. The bias, if any,
+    is added in x's dtype.
+    """
+
+    def __init__(self, qweight: torch.Tensor, fmt: str, in_features: int, out_features: int,
+                 bias: Optional[torch.Tensor] = None):
+        super().__init__()
+        if fmt not in _OPS:
+            raise ValueError(f"fmt must be one of {sorted(_OPS)}, got {fmt!r}")
+        if tuple(qweight.shape) != gguf_blocks.quantized_shape(out_features, in_features, fmt):
+            raise ValueError(f"qweight has shape {tuple(qweight.shape)}, expected "
+                             f"{gguf_blocks.quantized_shape(out_features, in_features, fmt)} for {fmt}")
+        self.fmt = fmt
+        self.in_features = in_features
+        self.out_features = out_features
+        self.register_buffer("qweight", qweight)
+        self.register_buffer("bias", None if bias is None else bias.detach().clone())
+
+    @classmethod
+    def from_linear(cls, linear: torch.nn.Linear, fmt: str = "Q4_K",
+                    imatrix: Optional[torch.Tensor] = None) -> "Q4KLinear":
+        return cls(quantize(linear.weight, fmt, imatrix), fmt, linear.in_features,
+                   linear.out_features, linear.bias)
+
+    def dequantized_weight(self) -> torch.Tensor:
+        return dequantize(self.qweight, self.fmt, self.in_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        lead = x.shape[:-1]
+        x2 = x.reshape(-1, self.in_features).contiguous()
+        if 1 <= x2.shape[0] <= GEMV_MAX_ROWS:
+            y = gemv(x2, self.qweight, self.fmt)
+        else:
+            y = x2 @ self.dequantized_weight().to(x.dtype).T
+        if self.bias is not None:
+            y = y + self.bias.to(x.dtype)
+        return y.reshape(*lead, self.out_features)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"fmt={self.fmt}, bias={self.bias is not None}")
+
+
+@torch.no_grad()
+def collect_imatrix(model: torch.nn.Module, batches: Iterable) -> Dict[str, torch.Tensor]:
+    """llama.cpp's importance matrix: for every nn.Linear (by module name), the mean of
+    the squared input activations per input column, over all tokens of all batches.
+
+    ``batches``: tensors (passed as ``model(batch)``) or dicts (``model(**batch)``).
+    Returns ``{name: float32 [in_features]}``; layers that saw no input are absent.
+    """
+    sums: Dict[str, torch.Tensor] = {}
+    counts: Dict[str, int] = {}
+
+    def hook(name):
+        def fn(module, args):
+            x = args[0].detach().reshape(-1, module.in_features).to(torch.float64)
+            sums[name] = sums.get(name, 0) + x.pow(2).sum(0)
+            counts[name] = counts.get(name, 0) + x.shape[0]
+        return fn
+
+    handles = [m.register_forward_pre_hook(hook(name)) for name, m in model.named_modules()
+               if isinstance(m, torch.nn.Linear)]
+    try:
+        for batch in batches:
+            model(**batch) if isinstance(batch, dict) else model(batch)
+    finally:
+        for h in handles:
+            h.remove()
+    return {name: (sums[name] / counts[name]).to(torch.float32) for name in sums if counts[name]}
+
+
+def use_more_bits(i_layer: int, n_layers: int) -> bool:
+    """llama.cpp's choice of the layers that get more bits in its *_M mixes: the first
+    and last eighth of the layers, and every third layer in between."""
+    return (i_layer < n_layers // 8 or i_layer >= 7 * n_layers // 8
+            or (i_layer - n_layers // 8) % 3 == 2)
+
+
+_LAYER_INDEX = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+
+
+def q4_k_m_format(name: str, n_layers: int) -> str:
+    """The format Q4_K_M gives the linear layer ``name``: Q6_K for ``lm_head`` and, on the
+    layers ``use_more_bits`` picks, for ``v_proj`` and ``down_proj``; Q4_K elsewhere."""
+    leaf = name.rsplit(".", 1)[-1]
+    if leaf == "lm_head":
+        return "Q6_K"
+    match = _LAYER_INDEX.search(name)
+    if leaf in ("v_proj", "down_proj") and match and use_more_bits(int(match.group(1)), n_layers):
+        return "Q6_K"
+    return "Q4_K"
+
+
+@torch.no_grad()
+def quantize_model_q4_k_m(model: torch.nn.Module,
+                          imatrix: Optional[Dict[str, torch.Tensor]] = None) -> Dict[str, str]:
+    """Replace the model's nn.Linear layers by Q4KLinear, in place, with llama.cpp's
+    Q4_K_M policy (:func:`q4_k_m_format`). ``imatrix``: from :func:`collect_imatrix`.
+
+    Layers whose in_features is not a multiple of 256 cannot be k-quantised: they stay
+    as they are, with a warning. Returns ``{name: "Q4_K" | "Q6_K" | "kept: <why>"}``.
+    """
+    linears = [(name, m) for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
+    indices = [int(m.group(1)) for name, _ in linears if (m := _LAYER_INDEX.search(name))]
+    config = getattr(model, "config", None)
+    n_layers = getattr(config, "num_hidden_layers", None) or (max(indices) + 1 if indices else 0)
+    report: Dict[str, str] = {}
+    for name, linear in linears:
+        if linear.in_features % gguf_blocks.QK_K:
+            report[name] = f"kept: in_features {linear.in_features} is not a multiple of 256"
+            warnings.warn(f"{name} stays unquantised: {report[name][6:]}")
+            continue
+        fmt = q4_k_m_format(name, n_layers)
+        im = imatrix.get(name) if imatrix else None
+        parent_name, _, leaf = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, leaf, Q4KLinear.from_linear(linear, fmt, im))
+        report[name] = fmt
+    return report
