@@ -91,15 +91,13 @@ def main(argv=None) -> int:
     p.add_argument("--cpu-smoke", action="store_true")
     p.add_argument("--name", default="bench_decode")
     args = p.parse_args(argv)
-    if args.cpu_smoke:
-        dev, dtype = "cpu", torch.float32
+    dev = harness.bench_device(args.cpu_smoke, "bench_decode")
+    if dev is None:
+        return 0
+    dtype = torch.bfloat16 if dev == "cuda" else torch.float32
+    if dev == "cpu":
         args.hidden, args.intermediate, args.layers, args.vocab = 256, 768, 2, 512
         args.batch, args.prompt, args.new = [1, 2], 8, 4
-    elif not torch.cuda.is_available():
-        print("bench_decode: no CUDA device (use --cpu-smoke to test the script)")
-        return 0
-    else:
-        dev, dtype = "cuda", torch.bfloat16
     logging.getLogger("kernels").setLevel(logging.ERROR)  # unmapped layers are expected
     harness.load_kernel()  # sets LOCAL_KERNELS / offline mode
 

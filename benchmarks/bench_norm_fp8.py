@@ -56,13 +56,11 @@ def main(argv=None) -> int:
     p.add_argument("--cpu-smoke", action="store_true")
     p.add_argument("--name", default="bench_norm_fp8")
     args = p.parse_args(argv)
-    if args.cpu_smoke:
-        dev, args.hidden, args.rows = "cpu", 256, [1, 4]
-    elif not torch.cuda.is_available():
-        print("bench_norm_fp8: no CUDA device (use --cpu-smoke to test the script)")
+    dev = harness.bench_device(args.cpu_smoke, "bench_norm_fp8")
+    if dev is None:
         return 0
-    else:
-        dev = "cuda"
+    if dev == "cpu":
+        args.hidden, args.rows = 256, [1, 4]
     if args.quick:
         args.rows = [1, 128, 2048]
     k = harness.load_kernel()

@@ -209,14 +209,11 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if args.cpu_smoke:
-        dev = "cpu"
-        args.hidden, args.rows, args.fused_rows = [256], [1, 8], [1, 8]
-    elif not torch.cuda.is_available():
-        print("bench_rms_norm: no CUDA device, nothing to measure (use --cpu-smoke to test the script)")
+    dev = harness.bench_device(args.cpu_smoke, "bench_rms_norm")
+    if dev is None:
         return 0
-    else:
-        dev = "cuda"
+    if dev == "cpu":
+        args.hidden, args.rows, args.fused_rows = [256], [1, 8], [1, 8]
     if args.quick:
         args.hidden = args.hidden[:1]
         args.rows = [n for n in (1, 128, 4096) if n in args.rows] or args.rows[:3]

@@ -59,13 +59,11 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     fp8_rows, mul_rows = [1, 32, 128, 512, 2048], [1, 128, 1024, 4096]
     d_fp8, d_mul = 6656, 14336
-    if args.cpu_smoke:
-        dev, d_fp8, d_mul, fp8_rows, mul_rows = "cpu", 128, 128, [1, 4], [1, 4]
-    elif not torch.cuda.is_available():
-        print("bench_swiglu: no CUDA device (use --cpu-smoke to test the script)")
+    dev = harness.bench_device(args.cpu_smoke, "bench_swiglu")
+    if dev is None:
         return 0
-    else:
-        dev = "cuda"
+    if dev == "cpu":
+        d_fp8, d_mul, fp8_rows, mul_rows = 128, 128, [1, 4], [1, 4]
     if args.quick:
         fp8_rows, mul_rows = [1, 2048], [4096]
     k = harness.load_kernel()

@@ -46,6 +46,17 @@ def load_kernel():
     return kernels.get_kernel(REPO_ID, version=1)
 
 
+def bench_device(cpu_smoke: bool, script: str) -> str | None:
+    """"cuda"; "cpu" for a --cpu-smoke run (checks the script, times nothing useful);
+    None, after saying so, when there is no GPU and no smoke run was asked for."""
+    if cpu_smoke:
+        return "cpu"
+    if torch.cuda.is_available():
+        return "cuda"
+    print(f"{script}: no CUDA device, nothing to measure (use --cpu-smoke to test the script)")
+    return None
+
+
 def out_dir() -> Path:
     """Where results go: $OUT if set (the GPU runner collects it), else benchmarks/out/."""
     d = Path(os.environ["OUT"]) if os.environ.get("OUT") else REPO / "benchmarks" / "out"
