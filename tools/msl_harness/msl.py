@@ -1,0 +1,286 @@
+"""Compile an MSL shader for the CPU harness and dispatch its kernels (used by the tests).
+
+No Linux tool compiles Metal Shading Language, but MSL is C++ with attributes, address
+spaces and a `kernel` keyword. `prepass` blanks exactly those (keeping every line and
+column, so compiler errors and the runtime's messages point into the .metal file), the
+`metal_stdlib` header here supplies the library subset, and runtime.cpp runs the
+threadgroups as fibers. `build` makes one shared library per shader and compiler;
+`Library.dispatch` calls a kernel through ctypes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+INCLUDE = HERE / "include"
+RUNTIME = HERE / "runtime.cpp"
+ROOT = HERE.parent.parent
+CACHE = ROOT / "build" / "_work" / "msl"
+
+# Metal's built-in parameter attributes the runtime fills (msl_glue.h's ThreadIds).
+BUILTINS = {
+    "thread_position_in_grid", "thread_position_in_threadgroup",
+    "threadgroup_position_in_grid", "threads_per_threadgroup", "threadgroups_per_grid",
+    "threads_per_grid", "thread_index_in_threadgroup", "thread_index_in_simdgroup",
+    "simdgroup_index_in_threadgroup", "threads_per_simdgroup", "simdgroups_per_threadgroup",
+}
+SPACES = ("device", "constant", "threadgroup", "thread")
+FLAGS = ["-std=c++20", "-O1", "-fPIC", "-pthread", "-Wall", "-Wno-unused-variable"]
+
+
+class CompileError(RuntimeError):
+    pass
+
+
+class DispatchError(RuntimeError):
+    pass
+
+
+@dataclass
+class Kernel:
+    name: str
+    # One (kind, index) per parameter: ("buffer", i) or (builtin name, 0).
+    bindings: list[tuple[str, int]] = field(default_factory=list)
+
+
+def _code_mask(src: str) -> list[bool]:
+    """True where a character is code: not in a comment, string, char or # line."""
+    mask = [True] * len(src)
+    i, n = 0, len(src)
+    line_start = True
+    while i < n:
+        c = src[i]
+        if line_start and c == "#":  # preprocessor line, with continuations
+            j = i
+            while j < n and not (src[j] == "\n" and src[j - 1] != "\\"):
+                j += 1
+            mask[i:j] = [False] * (j - i)
+            i = j
+            continue
+        if c == "\n":
+            line_start = True
+            i += 1
+            continue
+        if not c.isspace():
+            line_start = False
+        if src.startswith("//", i):
+            j = src.find("\n", i)
+            j = n if j < 0 else j
+        elif src.startswith("/*", i):
+            j = src.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+        elif c in "\"'":
+            j = i + 1
+            while j < n and src[j] != c:
+                j += 2 if src[j] == "\\" else 1
+            j += 1
+        else:
+            i += 1
+            continue
+        mask[i:j] = [False] * (j - i)
+        i = j
+    return mask
+
+
+def _blank(chars: list[str], a: int, b: int) -> None:
+    for k in range(a, b):
+        if chars[k] != "\n":
+            chars[k] = " "
+
+
+def _split_params(text: str) -> list[tuple[int, int]]:
+    """Spans of the top-level comma-separated parameters in `text` (inside the parens)."""
+    spans, depth, start = [], 0, 0
+    for k, c in enumerate(text):
+        if c in "([<{":
+            depth += 1
+        elif c in ")]>}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            spans.append((start, k))
+            start = k + 1
+    if text[start:].strip():
+        spans.append((start, len(text)))
+    return spans
+
+
+def prepass(src: str, path: str) -> tuple[str, list[Kernel]]:
+    """MSL -> C++ of the same lines and columns, and the kernels with their bindings."""
+    mask = _code_mask(src)
+    chars = list(src)
+    attrs: list[tuple[int, int, str]] = []  # [[...]] spans and their text
+    i = 0
+    while (i := src.find("[[", i)) >= 0:
+        if not mask[i]:
+            i += 2
+            continue
+        j = src.find("]]", i)
+        if j < 0:
+            raise CompileError(f"{path}: unterminated [[")
+        attrs.append((i, j + 2, src[i + 2:j].strip()))
+        _blank(chars, i, j + 2)
+        i = j + 2
+
+    kernels: list[Kernel] = []
+    for m in re.finditer(r"\b(kernel|device|constant|threadgroup|thread)\b", src):
+        a, b = m.span()
+        if not mask[a] or any(s <= a < e for s, e, _ in attrs):
+            continue
+        word = m.group(1)
+        if word == "kernel":
+            kernels.append(_kernel_at(src, b, attrs, path))
+        if word == "threadgroup" and _is_tg_storage(src, mask, a, b):
+            chars[a:b] = list("MSL_TGLOCAL")  # same width as `threadgroup`
+        else:
+            _blank(chars, a, b)
+    for s, e, text in attrs:  # [[kernel]] void f(...) is the other spelling
+        if text == "kernel":
+            kernels.append(_kernel_at(src, e, attrs, path))
+    return "".join(chars), kernels
+
+
+def _is_tg_storage(src: str, mask: list[bool], a: int, b: int) -> bool:
+    """A `threadgroup T name[...];` statement (storage), not a pointer, cast or parameter."""
+    k = a - 1
+    while k >= 0 and (src[k].isspace() or not mask[k]):
+        k -= 1
+    if k >= 0 and src[k] not in "{;}":
+        return False
+    end = min(x for x in (src.find(";", b), src.find("=", b)) if x >= 0)
+    return "*" not in src[b:end] and "&" not in src[b:end]
+
+
+def _kernel_at(src: str, pos: int, attrs, path: str) -> Kernel:
+    m = re.compile(r"\s*void\s+(\w+)\s*\(").match(src, pos)
+    if not m:
+        line = src.count("\n", 0, pos) + 1
+        raise CompileError(f"{path}:{line}: a kernel must be `kernel void name(...)`")
+    open_ = m.end() - 1
+    depth, k = 0, open_
+    while True:
+        depth += {"(": 1, ")": -1}.get(src[k], 0)
+        if depth == 0:
+            break
+        k += 1
+    kern = Kernel(m.group(1))
+    body = src[open_ + 1:k]
+    for s, e in _split_params(body):
+        a, b = open_ + 1 + s, open_ + 1 + e
+        texts = [t for (x, y, t) in attrs if a <= x < b]
+        line = src.count("\n", 0, a) + 1
+        if len(texts) != 1:
+            raise CompileError(f"{path}:{line}: kernel parameter without one [[...]] binding")
+        t = texts[0]
+        if (bm := re.fullmatch(r"buffer\((\d+)\)", t)):
+            kern.bindings.append(("buffer", int(bm.group(1))))
+        elif t in BUILTINS:
+            kern.bindings.append((t, 0))
+        else:
+            raise CompileError(f"{path}:{line}: the harness does not support [[{t}]]")
+    return kern
+
+
+def translate(metal: Path) -> str:
+    """The C++ translation unit for `metal`: the rewritten shader and its dispatch glue."""
+    metal = Path(metal).resolve()
+    text, kernels = prepass(metal.read_text(), str(metal))
+    out = [f'#line 1 "{metal}"\n', text]
+    if not text.endswith("\n"):
+        out.append("\n")
+    out.append('#line 1 "msl_glue (generated by prepass.py)"\n#include <msl_glue.h>\n')
+    for n, k in enumerate(kernels):
+        args = []
+        for j, (kind, idx) in enumerate(k.bindings):
+            t = f"msl_rt::param_t<decltype(&{k.name}), {j}>"
+            args.append(f"msl_rt::buffer<{t}>(b, {idx})" if kind == "buffer"
+                        else f"msl_rt::builtin<{t}>(t.{kind})")
+        out.append(f"static void msl_invoke_{n}(const msl_rt::ThreadIds& t, void* const* b) {{\n"
+                   f"  {k.name}({', '.join(args)});\n}}\n")
+    entries = ", ".join(
+        f'{{"{k.name}", msl_invoke_{n}, '
+        f'{1 + max([i for kind, i in k.bindings if kind == "buffer"], default=-1)}}}'
+        for n, k in enumerate(kernels))
+    out.append(f'extern "C" const msl_rt::Kernel msl_kernels[] = {{{entries}}};\n'
+               f'extern "C" const int msl_num_kernels = {len(kernels)};\n')
+    return "".join(out)
+
+
+def compilers() -> dict[str, str]:
+    """The C++ compilers the harness is tested with that exist here."""
+    found = {}
+    for name in ("g++", "clang++-19"):
+        if shutil.which(name):
+            found[name] = name
+    return found
+
+
+def _run(cmd: list[str]) -> None:
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode:
+        raise CompileError(f"{' '.join(cmd)}\n{r.stderr}")
+
+
+def build(metal: Path, cxx: str = "g++") -> Path:
+    """Shared library of `metal` built with `cxx`; cached by content under build/_work/msl."""
+    tu = translate(metal)
+    key = hashlib.sha256("\0".join(
+        [cxx, " ".join(FLAGS), tu, RUNTIME.read_text()]
+        + [p.read_text() for p in sorted(INCLUDE.iterdir())]).encode()).hexdigest()[:16]
+    out_dir = CACHE / cxx
+    out_dir.mkdir(parents=True, exist_ok=True)
+    so = out_dir / f"{Path(metal).stem}-{key}.so"
+    if so.exists():
+        return so
+    rt_key = hashlib.sha256("\0".join(
+        [cxx, " ".join(FLAGS), RUNTIME.read_text()]
+        + [p.read_text() for p in sorted(INCLUDE.iterdir())]).encode()).hexdigest()[:16]
+    rt = out_dir / f"runtime-{rt_key}.o"
+    tmp = f".{os.getpid()}.tmp"
+    if not rt.exists():
+        _run([cxx, *FLAGS, "-I", str(INCLUDE), "-c", str(RUNTIME), "-o", str(rt) + tmp])
+        os.replace(str(rt) + tmp, rt)
+    cpp = out_dir / f"{Path(metal).stem}-{key}.cpp"
+    cpp.write_text(tu)
+    _run([cxx, *FLAGS, "-I", str(INCLUDE), "-shared", str(cpp), str(rt), "-o", str(so) + tmp])
+    os.replace(str(so) + tmp, so)
+    return so
+
+
+class Library:
+    """A built shader: `dispatch` runs one of its kernels over numpy buffers."""
+
+    def __init__(self, metal: Path, cxx: str = "g++"):
+        self.path = build(metal, cxx)
+        self.lib = ctypes.CDLL(str(self.path))
+        f = self.lib.msl_dispatch
+        f.restype = ctypes.c_int
+        u3 = ctypes.c_uint * 3
+        f.argtypes = [ctypes.c_char_p, u3, u3, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p),
+                      ctypes.c_int, ctypes.c_int, ctypes.c_uint, ctypes.c_char_p, ctypes.c_int]
+        self._u3 = u3
+
+    def dispatch(self, kernel: str, counts, threadgroup, *buffers: np.ndarray,
+                 threads: bool = False, order: int = 0, seed: int = 0) -> None:
+        """Runs `kernel` on `counts` threadgroups of `threadgroup` threads (Metal's
+        dispatchThreadgroups), or on `counts` threads with `threads=True`
+        (dispatchThreads). Buffers are C-contiguous numpy arrays, bound as buffer(i).
+        order: 0 threads in index order, 1 reversed, 2 shuffled by seed."""
+        for b in buffers:
+            assert b.flags.c_contiguous, "buffers must be C-contiguous"
+        ptrs = (ctypes.c_void_p * max(1, len(buffers)))(*[b.ctypes.data for b in buffers])
+        err = ctypes.create_string_buffer(4096)
+        pad = lambda v: self._u3(*(list(v) + [1, 1, 1])[:3])  # noqa: E731
+        rc = self.lib.msl_dispatch(kernel.encode(), pad(counts), pad(threadgroup), int(threads),
+                                   ptrs, len(buffers), order, seed, err, len(err))
+        if rc:
+            raise DispatchError(err.value.decode())
