@@ -132,6 +132,7 @@ def prepass(src: str, path: str) -> tuple[str, list[Kernel]]:
         i = j + 2
 
     kernels: list[Kernel] = []
+    inserts: list[tuple[int, str]] = []  # (offset after a `;`, text), applied last
     for m in re.finditer(r"\b(kernel|device|constant|threadgroup|thread)\b", src):
         a, b = m.span()
         if not mask[a] or any(s <= a < e for s, e, _ in attrs):
@@ -141,11 +142,18 @@ def prepass(src: str, path: str) -> tuple[str, list[Kernel]]:
             kernels.append(_kernel_at(src, b, attrs, path))
         if word == "threadgroup" and _is_tg_storage(src, mask, a, b):
             chars[a:b] = list("MSL_TGLOCAL")  # same width as `threadgroup`
+            # Poisoned per threadgroup (metal_stdlib); after the `;`, so only what
+            # follows on that line (a comment, as a rule) moves right.
+            semi = src.find(";", b)
+            name = re.search(r"(\w+)\s*(\[[^;]*)?$", src[b:semi]).group(1)
+            inserts.append((semi + 1, f" MSL_TG_POISON({name});"))
         else:
             _blank(chars, a, b)
     for s, e, text in attrs:  # [[kernel]] void f(...) is the other spelling
         if text == "kernel":
             kernels.append(_kernel_at(src, e, attrs, path))
+    for at, text in sorted(inserts, reverse=True):
+        chars[at:at] = list(text)
     return "".join(chars), kernels
 
 

@@ -90,6 +90,7 @@ struct Group {
   Fiber* cur = nullptr;
   std::string tg_name;
   std::string error;  // set by a fiber that failed
+  std::vector<void*> poisoned;  // threadgroup storage already filled this run
 };
 
 thread_local Group* g_group = nullptr;
@@ -127,6 +128,7 @@ bool run_group(Group& g, uint3 id) {
     g.stacks.reset(new char[n * kStack]);
     g.stacks_n = n;
   }
+  g.poisoned.clear();
   g.fibers.assign(n, Fiber{});
   g.simds.assign(nsimd, SimdGroup{});
   for (unsigned i = 0; i < n; ++i) {
@@ -249,6 +251,13 @@ const unsigned char* simd_exchange(const void* value, unsigned bytes, unsigned* 
   *active = sg.active[buf];
   *lane = l;
   return &sg.slots[buf][0][0];
+}
+
+void poison_once(void* p, unsigned long n) {
+  Group& g = *g_group;
+  if (std::find(g.poisoned.begin(), g.poisoned.end(), p) != g.poisoned.end()) return;
+  g.poisoned.push_back(p);
+  std::memset(p, 0xFF, n);
 }
 
 void fail(const char* what, const std::source_location& loc) {
