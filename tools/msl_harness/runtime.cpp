@@ -11,7 +11,7 @@
 // A dispatch aborts, returning the message, when threads do not all meet: a barrier
 // that some threads skip (they returned, or wait at another barrier), or lanes of one
 // SIMD-group in collectives at different call sites. Locations are the shader's own
-// (std::source_location, mapped to the .metal file by prepass.py's #line directives).
+// (std::source_location, mapped to the .metal file by msl.py's #line directives).
 #include <ucontext.h>
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// What prepass.py's generated code needs after the shader: the per-thread built-in
+// What msl.py's generated code needs after the shader: the per-thread built-in
 // values and the binding of a kernel's parameters to buffers and built-ins. The
 // parameter types come from the kernel's own signature (decltype), so the pre-pass
 // never has to parse C++ types.
