@@ -103,7 +103,7 @@ def test_missing_barrier_is_caught(libs, cxx, tmp_path):
     del src[barriers[1]]
     broken = tmp_path / "matmul_tiled_no_second_barrier.metal"
     broken.write_text("".join(src))
-    lib = msl.Library(broken, cxx)
+    lib = msl.Library(broken, cxx, tmp_path)
     rng = np.random.default_rng(torch.initial_seed())
     for K in (33, 65):
         A = rng.standard_normal((17, K)).astype(np.float32)
@@ -130,7 +130,7 @@ def test_unwritten_threadgroup_memory_reads_nan(libs, cxx, tmp_path):
     assert src.count(fill) == 1
     unfilled = tmp_path / "matmul_tiled_no_zero_fill.metal"
     unfilled.write_text(src.replace(fill, "if (row < M && ka < K) As[tid.y][tid.x] = A[row * K + ka];"))
-    lib = msl.Library(unfilled, cxx)
+    lib = msl.Library(unfilled, cxx, tmp_path)
     rng = np.random.default_rng(torch.initial_seed())
     A = rng.standard_normal((17, 5)).astype(np.float32)
     B = rng.standard_normal((5, 17)).astype(np.float32)

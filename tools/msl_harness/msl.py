@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +36,7 @@ BUILTINS = {
     "simdgroup_index_in_threadgroup", "threads_per_simdgroup", "simdgroups_per_threadgroup",
 }
 SPACES = ("device", "constant", "threadgroup", "thread")
+_LOCK = threading.Lock()
 FLAGS = ["-std=c++20", "-O1", "-fPIC", "-pthread", "-Wall", "-Wno-unused-variable"]
 
 
@@ -232,43 +234,59 @@ def compilers() -> dict[str, str]:
     return found
 
 
-def _run(cmd: list[str]) -> None:
-    r = subprocess.run(cmd, capture_output=True, text=True)
+def _digest(*parts: str) -> str:
+    texts = [*parts, " ".join(FLAGS), RUNTIME.read_text()]
+    texts += [p.read_text() for p in sorted(INCLUDE.iterdir())]
+    return hashlib.sha256("\0".join(texts).encode()).hexdigest()[:16]
+
+
+def _compile(cmd: list[str], out: Path, stale: str) -> None:
+    """Runs `cmd` writing to a temporary name, then moves it to `out` and removes the
+    older builds matching `stale` (one cached build per shader and compiler)."""
+    # Unique per process and thread: the tests build in parallel threads.
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    r = subprocess.run([*cmd, "-o", str(tmp)], capture_output=True, text=True)
     if r.returncode:
+        tmp.unlink(missing_ok=True)
         raise CompileError(f"{' '.join(cmd)}\n{r.stderr}")
+    os.replace(tmp, out)
+    for old in out.parent.glob(stale):
+        if old != out and old.with_suffix(out.suffix) != out:
+            old.unlink(missing_ok=True)
 
 
-def build(metal: Path, cxx: str = "g++") -> Path:
-    """Shared library of `metal` built with `cxx`; cached by content under build/_work/msl."""
-    tu = translate(metal)
-    key = hashlib.sha256("\0".join(
-        [cxx, " ".join(FLAGS), tu, RUNTIME.read_text()]
-        + [p.read_text() for p in sorted(INCLUDE.iterdir())]).encode()).hexdigest()[:16]
+def _runtime(cxx: str) -> Path:
     out_dir = CACHE / cxx
+    rt = out_dir / f"runtime-{_digest(cxx)}.o"
+    with _LOCK:  # one compile of the runtime per compiler, whatever the threads
+        if not rt.exists():
+            out_dir.mkdir(parents=True, exist_ok=True)
+            _compile([cxx, *FLAGS, "-I", str(INCLUDE), "-c", str(RUNTIME)], rt, "runtime-*.o")
+    return rt
+
+
+def build(metal: Path, cxx: str = "g++", out_dir: Path | None = None) -> Path:
+    """Shared library of `metal` built with `cxx`, cached by content in `out_dir`
+    (default build/_work/msl/<cxx>/)."""
+    tu = translate(metal)
+    out_dir = Path(out_dir) if out_dir else CACHE / cxx
     out_dir.mkdir(parents=True, exist_ok=True)
-    so = out_dir / f"{Path(metal).stem}-{key}.so"
+    stem = f"{Path(metal).stem}-{cxx}"
+    so = out_dir / f"{stem}-{_digest(cxx, tu)}.so"
     if so.exists():
         return so
-    rt_key = hashlib.sha256("\0".join(
-        [cxx, " ".join(FLAGS), RUNTIME.read_text()]
-        + [p.read_text() for p in sorted(INCLUDE.iterdir())]).encode()).hexdigest()[:16]
-    rt = out_dir / f"runtime-{rt_key}.o"
-    tmp = f".{os.getpid()}.tmp"
-    if not rt.exists():
-        _run([cxx, *FLAGS, "-I", str(INCLUDE), "-c", str(RUNTIME), "-o", str(rt) + tmp])
-        os.replace(str(rt) + tmp, rt)
-    cpp = out_dir / f"{Path(metal).stem}-{key}.cpp"
+    rt = _runtime(cxx)
+    cpp = so.with_suffix(".cpp")
     cpp.write_text(tu)
-    _run([cxx, *FLAGS, "-I", str(INCLUDE), "-shared", str(cpp), str(rt), "-o", str(so) + tmp])
-    os.replace(str(so) + tmp, so)
+    _compile([cxx, *FLAGS, "-I", str(INCLUDE), "-shared", str(cpp), str(rt)], so, f"{stem}-*")
     return so
 
 
 class Library:
     """A built shader: `dispatch` runs one of its kernels over numpy buffers."""
 
-    def __init__(self, metal: Path, cxx: str = "g++"):
-        self.path = build(metal, cxx)
+    def __init__(self, metal: Path, cxx: str = "g++", out_dir: Path | None = None):
+        self.path = build(metal, cxx, out_dir)
         self.lib = ctypes.CDLL(str(self.path))
         f = self.lib.msl_dispatch
         f.restype = ctypes.c_int
