@@ -54,82 +54,54 @@ void norm_row(device const T* x, device T* res, device const T* w, device T* out
   }
 }
 
-// The kernels, written out per dtype (no macros: the harness's pre-pass, like a reader,
-// sees each kernel's signature).
 // One threadgroup per row. Buffers: x, weight, out (may be x), d, eps.
-kernel void rms_norm_f32(device const float* x [[buffer(0)]],
-                         device const float* w [[buffer(1)]],
-                         device float* out [[buffer(2)]],
-                         constant uint& d [[buffer(3)]],
-                         constant float& eps [[buffer(4)]],
-                         uint row [[threadgroup_position_in_grid]],
-                         uint tid [[thread_index_in_threadgroup]],
-                         uint nthreads [[threads_per_threadgroup]],
-                         uint lane [[thread_index_in_simdgroup]],
-                         uint simd [[simdgroup_index_in_threadgroup]],
-                         uint nsimd [[simdgroups_per_threadgroup]]) {
+template <typename T>
+kernel void rms_norm(device const T* x [[buffer(0)]],
+                     device const T* w [[buffer(1)]],
+                     device T* out [[buffer(2)]],
+                     constant uint& d [[buffer(3)]],
+                     constant float& eps [[buffer(4)]],
+                     uint row [[threadgroup_position_in_grid]],
+                     uint tid [[thread_index_in_threadgroup]],
+                     uint nthreads [[threads_per_threadgroup]],
+                     uint lane [[thread_index_in_simdgroup]],
+                     uint simd [[simdgroup_index_in_threadgroup]],
+                     uint nsimd [[simdgroups_per_threadgroup]]) {
   threadgroup float partials[32];
   threadgroup float total;
   const ulong base = ulong(row) * d;
-  norm_row<float>(x + base, nullptr, w, out + base, d, eps, partials, &total, tid, nthreads,
+  norm_row<T>(x + base, nullptr, w, out + base, d, eps, partials, &total, tid, nthreads,
               lane, simd, nsimd);
 }
 
 // residual <- round(x + residual); x <- rms_norm(residual). Buffers: x, residual,
 // weight, d, eps.
-kernel void fused_add_rms_norm_f32(device float* x [[buffer(0)]],
-                                   device float* res [[buffer(1)]],
-                                   device const float* w [[buffer(2)]],
-                                   constant uint& d [[buffer(3)]],
-                                   constant float& eps [[buffer(4)]],
-                                   uint row [[threadgroup_position_in_grid]],
-                                   uint tid [[thread_index_in_threadgroup]],
-                                   uint nthreads [[threads_per_threadgroup]],
-                                   uint lane [[thread_index_in_simdgroup]],
-                                   uint simd [[simdgroup_index_in_threadgroup]],
-                                   uint nsimd [[simdgroups_per_threadgroup]]) {
+template <typename T>
+kernel void fused_add_rms_norm(device T* x [[buffer(0)]],
+                               device T* res [[buffer(1)]],
+                               device const T* w [[buffer(2)]],
+                               constant uint& d [[buffer(3)]],
+                               constant float& eps [[buffer(4)]],
+                               uint row [[threadgroup_position_in_grid]],
+                               uint tid [[thread_index_in_threadgroup]],
+                               uint nthreads [[threads_per_threadgroup]],
+                               uint lane [[thread_index_in_simdgroup]],
+                               uint simd [[simdgroup_index_in_threadgroup]],
+                               uint nsimd [[simdgroups_per_threadgroup]]) {
   threadgroup float partials[32];
   threadgroup float total;
   const ulong base = ulong(row) * d;
-  norm_row<float>(x + base, res + base, w, x + base, d, eps, partials, &total, tid, nthreads,
+  norm_row<T>(x + base, res + base, w, x + base, d, eps, partials, &total, tid, nthreads,
               lane, simd, nsimd);
 }
 
-// One threadgroup per row. Buffers: x, weight, out (may be x), d, eps.
-kernel void rms_norm_f16(device const half* x [[buffer(0)]],
-                         device const half* w [[buffer(1)]],
-                         device half* out [[buffer(2)]],
-                         constant uint& d [[buffer(3)]],
-                         constant float& eps [[buffer(4)]],
-                         uint row [[threadgroup_position_in_grid]],
-                         uint tid [[thread_index_in_threadgroup]],
-                         uint nthreads [[threads_per_threadgroup]],
-                         uint lane [[thread_index_in_simdgroup]],
-                         uint simd [[simdgroup_index_in_threadgroup]],
-                         uint nsimd [[simdgroups_per_threadgroup]]) {
-  threadgroup float partials[32];
-  threadgroup float total;
-  const ulong base = ulong(row) * d;
-  norm_row<half>(x + base, nullptr, w, out + base, d, eps, partials, &total, tid, nthreads,
-              lane, simd, nsimd);
-}
-
-// residual <- round(x + residual); x <- rms_norm(residual). Buffers: x, residual,
-// weight, d, eps.
-kernel void fused_add_rms_norm_f16(device half* x [[buffer(0)]],
-                                   device half* res [[buffer(1)]],
-                                   device const half* w [[buffer(2)]],
-                                   constant uint& d [[buffer(3)]],
-                                   constant float& eps [[buffer(4)]],
-                                   uint row [[threadgroup_position_in_grid]],
-                                   uint tid [[thread_index_in_threadgroup]],
-                                   uint nthreads [[threads_per_threadgroup]],
-                                   uint lane [[thread_index_in_simdgroup]],
-                                   uint simd [[simdgroup_index_in_threadgroup]],
-                                   uint nsimd [[simdgroups_per_threadgroup]]) {
-  threadgroup float partials[32];
-  threadgroup float total;
-  const ulong base = ulong(row) * d;
-  norm_row<half>(x + base, res + base, w, x + base, d, eps, partials, &total, tid, nthreads,
-              lane, simd, nsimd);
-}
+// The host-visible names, one per dtype (ggml-metal's spelling of instances).
+template [[host_name("rms_norm_f32")]] kernel decltype(rms_norm<float>) rms_norm<float>;
+template [[host_name("rms_norm_f16")]] kernel decltype(rms_norm<half>) rms_norm<half>;
+template [[host_name("rms_norm_bf16")]] kernel decltype(rms_norm<bfloat>) rms_norm<bfloat>;
+template [[host_name("fused_add_rms_norm_f32")]]
+    kernel decltype(fused_add_rms_norm<float>) fused_add_rms_norm<float>;
+template [[host_name("fused_add_rms_norm_f16")]]
+    kernel decltype(fused_add_rms_norm<half>) fused_add_rms_norm<half>;
+template [[host_name("fused_add_rms_norm_bf16")]]
+    kernel decltype(fused_add_rms_norm<bfloat>) fused_add_rms_norm<bfloat>;

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from reference import TOL, rms_norm_ref
+from reference import assert_close, poisoned_like, rms_norm_ref
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools" / "msl_harness"))
@@ -129,7 +129,8 @@ def test_unwritten_threadgroup_memory_reads_nan(libs, cxx, tmp_path):
     fill = "As[tid.y][tid.x] = (row < M && ka < K) ? A[row * K + ka] : T(0);"
     assert src.count(fill) == 1
     unfilled = tmp_path / "matmul_tiled_no_zero_fill.metal"
-    unfilled.write_text(src.replace(fill, "if (row < M && ka < K) As[tid.y][tid.x] = A[row * K + ka];"))
+    unfill = "if (row < M && ka < K) As[tid.y][tid.x] = A[row * K + ka];"
+    unfilled.write_text(src.replace(fill, unfill))
     lib = msl.Library(unfilled, cxx, tmp_path)
     rng = np.random.default_rng(torch.initial_seed())
     A = rng.standard_normal((17, 5)).astype(np.float32)
@@ -138,47 +139,37 @@ def test_unwritten_threadgroup_memory_reads_nan(libs, cxx, tmp_path):
     assert np.isfinite(matmul(libs["matmul_tiled", cxx], A, B)).all()
 
 
-DTYPES = {np.float32: ("f32", torch.float32), np.float16: ("f16", torch.float16)}
+SUFFIX = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+NORM_CASES = pytest.mark.parametrize(
+    "dtype,d", [(t, d) for t in SUFFIX for d in (1, 3, 127, 1000)])
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16])
-@pytest.mark.parametrize("d", [1, 3, 127, 1000])
+def scalars(d, eps):
+    return u32(d), np.float32([eps])
+
+
+@NORM_CASES
 def test_rms_norm(libs, cxx, dtype, d):
-    lib = libs["rms_norm", cxx]
-    suffix, tdtype = DTYPES[dtype]
     rows, eps = 5, 1e-6
     for tg in (32, 96, 1024):  # full SIMD-groups, a partial threadgroup of rows, one row
-        x = torch.randn(rows, d, dtype=tdtype)
-        w = torch.randn(d, dtype=tdtype)
-        out = np.full((rows, d), np.nan, dtype)
-        lib.dispatch(f"rms_norm_{suffix}", (rows,), (tg,), x.numpy(), w.numpy(), out,
-                     u32(d), np.float32([eps]))
-        _assert_close(out, rms_norm_ref(x, w, eps), tdtype)
+        x, w = torch.randn(rows, d, dtype=dtype), torch.randn(d, dtype=dtype)
+        out = poisoned_like(x)
+        libs["rms_norm", cxx].dispatch(f"rms_norm_{SUFFIX[dtype]}", (rows,), (tg,), x, w, out,
+                                       *scalars(d, eps))
+        assert_close(out, rms_norm_ref(x, w, eps), dtype)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16])
-@pytest.mark.parametrize("d", [1, 3, 127, 1000])
+@NORM_CASES
 def test_fused_add_rms_norm(libs, cxx, dtype, d):
-    lib = libs["rms_norm", cxx]
-    suffix, tdtype = DTYPES[dtype]
     rows, eps = 3, 1e-5
-    x = torch.randn(rows, d, dtype=tdtype)
-    r = torch.randn(rows, d, dtype=tdtype)
-    w = torch.randn(d, dtype=tdtype)
-    xs, rs = x.numpy().copy(), r.numpy().copy()
-    lib.dispatch(f"fused_add_rms_norm_{suffix}", (rows,), (256,), xs, rs, w.numpy(), u32(d),
-                 np.float32([eps]))
+    x, r = torch.randn(rows, d, dtype=dtype), torch.randn(rows, d, dtype=dtype)
+    w = torch.randn(d, dtype=dtype)
+    xs, rs = x.clone(), r.clone()
+    libs["rms_norm", cxx].dispatch(f"fused_add_rms_norm_{SUFFIX[dtype]}", (rows,), (256,),
+                                   xs, rs, w, *scalars(d, eps))
     s = x + r  # torch rounds the sum to the dtype, as the kernel must (bit-exact)
-    assert torch.equal(torch.from_numpy(rs), s)
-    _assert_close(xs, rms_norm_ref(s, w, eps), tdtype)
-
-
-def _assert_close(out: np.ndarray, ref: torch.Tensor, dtype) -> None:
-    o, r = torch.from_numpy(out).double(), ref.double()
-    assert torch.isfinite(o).all(), "unwritten elements"
-    err = ((o - r).norm() / r.norm().clamp_min(1e-30)).item()
-    assert err < TOL[dtype], f"relative error {err:.3g}"
-    assert (o - r).abs().max() <= 4 * TOL[dtype] * r.abs().max().clamp_min(1e-30)
+    assert torch.equal(rs, s)
+    assert_close(xs, rms_norm_ref(s, w, eps), dtype)
 
 
 def test_simd_collectives(libs, cxx):
@@ -240,8 +231,9 @@ def test_prepass_keeps_lines_and_columns():
     # declaration's `;`.
     unpoisoned = re.sub(r" MSL_TG_POISON\(\w+\);", "", out)
     assert [len(t) for t in unpoisoned.splitlines()] == [len(t) for t in src.splitlines()]
-    assert [k.name for k in kernels] == ["rms_norm_f32", "fused_add_rms_norm_f32",
-                                         "rms_norm_f16", "fused_add_rms_norm_f16"]
+    assert [k.name for k in kernels] == [f"{op}_{t}" for op in ("rms_norm", "fused_add_rms_norm")
+                                         for t in ("f32", "f16", "bf16")]
+    assert kernels[1].call == "rms_norm<half>"  # a template kernel's instance
     assert kernels[0].bindings[:5] == [("buffer", i) for i in range(5)]
     assert "MSL_TGLOCAL float partials[32];" in out  # per-threadgroup storage
     assert "[[" not in out and "device const float*" not in out and "kernel void" not in out

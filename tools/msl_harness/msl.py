@@ -53,6 +53,10 @@ class Kernel:
     name: str
     # One (kind, index) per parameter: ("buffer", i) or (builtin name, 0).
     bindings: list[tuple[str, int]] = field(default_factory=list)
+    call: str = ""  # what the glue calls: the name, or a template's `name<T>`
+
+    def __post_init__(self):
+        self.call = self.call or self.name
 
 
 def _code_mask(src: str) -> list[bool]:
@@ -134,6 +138,7 @@ def prepass(src: str, path: str) -> tuple[str, list[Kernel]]:
         i = j + 2
 
     kernels: list[Kernel] = []
+    templates: dict[str, Kernel] = {}  # template kernels, by name, for their instances
     inserts: list[tuple[int, str]] = []  # (offset after a `;`, text), applied last
     for m in re.finditer(r"\b(kernel|device|constant|threadgroup|thread)\b", src):
         a, b = m.span()
@@ -141,7 +146,7 @@ def prepass(src: str, path: str) -> tuple[str, list[Kernel]]:
             continue
         word = m.group(1)
         if word == "kernel":
-            kernels.append(_kernel_at(src, b, attrs, path))
+            _kernel_decl(src, mask, a, b, attrs, path, templates, kernels)
         if word == "threadgroup" and _is_tg_storage(src, mask, a, b):
             chars[a:b] = list("MSL_TGLOCAL")  # same width as `threadgroup`
             # Poisoned per threadgroup (metal_stdlib); after the `;`, so only what
@@ -153,18 +158,45 @@ def prepass(src: str, path: str) -> tuple[str, list[Kernel]]:
             _blank(chars, a, b)
     for s, e, text in attrs:  # [[kernel]] void f(...) is the other spelling
         if text == "kernel":
-            kernels.append(_kernel_at(src, e, attrs, path))
+            _kernel_decl(src, mask, s, e, attrs, path, templates, kernels)
     for at, text in sorted(inserts, reverse=True):
         chars[at:at] = list(text)
     return "".join(chars), kernels
 
 
-def _is_tg_storage(src: str, mask: list[bool], a: int, b: int) -> bool:
-    """A `threadgroup T name[...];` statement (storage), not a pointer, cast or parameter."""
+def _prev_code_char(src: str, mask: list[bool], a: int) -> str:
     k = a - 1
     while k >= 0 and (src[k].isspace() or not mask[k]):
         k -= 1
-    if k >= 0 and src[k] not in "{;}":
+    return src[k] if k >= 0 else ""
+
+
+_INSTANCE = re.compile(r"\s*decltype\(\s*(\w+)\s*<([^;]*)>\s*\)\s*\w+\s*<[^;]*>\s*;")
+
+
+def _kernel_decl(src, mask, a, b, attrs, path, templates, kernels) -> None:
+    """The kernel whose `kernel` keyword (or [[kernel]]) spans [a, b): a plain kernel, a
+    template kernel (kept for its instances), or an instance, ggml-metal's spelling:
+    `template [[host_name("f_f32")]] kernel decltype(f<float>) f<float>;`."""
+    if (inst := _INSTANCE.match(src, b)):
+        line = src.count("\n", 0, a) + 1
+        hosts = [re.fullmatch(r'host_name\("(\w+)"\)', t) for x, y, t in attrs if y <= a]
+        if not hosts or not hosts[-1] or inst.group(1) not in templates:
+            raise CompileError(f"{path}:{line}: an instance needs [[host_name(...)]] and "
+                               "the template kernel defined above it")
+        t = templates[inst.group(1)]
+        kernels.append(Kernel(hosts[-1].group(1), t.bindings, f"{t.name}<{inst.group(2)}>"))
+        return
+    k = _kernel_at(src, b, attrs, path)
+    if _prev_code_char(src, mask, a) == ">":  # template <...> kernel void f(...)
+        templates[k.name] = k
+    else:
+        kernels.append(k)
+
+
+def _is_tg_storage(src: str, mask: list[bool], a: int, b: int) -> bool:
+    """A `threadgroup T name[...];` statement (storage), not a pointer, cast or parameter."""
+    if _prev_code_char(src, mask, a) not in "{;}":
         return False
     end = min(x for x in (src.find(";", b), src.find("=", b)) if x >= 0)
     return "*" not in src[b:end] and "&" not in src[b:end]
@@ -211,11 +243,11 @@ def translate(metal: Path) -> str:
     for n, k in enumerate(kernels):
         args = []
         for j, (kind, idx) in enumerate(k.bindings):
-            t = f"msl_rt::param_t<decltype(&{k.name}), {j}>"
+            t = f"msl_rt::param_t<decltype(&{k.call}), {j}>"
             args.append(f"msl_rt::buffer<{t}>(b, {idx})" if kind == "buffer"
                         else f"msl_rt::builtin<{t}>(t.{kind})")
         out.append(f"static void msl_invoke_{n}(const msl_rt::ThreadIds& t, void* const* b) {{\n"
-                   f"  {k.name}({', '.join(args)});\n}}\n")
+                   f"  {k.call}({', '.join(args)});\n}}\n")
     entries = ", ".join(
         f'{{"{k.name}", msl_invoke_{n}, '
         f'{1 + max([i for kind, i in k.bindings if kind == "buffer"], default=-1)}}}'
@@ -282,6 +314,14 @@ def build(metal: Path, cxx: str = "g++", out_dir: Path | None = None) -> Path:
     return so
 
 
+def _address(b) -> int:
+    if isinstance(b, np.ndarray):
+        assert b.flags.c_contiguous, "buffers must be C-contiguous"
+        return b.ctypes.data
+    assert b.device.type == "cpu" and b.is_contiguous(), "buffers: contiguous CPU tensors"
+    return b.data_ptr()
+
+
 class Library:
     """A built shader: `dispatch` runs one of its kernels over numpy buffers."""
 
@@ -295,15 +335,14 @@ class Library:
                       ctypes.c_int, ctypes.c_int, ctypes.c_uint, ctypes.c_char_p, ctypes.c_int]
         self._u3 = u3
 
-    def dispatch(self, kernel: str, counts, threadgroup, *buffers: np.ndarray,
+    def dispatch(self, kernel: str, counts, threadgroup, *buffers,
                  threads: bool = False, order: int = 0, seed: int = 0) -> None:
         """Runs `kernel` on `counts` threadgroups of `threadgroup` threads (Metal's
         dispatchThreadgroups), or on `counts` threads with `threads=True`
-        (dispatchThreads). Buffers are C-contiguous numpy arrays, bound as buffer(i).
+        (dispatchThreads). Buffers, bound as buffer(i), are C-contiguous numpy arrays or
+        CPU torch tensors (for bfloat16, which numpy lacks).
         order: 0 threads in index order, 1 reversed, 2 shuffled by seed."""
-        for b in buffers:
-            assert b.flags.c_contiguous, "buffers must be C-contiguous"
-        ptrs = (ctypes.c_void_p * max(1, len(buffers)))(*[b.ctypes.data for b in buffers])
+        ptrs = (ctypes.c_void_p * max(1, len(buffers)))(*[_address(b) for b in buffers])
         err = ctypes.create_string_buffer(4096)
         pad = lambda v: self._u3(*(list(v) + [1, 1, 1])[:3])  # noqa: E731
         rc = self.lib.msl_dispatch(kernel.encode(), pad(counts), pad(threadgroup), int(threads),
