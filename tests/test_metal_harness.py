@@ -24,7 +24,8 @@ import msl  # noqa: E402
 SHADERS = ROOT / "metal_kernels"
 TEST_SHADERS = Path(__file__).resolve().parent / "msl"
 CXX = ["g++", "clang++-19"]
-BUILT = [SHADERS / "matmul_tiled.metal", SHADERS / "rms_norm.metal",
+BUILT = [SHADERS / "matmul_tiled.metal", SHADERS / "matmul_simdgroup.metal",
+         SHADERS / "rms_norm.metal",
          TEST_SHADERS / "simd_ops.metal", TEST_SHADERS / "divergence.metal"]
 
 
@@ -80,6 +81,20 @@ def test_matmul_tiled(libs, cxx, dtype):
                 tol = (1e-5 if dtype == np.float32 else 1e-3) * (1 + np.abs(ref))
                 assert np.isfinite(C).all(), f"unwritten elements at {M}x{N}x{K}"
                 assert (np.abs(C - ref) <= tol * np.sqrt(K)).all(), f"{M}x{N}x{K}"
+
+
+def test_matmul_simdgroup(libs, cxx):
+    """simdgroup_float8x8 load / multiply_accumulate / store (multiples of 8 only)."""
+    lib = libs["matmul_simdgroup", cxx]
+    rng = np.random.default_rng(torch.initial_seed())
+    for M, N, K in [(8, 8, 8), (24, 40, 16), (40, 8, 72)]:
+        A = rng.standard_normal((M, K)).astype(np.float32)
+        B = rng.standard_normal((K, N)).astype(np.float32)
+        C = np.full((M, N), np.nan, np.float32)
+        lib.dispatch("matmul_simdgroup_f32", (N // 8, M // 8), (32,), A, B, C,
+                     u32(M), u32(N), u32(K))
+        ref = A.astype(np.float64) @ B
+        assert np.abs(C - ref).max() <= 1e-5 * np.sqrt(K) * (1 + np.abs(ref).max())
 
 
 def test_matmul_thread_order_does_not_matter(libs, cxx):
