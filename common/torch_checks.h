@@ -114,13 +114,14 @@ inline void check_device(const at::Tensor& t, c10::DeviceType type, const char* 
               " tensor, got one on ", t.device().str());
 }
 
-// A norm weight: one contiguous vector whose length is the row length.
-inline void check_norm_weight(const at::Tensor& weight, const at::Tensor& x) {
-  check_same(weight, x, "weight", "x");
+// A norm weight (or bias): one contiguous vector whose length is the row length.
+inline void check_norm_weight(const at::Tensor& weight, const at::Tensor& x,
+                              const char* name = "weight") {
+  check_same(weight, x, name, "x");
   TORCH_CHECK(weight.dim() == 1 && weight.size(0) == x.size(-1),
-              "weight must have shape [", num(x.size(-1)), "] (the last dimension of x), got ",
+              name, " must have shape [", num(x.size(-1)), "] (the last dimension of x), got ",
               dims_str(weight.sizes()));
-  TORCH_CHECK(weight.stride(0) == 1 || weight.size(0) <= 1, "weight must be contiguous, got stride ",
+  TORCH_CHECK(weight.stride(0) == 1 || weight.size(0) <= 1, name, " must be contiguous, got stride ",
               num(weight.stride(0)));
 }
 
@@ -174,6 +175,30 @@ inline void check_fused_add_rms_norm_args(const at::Tensor& x, const at::Tensor&
   at::assert_no_overlap(x, residual);
   at::assert_no_overlap(x, weight);
   at::assert_no_overlap(residual, weight);
+}
+
+// layer_norm(out, x, weight?, bias?, eps): the checks every backend makes. As
+// rms_norm, out may be x itself but not partially overlap it, and never overlaps
+// weight or bias.
+inline void check_layer_norm_args(const at::Tensor& out, const at::Tensor& x,
+                                  const std::optional<at::Tensor>& weight,
+                                  const std::optional<at::Tensor>& bias, double eps,
+                                  c10::DeviceType type) {
+  check_device(x, type, "x");
+  TORCH_CHECK(x.dim() >= 1, "x must have at least one dimension, got a scalar");
+  check_float_dtype(x, "x");
+  check_same(out, x, "out", "x");
+  check_same_shape(out, x, "out", "x");
+  check_eps(eps);
+  at::assert_no_partial_overlap(out, x);
+  if (weight) {
+    check_norm_weight(*weight, x, "weight");
+    at::assert_no_overlap(out, *weight);
+  }
+  if (bias) {
+    check_norm_weight(*bias, x, "bias");
+    at::assert_no_overlap(out, *bias);
+  }
 }
 
 // rms_norm_fp8 / rms_norm_fp8_dynamic: x normalised (after an optional residual add)
