@@ -14,7 +14,6 @@ where the path to the roofline starts.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -39,16 +38,8 @@ def ref64(x, w, b):
     return (x64 - mean) * torch.rsqrt(var + EPS) * w.double() + b.double()
 
 
-def rel_err(y, ref):
-    return ((y.double() - ref).norm() / ref.norm()).item()
-
-
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--cpu-smoke", action="store_true")
-    p.add_argument("--name", default="bench_layer_norm")
-    args = p.parse_args(argv)
+    args = harness.bench_parser(__doc__, "bench_layer_norm").parse_args(argv)
     dev = harness.bench_device(args.cpu_smoke, "bench_layer_norm")
     if dev is None:
         return 0
@@ -82,7 +73,7 @@ def main(argv=None) -> int:
         errs = {}
         for name, f in impls.items():
             try:
-                errs[name] = rel_err(f(x, w, b), ref)
+                errs[name] = harness.rel_err(f(x, w, b), ref)
             except Exception as e:  # noqa: BLE001 - one failing column must not kill the sweep
                 print(f"    {name}: failed: {type(e).__name__}: {e}")
                 errs[name] = None

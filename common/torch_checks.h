@@ -147,13 +147,19 @@ inline void check_eps(double eps) {
   TORCH_CHECK(eps >= 0.0, "eps must be non-negative, got ", std::to_string(eps));
 }
 
-inline void check_rms_norm_args(const at::Tensor& out, const at::Tensor& x,
-                                const at::Tensor& weight, double eps, c10::DeviceType type) {
+// x on `type`, float, at least 1-d; `t` (out or residual) of x's device, dtype and shape.
+inline void check_norm_input(const at::Tensor& x, const at::Tensor& t, const char* name,
+                             c10::DeviceType type) {
   check_device(x, type, "x");
   TORCH_CHECK(x.dim() >= 1, "x must have at least one dimension, got a scalar");
   check_float_dtype(x, "x");
-  check_same(out, x, "out", "x");
-  check_same_shape(out, x, "out", "x");
+  check_same(t, x, name, "x");
+  check_same_shape(t, x, name, "x");
+}
+
+inline void check_rms_norm_args(const at::Tensor& out, const at::Tensor& x,
+                                const at::Tensor& weight, double eps, c10::DeviceType type) {
+  check_norm_input(x, out, "out", type);
   check_norm_weight(weight, x);
   check_eps(eps);
   // out may be x itself (each element is read before it is written by the same
@@ -165,11 +171,7 @@ inline void check_rms_norm_args(const at::Tensor& out, const at::Tensor& x,
 inline void check_fused_add_rms_norm_args(const at::Tensor& x, const at::Tensor& residual,
                                           const at::Tensor& weight, double eps,
                                           c10::DeviceType type) {
-  check_device(x, type, "x");
-  TORCH_CHECK(x.dim() >= 1, "x must have at least one dimension, got a scalar");
-  check_float_dtype(x, "x");
-  check_same(residual, x, "residual", "x");
-  check_same_shape(residual, x, "residual", "x");
+  check_norm_input(x, residual, "residual", type);
   check_norm_weight(weight, x);
   check_eps(eps);
   at::assert_no_overlap(x, residual);
@@ -184,11 +186,7 @@ inline void check_layer_norm_args(const at::Tensor& out, const at::Tensor& x,
                                   const std::optional<at::Tensor>& weight,
                                   const std::optional<at::Tensor>& bias, double eps,
                                   c10::DeviceType type) {
-  check_device(x, type, "x");
-  TORCH_CHECK(x.dim() >= 1, "x must have at least one dimension, got a scalar");
-  check_float_dtype(x, "x");
-  check_same(out, x, "out", "x");
-  check_same_shape(out, x, "out", "x");
+  check_norm_input(x, out, "out", type);
   check_eps(eps);
   at::assert_no_partial_overlap(out, x);
   if (weight) {

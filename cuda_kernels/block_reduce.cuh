@@ -3,22 +3,15 @@
 
 #include <cuda_runtime.h>
 
+#include "reduce_ops.h"
+
 namespace inference_kernels::cuda {
 
+using inference_kernels::Max;
+using inference_kernels::nan_max;
+using inference_kernels::Sum;
+
 constexpr int kMaxThreads = 1024;
-
-// A max that propagates NaN (fmaxf drops it), as the CPU backend's does: a row
-// holding NaN gets a NaN scale rather than a scale that ignores it.
-__device__ __forceinline__ float nan_max(float a, float b) { return (a > b || a != a) ? a : b; }
-
-struct Sum {
-  static constexpr float kIdentity = 0.0f;
-  __device__ float operator()(float a, float b) const { return a + b; }
-};
-struct Max {  // of absolute values, so 0 is the identity
-  static constexpr float kIdentity = 0.0f;
-  __device__ float operator()(float a, float b) const { return nan_max(a, b); }
-};
 
 // Reduction over the block, returned to every thread. Each Op has its own shared
 // storage, so a sum and a max in one kernel do not race on it. Two calls with one

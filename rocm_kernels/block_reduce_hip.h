@@ -4,24 +4,16 @@
 
 #include <hip/hip_runtime.h>
 
+#include "reduce_ops.h"
 #include "vec_io_hip.h"
 
 namespace inference_kernels::rocm {
 
+using inference_kernels::Max;
+using inference_kernels::nan_max;
+using inference_kernels::Sum;
+
 constexpr int kMaxThreads = 1024;  // 16 waves: the most a CDNA workgroup holds
-
-// A max that propagates NaN (fmaxf drops it), as the CPU backend's does: a row
-// holding NaN gets a NaN scale rather than a scale that ignores it.
-__device__ __forceinline__ float nan_max(float a, float b) { return (a > b || a != a) ? a : b; }
-
-struct Sum {
-  static constexpr float kIdentity = 0.0f;
-  __device__ float operator()(float a, float b) const { return a + b; }
-};
-struct Max {  // of absolute values, so 0 is the identity
-  static constexpr float kIdentity = 0.0f;
-  __device__ float operator()(float a, float b) const { return nan_max(a, b); }
-};
 
 template <typename Op>
 __device__ __forceinline__ float wave_reduce(float v) {
