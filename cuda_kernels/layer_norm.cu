@@ -90,7 +90,9 @@ __global__ void __launch_bounds__(kMaxThreads) layer_norm_kernel(LayerNormParams
   const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row * p.x.stride);
   P* orow = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row * p.out.stride);
   const int nvec = static_cast<int>(p.d / VEC);
-  const float inv_d = 1.0f / static_cast<float>(p.d);
+  // Divided, not multiplied by 1/d: sum / d is correctly rounded, so a constant row's
+  // mean is exactly its value and x - mean exactly 0 (the output exactly the bias).
+  const float d = static_cast<float>(p.d);
 
   if constexpr (ITEMS > 0) {
     P cache[ITEMS];
@@ -103,13 +105,13 @@ __global__ void __launch_bounds__(kMaxThreads) layer_norm_kernel(LayerNormParams
         sum += vec_sum(cache[k]);
       }
     }
-    const float mean = block_reduce<Sum>(sum) * inv_d;
+    const float mean = block_reduce<Sum>(sum) / d;
     float sq = 0.0f;
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) {
       if (threadIdx.x + k * blockDim.x < nvec) sq += vec_sq_dev(cache[k], mean);
     }
-    const float rstd = rsqrtf(block_reduce<Sum>(sq) * inv_d + p.eps);
+    const float rstd = rsqrtf(block_reduce<Sum>(sq) / d + p.eps);
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) {
       const int i = threadIdx.x + k * blockDim.x;
@@ -118,10 +120,10 @@ __global__ void __launch_bounds__(kMaxThreads) layer_norm_kernel(LayerNormParams
   } else {
     float sum = 0.0f;
     for (int i = threadIdx.x; i < nvec; i += blockDim.x) sum += vec_sum(xr[i]);
-    const float mean = block_reduce<Sum>(sum) * inv_d;
+    const float mean = block_reduce<Sum>(sum) / d;
     float sq = 0.0f;
     for (int i = threadIdx.x; i < nvec; i += blockDim.x) sq += vec_sq_dev(xr[i], mean);
-    const float rstd = rsqrtf(block_reduce<Sum>(sq) * inv_d + p.eps);
+    const float rstd = rsqrtf(block_reduce<Sum>(sq) / d + p.eps);
     for (int i = threadIdx.x; i < nvec; i += blockDim.x) orow[i] = normalise(xr[i], p, i, mean, rstd);
   }
 }
