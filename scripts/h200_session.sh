@@ -9,8 +9,9 @@
 #   tests : the test suite only
 #   swiglu: the SwiGLU benchmark (silu_and_mul_fp8, silu_mul)
 #   decode: end-to-end decode tokens/s, ours vs un-kernelized vs Liger (not run yet)
-#   layernorm: layer_norm tests, sanitizers, SASS, then the LayerNorm benchmark (ours,
-#           F.layer_norm, torch.compile, naive) (not run yet)
+#   layernorm: layer_norm tests, the LayerNorm benchmark (ours, F.layer_norm,
+#           torch.compile, naive), SASS, sanitizers (last: the first cut if 600 s run
+#           out; `verify` runs them too) (not run yet)
 #   roofline: Nsight Compute over every CUDA kernel and its torch baseline; table and
 #           roofline PNG under $OUT (benchmarks/roofline.py; not run yet)
 #   all   : check + bench
@@ -58,7 +59,7 @@ error_paths() {
   step "error paths, 20 fresh processes"
   local crashes=0
   for i in $(seq 20); do
-    python3 -m pytest -q -p no:cacheprovider tests/test_rms_norm.py tests/test_rms_norm_fp8.py tests/test_activation.py -k "rejects or errors" > /tmp/rejects.log 2>&1 \
+    python3 -m pytest -q -p no:cacheprovider tests/test_rms_norm.py tests/test_rms_norm_fp8.py tests/test_activation.py tests/test_layer_norm.py -k "rejects or errors" > /tmp/rejects.log 2>&1 \
       || { crashes=$((crashes+1)); tail -5 /tmp/rejects.log; }
   done
   echo "error-path runs failed: $crashes of 20" | tee "$OUT/error_paths.txt"; [ $crashes = 0 ] || status=1
@@ -118,7 +119,7 @@ case "$MODE" in
   tests)  tests ;;
   swiglu) bench_swiglu ;;
   decode) bench_decode ;;
-  layernorm) tests_layernorm; sass; sanitizers; bench_layernorm ;;
+  layernorm) tests_layernorm; bench_layernorm; sass; sanitizers ;;
   roofline) roofline ;;
   all)    tests; error_paths; sass; sanitizers; example; bench_sweep ;;
   *) echo "unknown mode $MODE"; exit 2 ;;
