@@ -41,7 +41,11 @@ def assert_within_one_ulp_of_torch(out, x, w, b, eps, dtype):
         scale = scale * w.double().abs().cpu()
     if b is not None:
         scale = scale + b.double().abs().cpu()
-    floor = 8 * torch.finfo(torch.float32).eps * scale
+    # Plus the fp32 summation error of the statistics (mean and variance over d terms,
+    # summed in other orders by torch and by us): ~sqrt(d) fp32 ulps, relative. That is
+    # far below an fp16/bf16 ulp, but for fp32 outputs it is the whole budget.
+    d = x.shape[-1]
+    floor = (8 + 2 * d ** 0.5) * torch.finfo(torch.float32).eps * scale
     ok = (ulps <= 1) | ((out.double() - ref.double()).abs().cpu() <= floor)
     assert ok.all(), f"{(~ok).sum().item()} elements over one ulp; worst {ulps.max().item():.1f} ulp"
 
