@@ -15,7 +15,6 @@ outputs written once at the measured copy bandwidth.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -47,16 +46,8 @@ def load_liger_silu_mul():
     return lambda g, u: LigerSiLUMulFunction.apply(g, u)
 
 
-def rel_err(y, ref):
-    return ((y.double() - ref).norm() / ref.norm()).item()
-
-
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--cpu-smoke", action="store_true")
-    p.add_argument("--name", default="bench_swiglu")
-    args = p.parse_args(argv)
+    args = harness.bench_parser(__doc__, "bench_swiglu").parse_args(argv)
     fp8_rows, mul_rows = [1, 32, 128, 512, 2048], [1, 128, 1024, 4096]
     d_fp8, d_mul = 6656, 14336
     dev = harness.bench_device(args.cpu_smoke, "bench_swiglu")
@@ -86,7 +77,7 @@ def main(argv=None) -> int:
         x = torch.randn(n, 2 * d_fp8, device=dev, dtype=torch.float16)
         g, u = x[:, :d_fp8].double(), x[:, d_fp8:].double()
         ref = g * torch.sigmoid(g) * u
-        errs = {name: rel_err(f(x).double() * scale.item(), ref) for name, f in impls.items()}
+        errs = {name: harness.rel_err(f(x).double() * scale.item(), ref) for name, f in impls.items()}
         print(f"  silu_and_mul_fp8 {n}x{2 * d_fp8} rel err vs fp64: " + harness.err_summary(errs, 0.07))
         nbytes = n * 2 * d_fp8 * 2 + n * d_fp8
         n_rot = harness.rotations_for(n * 2 * d_fp8 * 2)
@@ -107,7 +98,7 @@ def main(argv=None) -> int:
         g = torch.randn(n, d_mul, device=dev, dtype=torch.bfloat16)
         u = torch.randn(n, d_mul, device=dev, dtype=torch.bfloat16)
         ref = g.double() * torch.sigmoid(g.double()) * u.double()
-        errs = {name: rel_err(f(g, u), ref) for name, f in impls.items()}
+        errs = {name: harness.rel_err(f(g, u), ref) for name, f in impls.items()}
         print(f"  silu_mul {n}x{d_mul} rel err vs fp64: " + harness.err_summary(errs, 2e-2))
         nbytes = 3 * n * d_mul * 2
         n_rot = harness.rotations_for(2 * n * d_mul * 2)

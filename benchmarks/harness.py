@@ -57,6 +57,22 @@ def bench_device(cpu_smoke: bool, script: str) -> str | None:
     return None
 
 
+def bench_parser(doc: str, name: str):
+    """The options every side-by-side script takes: --quick, --cpu-smoke, --name."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--cpu-smoke", action="store_true")
+    p.add_argument("--name", default=name)
+    return p
+
+
+def rel_err(y, ref) -> float:
+    """||y - ref|| / ||ref||, in fp64 (ref: an fp64 reference)."""
+    return ((y.double() - ref).norm() / ref.norm()).item()
+
+
 def out_dir() -> Path:
     """Where results go: $OUT if set (the GPU runner collects it), else benchmarks/out/."""
     d = Path(os.environ["OUT"]) if os.environ.get("OUT") else REPO / "benchmarks" / "out"

@@ -39,6 +39,21 @@ struct NormParams {
 // Returns the launch status (a cudaError_t / hipError_t as int; 0 is success).
 int rms_norm_launch(const NormParams& p, void* stream);
 
+// LayerNorm over the last dimension: y = (x - mean) * rstd * weight + bias, statistics
+// in fp32 (mean, then the biased variance of x - mean: two passes), y rounded once
+// to `dtype`. weight and bias may be null (1 and 0); out may be x.
+struct LayerNormParams {
+  DType dtype;
+  Rows out, x;
+  const void* weight;  // d elements of `dtype`, or null
+  const void* bias;    // d elements of `dtype`, or null
+  int64_t rows, d;
+  float eps;
+};
+
+// Returns the launch status (0 is success).
+int layer_norm_launch(const LayerNormParams& p, void* stream);
+
 // silu and SwiGLU over `rows` rows of d elements. up.ptr == nullptr: plain silu.
 // silu_and_mul passes x twice: gate at column 0, up at column d of the same rows.
 struct SiluOperands {

@@ -114,13 +114,14 @@ inline void check_device(const at::Tensor& t, c10::DeviceType type, const char* 
               " tensor, got one on ", t.device().str());
 }
 
-// A norm weight: one contiguous vector whose length is the row length.
-inline void check_norm_weight(const at::Tensor& weight, const at::Tensor& x) {
-  check_same(weight, x, "weight", "x");
+// A norm weight (or bias): one contiguous vector whose length is the row length.
+inline void check_norm_weight(const at::Tensor& weight, const at::Tensor& x,
+                              const char* name = "weight") {
+  check_same(weight, x, name, "x");
   TORCH_CHECK(weight.dim() == 1 && weight.size(0) == x.size(-1),
-              "weight must have shape [", num(x.size(-1)), "] (the last dimension of x), got ",
+              name, " must have shape [", num(x.size(-1)), "] (the last dimension of x), got ",
               dims_str(weight.sizes()));
-  TORCH_CHECK(weight.stride(0) == 1 || weight.size(0) <= 1, "weight must be contiguous, got stride ",
+  TORCH_CHECK(weight.stride(0) == 1 || weight.size(0) <= 1, name, " must be contiguous, got stride ",
               num(weight.stride(0)));
 }
 
@@ -146,13 +147,19 @@ inline void check_eps(double eps) {
   TORCH_CHECK(eps >= 0.0, "eps must be non-negative, got ", std::to_string(eps));
 }
 
-inline void check_rms_norm_args(const at::Tensor& out, const at::Tensor& x,
-                                const at::Tensor& weight, double eps, c10::DeviceType type) {
+// x on `type`, float, at least 1-d; `t` (out or residual) of x's device, dtype and shape.
+inline void check_norm_input(const at::Tensor& x, const at::Tensor& t, const char* name,
+                             c10::DeviceType type) {
   check_device(x, type, "x");
   TORCH_CHECK(x.dim() >= 1, "x must have at least one dimension, got a scalar");
   check_float_dtype(x, "x");
-  check_same(out, x, "out", "x");
-  check_same_shape(out, x, "out", "x");
+  check_same(t, x, name, "x");
+  check_same_shape(t, x, name, "x");
+}
+
+inline void check_rms_norm_args(const at::Tensor& out, const at::Tensor& x,
+                                const at::Tensor& weight, double eps, c10::DeviceType type) {
+  check_norm_input(x, out, "out", type);
   check_norm_weight(weight, x);
   check_eps(eps);
   // out may be x itself (each element is read before it is written by the same
@@ -164,16 +171,32 @@ inline void check_rms_norm_args(const at::Tensor& out, const at::Tensor& x,
 inline void check_fused_add_rms_norm_args(const at::Tensor& x, const at::Tensor& residual,
                                           const at::Tensor& weight, double eps,
                                           c10::DeviceType type) {
-  check_device(x, type, "x");
-  TORCH_CHECK(x.dim() >= 1, "x must have at least one dimension, got a scalar");
-  check_float_dtype(x, "x");
-  check_same(residual, x, "residual", "x");
-  check_same_shape(residual, x, "residual", "x");
+  check_norm_input(x, residual, "residual", type);
   check_norm_weight(weight, x);
   check_eps(eps);
   at::assert_no_overlap(x, residual);
   at::assert_no_overlap(x, weight);
   at::assert_no_overlap(residual, weight);
+}
+
+// layer_norm(out, x, weight?, bias?, eps): the checks every backend makes. As
+// rms_norm, out may be x itself but not partially overlap it, and never overlaps
+// weight or bias.
+inline void check_layer_norm_args(const at::Tensor& out, const at::Tensor& x,
+                                  const std::optional<at::Tensor>& weight,
+                                  const std::optional<at::Tensor>& bias, double eps,
+                                  c10::DeviceType type) {
+  check_norm_input(x, out, "out", type);
+  check_eps(eps);
+  at::assert_no_partial_overlap(out, x);
+  if (weight) {
+    check_norm_weight(*weight, x, "weight");
+    at::assert_no_overlap(out, *weight);
+  }
+  if (bias) {
+    check_norm_weight(*bias, x, "bias");
+    at::assert_no_overlap(out, *bias);
+  }
 }
 
 // rms_norm_fp8 / rms_norm_fp8_dynamic: x normalised (after an optional residual add)

@@ -9,6 +9,11 @@
 #   tests : the test suite only
 #   swiglu: the SwiGLU benchmark (silu_and_mul_fp8, silu_mul)
 #   decode: end-to-end decode tokens/s, ours vs un-kernelized vs Liger (not run yet)
+#   layernorm: layer_norm tests, the LayerNorm benchmark (ours, F.layer_norm,
+#           torch.compile, naive), SASS, sanitizers (last: the first cut if 600 s run
+#           out; `verify` runs them too) (not run yet)
+#   roofline: Nsight Compute over every CUDA kernel and its torch baseline; table and
+#           roofline PNG under $OUT (benchmarks/roofline.py; not run yet)
 #   all   : check + bench
 set -uo pipefail
 MODE=${1:-all}
@@ -54,7 +59,7 @@ error_paths() {
   step "error paths, 20 fresh processes"
   local crashes=0
   for i in $(seq 20); do
-    python3 -m pytest -q -p no:cacheprovider tests/test_rms_norm.py tests/test_rms_norm_fp8.py tests/test_activation.py -k "rejects or errors" > /tmp/rejects.log 2>&1 \
+    python3 -m pytest -q -p no:cacheprovider tests/test_rms_norm.py tests/test_rms_norm_fp8.py tests/test_activation.py tests/test_layer_norm.py -k "rejects or errors" > /tmp/rejects.log 2>&1 \
       || { crashes=$((crashes+1)); tail -5 /tmp/rejects.log; }
   done
   echo "error-path runs failed: $crashes of 20" | tee "$OUT/error_paths.txt"; [ $crashes = 0 ] || status=1
@@ -88,6 +93,20 @@ bench_sweep() {
 }
 bench_swiglu() { step "SwiGLU benchmark"; timeout 170 python3 benchmarks/bench_swiglu.py "$@" 2>&1 | tee "$OUT/bench_swiglu.log" | tail -30; }
 bench_decode() { step "decode benchmark"; timeout 300 python3 benchmarks/bench_decode.py "$@" 2>&1 | tee "$OUT/bench_decode.log" | tail -20; }
+bench_layernorm() { step "LayerNorm benchmark"; timeout 240 python3 benchmarks/bench_layer_norm.py "$@" 2>&1 | tee "$OUT/bench_layer_norm.log" | tail -30; }
+tests_layernorm() {
+  step "layer_norm tests"
+  python3 -m pytest tests/test_layer_norm.py -q -rfE -p no:cacheprovider 2>&1 | tee "$OUT/pytest_layer_norm.log" | tail -8
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+}
+roofline() {
+  step "roofline (Nsight Compute)"
+  export PATH="$PATH:/usr/local/cuda/bin"
+  command -v ncu >/dev/null || { echo "ncu not found" | tee "$OUT/roofline.log"; status=1; return; }
+  ncu --version | tail -1 | tee -a "$OUT/env.txt"
+  timeout 480 python3 benchmarks/roofline.py 2>&1 | tee "$OUT/roofline.log" | tail -30
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+}
 bench_fp8() { step "add+RMSNorm+FP8 benchmark"; timeout 200 python3 benchmarks/bench_norm_fp8.py "$@" 2>&1 | tee "$OUT/bench_norm_fp8.log" | tail -30; }
 
 environment
@@ -100,6 +119,8 @@ case "$MODE" in
   tests)  tests ;;
   swiglu) bench_swiglu ;;
   decode) bench_decode ;;
+  layernorm) tests_layernorm; bench_layernorm; sass; sanitizers ;;
+  roofline) roofline ;;
   all)    tests; error_paths; sass; sanitizers; example; bench_sweep ;;
   *) echo "unknown mode $MODE"; exit 2 ;;
 esac

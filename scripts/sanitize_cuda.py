@@ -39,6 +39,18 @@ def activations(ik, rows, hidden, dtype, dev):
     return 8
 
 
+def layer_norms(ik, x, w, wide):
+    """layer_norm with and without weight/bias, in place, on a misaligned view (the
+    scalar path) and on a row long enough to stream (no register cache)."""
+    ik.layer_norm(x, w, torch.randn_like(w), 1e-5)
+    ik.layer_norm(x, None, None, 1e-5)
+    ik.layer_norm(x, w, None, 1e-5, out=x)
+    ik.layer_norm(wide[:, 1:], w, w, 1e-5)
+    long = torch.randn(2, 40000, device=x.device, dtype=x.dtype)
+    ik.layer_norm(long, None, torch.randn(40000, device=x.device, dtype=x.dtype), 1e-5)
+    return 5
+
+
 def main():
     ik = kernels.get_kernel("inference-kernels/inference-kernels", version=1)
     dev = "cuda"
@@ -58,6 +70,7 @@ def main():
             ik.rms_norm_fp8_dynamic(x, w, 1e-6, residual=torch.randn_like(x))
             ik.rms_norm_fp8_dynamic(wide[:, 1:], w, 1e-6)
             n += 7
+            n += layer_norms(ik, x, w, wide)
             n += activations(ik, rows, hidden, dtype, dev)
     torch.cuda.synchronize()
     print(f"sanitize_cuda: {n} launches done")

@@ -62,3 +62,16 @@ def ulps_apart(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> torch.Te
     ulp = torch.ldexp(torch.full_like(a, fi.eps), exp - 1).clamp_min(fi.smallest_normal * fi.eps)
     same = (a == b) | (a.isnan() & b.isnan())
     return torch.where(same, torch.zeros_like(a), (a - b).abs() / ulp)
+
+
+def layer_norm_ref(x: torch.Tensor, weight=None, bias=None, eps: float = 1e-5) -> torch.Tensor:
+    """fp64 LayerNorm over the last dimension (biased variance, as F.layer_norm)."""
+    x64 = x.double()
+    mean = x64.mean(-1, keepdim=True)
+    var = (x64 - mean).pow(2).mean(-1, keepdim=True)
+    y = (x64 - mean) * torch.rsqrt(var + eps)
+    if weight is not None:
+        y = y * weight.double()
+    if bias is not None:
+        y = y + bias.double()
+    return y

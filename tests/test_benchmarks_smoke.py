@@ -12,7 +12,8 @@ import pytest
 
 from conftest import GPU, ROOT
 
-SCRIPTS = ["bench_rms_norm.py", "bench_norm_fp8.py", "bench_swiglu.py", "bench_decode.py"]
+SCRIPTS = ["bench_rms_norm.py", "bench_norm_fp8.py", "bench_swiglu.py", "bench_decode.py",
+           "bench_layer_norm.py"]
 
 
 @pytest.mark.skipif(GPU, reason="smoke runs use the CPU variant; the GPU session runs the real thing")

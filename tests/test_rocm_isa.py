@@ -61,11 +61,12 @@ def short(name: str) -> str:
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("family", ["rms_norm", "activation"])
+@pytest.mark.parametrize("family", ["rms_norm", "activation", "layer_norm"])
 def test_isa(asm, family, arch):
     text = asm[(family, arch)]
     ks = kernels(text)
-    assert len(ks) == {"rms_norm": 36, "activation": 18}[family]  # every dtype/mode/path
+    # every dtype/mode/path (layer_norm: 3 dtypes x vector/scalar x cached/streamed)
+    assert len(ks) == {"rms_norm": 36, "activation": 18, "layer_norm": 12}[family]
     print(f"\n{family} {arch}: kernel  VGPRs  AGPRs  SGPRs")
     for k in ks:
         name = k[".name"]
@@ -88,7 +89,7 @@ def test_rocm_host_wrappers_compile(asm):
     if not (OBJ / "torch-ext_torch_binding.cpp.o").exists():
         pytest.skip("no CUDA headers here: the ROCm host wrappers were not compiled")
     for src in ("torch-ext_torch_binding.cpp", "cuda_kernels_rms_norm_torch.cpp",
-                "cuda_kernels_activation_torch.cpp"):
+                "cuda_kernels_activation_torch.cpp", "cuda_kernels_layer_norm_torch.cpp"):
         assert (OBJ / f"{src}.o").stat().st_size > 0
 
 

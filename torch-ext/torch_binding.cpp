@@ -19,6 +19,9 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def(
       "rms_norm_fp8_dynamic(Tensor! out, Tensor! scales, Tensor x, Tensor weight, float eps, "
       "Tensor!? residual) -> ()");
+  // out <- (x - mean) * rstd * weight + bias over the last dimension (torch's
+  // F.layer_norm: fp32 statistics, one rounding). weight/bias optional; out may alias x.
+  ops.def("layer_norm(Tensor! out, Tensor x, Tensor? weight, Tensor? bias, float eps) -> ()");
   // out <- silu(x[..., :d]) * x[..., d:] for x of shape [..., 2d] (SwiGLU, as vLLM).
   ops.def("silu_and_mul(Tensor! out, Tensor x) -> ()");
   // The same, quantised: out (float8_e4m3fn) <- fp8(clamp(silu_and_mul(x) * (1 / scale))),
@@ -45,6 +48,7 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("fused_add_rms_norm", c10::kCPU, &fused_add_rms_norm_cpu);
   ops.impl("rms_norm_fp8", c10::kCPU, &rms_norm_fp8_cpu);
   ops.impl("rms_norm_fp8_dynamic", c10::kCPU, &rms_norm_fp8_dynamic_cpu);
+  ops.impl("layer_norm", c10::kCPU, &layer_norm_cpu);
   ops.impl("silu_and_mul", c10::kCPU, &silu_and_mul_cpu);
   ops.impl("silu_and_mul_fp8", c10::kCPU, &silu_and_mul_fp8_cpu);
   ops.impl("silu_mul", c10::kCPU, &silu_mul_cpu);
@@ -64,6 +68,7 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("fused_add_rms_norm", c10::kCUDA, &fused_add_rms_norm_cuda);
   ops.impl("rms_norm_fp8", c10::kCUDA, &rms_norm_fp8_cuda);
   ops.impl("rms_norm_fp8_dynamic", c10::kCUDA, &rms_norm_fp8_dynamic_cuda);
+  ops.impl("layer_norm", c10::kCUDA, &layer_norm_cuda);
   ops.impl("silu_and_mul", c10::kCUDA, &silu_and_mul_cuda);
   ops.impl("silu_and_mul_fp8", c10::kCUDA, &silu_and_mul_fp8_cuda);
   ops.impl("silu_mul", c10::kCUDA, &silu_mul_cuda);

@@ -16,6 +16,8 @@ void rms_norm_fp8_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& we
 void rms_norm_fp8_dynamic_cpu(at::Tensor& out, at::Tensor& scales, const at::Tensor& x,
                               const at::Tensor& weight, double eps,
                               const std::optional<at::Tensor>& residual);
+void layer_norm_cpu(at::Tensor& out, const at::Tensor& x, const std::optional<at::Tensor>& weight,
+                    const std::optional<at::Tensor>& bias, double eps);
 void silu_and_mul_cpu(at::Tensor& out, const at::Tensor& x);
 void silu_and_mul_fp8_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& scale);
 void silu_mul_cpu(at::Tensor& out, const at::Tensor& gate, const at::Tensor& up);
@@ -42,6 +44,8 @@ void rms_norm_fp8_cuda(at::Tensor& out, const at::Tensor& x, const at::Tensor& w
 void rms_norm_fp8_dynamic_cuda(at::Tensor& out, at::Tensor& scales, const at::Tensor& x,
                                const at::Tensor& weight, double eps,
                                const std::optional<at::Tensor>& residual);
+void layer_norm_cuda(at::Tensor& out, const at::Tensor& x, const std::optional<at::Tensor>& weight,
+                     const std::optional<at::Tensor>& bias, double eps);
 void silu_and_mul_cuda(at::Tensor& out, const at::Tensor& x);
 void silu_and_mul_fp8_cuda(at::Tensor& out, const at::Tensor& x, const at::Tensor& scale);
 void silu_mul_cuda(at::Tensor& out, const at::Tensor& gate, const at::Tensor& up);

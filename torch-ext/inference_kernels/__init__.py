@@ -21,6 +21,7 @@ __all__ = [
     "fused_add_rms_norm",
     "rms_norm_fp8",
     "rms_norm_fp8_dynamic",
+    "layer_norm",
     "silu_and_mul",
     "silu_and_mul_fp8",
     "silu_mul",
@@ -96,6 +97,22 @@ def rms_norm_fp8_dynamic(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-
     scales = torch.empty((*x.shape[:-1], 1), dtype=torch.float32, device=x.device)
     ops.rms_norm_fp8_dynamic(out, scales, x, weight, eps, residual)
     return out, scales
+def layer_norm(x: torch.Tensor, weight: Optional[torch.Tensor] = None,
+               bias: Optional[torch.Tensor] = None, eps: float = 1e-5,
+               out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """LayerNorm over the last dimension, as ``F.layer_norm(x, x.shape[-1:], weight, bias, eps)``.
+
+    ``(x - mean) * rsqrt(var + eps) * weight + bias`` with the biased variance; mean and
+    variance in fp32 (two passes over the row), the result rounded once to x's dtype.
+    ``x``: ``[..., d]`` float32/float16/bfloat16 with a contiguous last dimension;
+    ``weight``, ``bias`` (optional): ``[d]`` of x's dtype. ``out`` may be ``x`` itself.
+    """
+    if out is None:
+        out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    ops.layer_norm(out, x, weight, bias, eps)
+    return out
+
+
 # SwiGLU family. Rounding, as HF's LlamaMLP (`act_fn(gate_proj(x)) * up_proj(x)` in
 # the model dtype) and vLLM: s = silu(gate) in fp32 rounded to the dtype, then the
 # product s * up in fp32 rounded to the dtype; silu(v) = v / (1 + exp(-v)).

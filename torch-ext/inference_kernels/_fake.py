@@ -55,6 +55,17 @@ def _rms_norm_fp8_dynamic_fake(out, scales, x, weight, eps, residual) -> None:
     _check_same_device(scales, "scales", x)
     torch._check(scales.shape == (*x.shape[:-1], 1),
                  lambda: f"scales must have shape {(*x.shape[:-1], 1)}, got {tuple(scales.shape)}")
+@torch.library.register_fake(add_op_namespace_prefix("layer_norm"))
+def _layer_norm_fake(out, x, weight, bias, eps) -> None:
+    _check_same_device(out, "out", x)
+    torch._check(out.shape == x.shape, lambda: f"out must have the shape of x {tuple(x.shape)}")
+    for t, name in ((weight, "weight"), (bias, "bias")):
+        if t is not None:
+            _check_same_device(t, name, x)
+            torch._check(t.dim() == 1 and t.shape[0] == x.shape[-1],
+                         lambda: f"{name} must have shape [{x.shape[-1]}], got {tuple(t.shape)}")
+
+
 def _check_halved_out(out: torch.Tensor, x: torch.Tensor) -> None:
     _check_same_device(out, "out", x)
     torch._check(x.dim() >= 1 and x.shape[-1] % 2 == 0,

@@ -18,6 +18,32 @@ class RMSNorm(torch.nn.Module):
         return out
 
 
+class LayerNorm(torch.nn.Module):
+    """Replaces `torch.nn.LayerNorm` (`weight`, `bias`, `eps`, `normalized_shape`).
+
+    nn.LayerNorm is not marked for the Hub: mark it (or a subclass) with
+    `kernels.replace_kernel_forward_from_hub(nn.LayerNorm, "LayerNorm")`. A
+    `normalized_shape` of several dimensions normalises over the last ones flattened
+    into one (reshape copies when they are not contiguous), exactly as nn.LayerNorm.
+    """
+
+    can_torch_compile: bool = True
+    has_backward: bool = False
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        shape = tuple(self.normalized_shape)
+        k = len(shape)
+        if input.dim() < k or tuple(input.shape[input.dim() - k:]) != shape:
+            raise ValueError(f"LayerNorm: input of shape {tuple(input.shape)} does not end in "
+                             f"normalized_shape {shape}")
+        x = input if k == 1 else input.reshape(*input.shape[:input.dim() - k], -1)
+        weight = None if self.weight is None else self.weight.reshape(-1)
+        bias = None if self.bias is None else self.bias.reshape(-1)
+        out = torch.empty_like(x, memory_format=torch.contiguous_format)
+        ops.layer_norm(out, x, weight, bias, self.eps)
+        return out if k == 1 else out.view(input.shape)
+
+
 class SiluAndMul(torch.nn.Module):
     """``silu(x[..., :d]) * x[..., d:]`` for ``x`` of shape ``[..., 2d]`` (vLLM's SiluAndMul)."""
 
