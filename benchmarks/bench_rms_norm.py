@@ -116,6 +116,19 @@ def allow_many_recompiles():
 
 # --- one sweep ---------------------------------------------------------------
 
+def check_all(impls, err, where):
+    """Each implementation's error against the reference; None (and a line) if it fails,
+    so one broken column does not stop the sweep."""
+    errs = {}
+    for name, f in impls.items():
+        try:
+            errs[name] = err(f)
+        except Exception as e:  # noqa: BLE001
+            errs[name] = None
+            print(f"    {name}: failed on {where}: {type(e).__name__}: {e}")
+    return errs
+
+
 def sweep_rms(impls, hidden, rows_list, args, dev, dtype, bw, md, results):
     eps, tol = args.eps, TOL[dtype]
     names = list(impls)
@@ -125,13 +138,7 @@ def sweep_rms(impls, hidden, rows_list, args, dev, dtype, bw, md, results):
         for n in rows_list:
             x = torch.randn(n, d, device=dev, dtype=dtype)
             ref = ref64(x, w, eps)
-            errs = {}
-            for name, f in impls.items():
-                try:
-                    errs[name] = rel_err(f(x, w, eps), ref)
-                except Exception as e:  # noqa: BLE001
-                    errs[name] = None
-                    print(f"    {name}: failed on {n}x{d}: {type(e).__name__}: {e}")
+            errs = check_all(impls, lambda f: rel_err(f(x, w, eps), ref), f"{n}x{d}")
             print(f"  rms_norm {n}x{d} rel err: " + harness.err_summary(errs, tol))
 
             es = x.element_size()
@@ -157,15 +164,11 @@ def sweep_fused(impls, hidden, rows_list, args, dev, dtype, bw, md, results):
             r = torch.randn(n, d, device=dev, dtype=dtype)
             ref_s = x.double() + r.double()
             ref_y = ref64(ref_s, w, eps)
-            errs = {}
-            for name, f in impls.items():
-                try:
-                    # every impl gets its own clones: ours works in place
-                    y, s = f(x.clone(), r.clone(), w, eps)
-                    errs[name] = max(rel_err(y, ref_y), rel_err(s, ref_s))
-                except Exception as e:  # noqa: BLE001
-                    errs[name] = None
-                    print(f"    {name}: failed on {n}x{d}: {type(e).__name__}: {e}")
+            def err(f):  # every impl gets its own clones: ours works in place
+                y, s = f(x.clone(), r.clone(), w, eps)
+                return max(rel_err(y, ref_y), rel_err(s, ref_s))
+
+            errs = check_all(impls, err, f"{n}x{d}")
             print(f"  fused_add_rms_norm {n}x{d} rel err (max of out, residual): " + harness.err_summary(errs, tol))
 
             es = x.element_size()
