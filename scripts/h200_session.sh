@@ -14,10 +14,15 @@
 #           out; `verify` runs them too) (not run yet)
 #   roofline: Nsight Compute over every CUDA kernel and its torch baseline; table and
 #           roofline PNG under $OUT (benchmarks/roofline.py; not run yet)
+#   ln_roof: layer_norm tests, the LayerNorm benchmark, then the roofline report
 #   all   : check + bench
 set -uo pipefail
 MODE=${1:-all}
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+# The device returns at most 8 files from $OUT: stages write under /tmp/res, and on exit
+# everything goes back as one archive (results.tgz) plus the roofline PNG if there is one.
+REAL_OUT=${OUT:-/tmp/out}; export OUT=/tmp/res; rm -rf "$OUT"; mkdir -p "$OUT" "$REAL_OUT"
+pack() { tar czf "$REAL_OUT/results.tgz" -C "$OUT" . ; cp "$OUT"/*.png "$REAL_OUT"/ 2>/dev/null; true; }
+trap pack EXIT
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl || exit 1
@@ -121,6 +126,7 @@ case "$MODE" in
   decode) bench_decode ;;
   layernorm) tests_layernorm; bench_layernorm; sass; sanitizers ;;
   roofline) roofline ;;
+  ln_roof) tests_layernorm; bench_layernorm; roofline ;;
   all)    tests; error_paths; sass; sanitizers; example; bench_sweep ;;
   *) echo "unknown mode $MODE"; exit 2 ;;
 esac
