@@ -2,17 +2,17 @@
 // checks the tensors).
 //
 // y = (x - mean) * rstd * weight + bias in fp32, rounded once to x's dtype, as torch's
-// F.layer_norm. One block per row. Statistics are two-pass: the mean, then the mean
-// of (x - mean)^2. Single-pass sum/sum-of-squares cancels catastrophically when
-// |mean| >> std; Welford is exact-er but needs a division per element and a costlier
-// merge in the reduction. Two passes cost nothing extra here, because the row is
-// already on chip:
-//   * rows of up to kItems * 1024 vectors (32768 fp16/bf16 or 16384 fp32 elements on
-//     the 16-byte path) are read once from global memory into registers (kItems
-//     16-byte vectors a thread), and both statistics and the output come from there:
-//     x is read once and out written once, the memory roofline's traffic;
-//   * longer rows stream: each pass re-reads the row from global memory (L2 holds
-//     it after the first), so HBM still sees about one read.
+// F.layer_norm. Statistics are two-pass: the mean, then the mean of (x - mean)^2.
+// Single-pass sum/sum-of-squares cancels catastrophically when |mean| >> std; Welford
+// is exact-er but needs a division per element and a costlier merge in the
+// reduction. Two passes cost nothing extra here, because the row is already on chip:
+//   * rows of up to 16384 16-byte vectors (131072 fp16/bf16 or 65536 fp32 elements)
+//     are read once into registers, in the layout of row_kernel.cuh (a warp, a block
+//     or a cluster of blocks per row); weight and bias are loaded before the first
+//     reduction so their latency hides under it. x is read once and out written
+//     once, the memory roofline's traffic;
+//   * longer rows stream: one block per row, each pass re-reads the row from global
+//     memory (L2 holds it after the first), so HBM still sees about one read.
 // Rows that are 16-byte aligned (pointers and strides, weight and bias too) move in
 // 16-byte vectors (LDG.128/STG.128); any other row takes the scalar path, so every
 // size and stride the checks accept is handled.
@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "block_reduce.cuh"
+#include "row_kernel.cuh"
 #include "gpu_launchers.h"
 #include "vec_io.cuh"
 
@@ -31,31 +32,18 @@ using inference_kernels::DType;
 using inference_kernels::LayerNormParams;
 using namespace inference_kernels::cuda;
 
-// 16-byte vectors a thread keeps in registers on the cached path: 16 registers,
-// little enough to leave room for full occupancy at 128-thread blocks.
-constexpr int kItems = 4;
-
-// One output vector from one input vector: (a - mean) * rstd * w + b, rounded once.
-template <typename T, int VEC>
-__device__ __forceinline__ Pack<T, VEC> normalise(const Pack<T, VEC>& a, const LayerNormParams& p,
-                                                  int64_t i, float mean, float rstd) {
-  using P = Pack<T, VEC>;
-  float y[VEC];
+// One output vector from one input vector: (a - mean) * rstd * g + c, rounded once.
+template <typename T, int VEC, bool W, bool B>
+__device__ __forceinline__ Pack<T, VEC> normalise(const Pack<T, VEC>& a, const Pack<T, VEC>& g,
+                                                  const Pack<T, VEC>& c, float mean, float rstd) {
+  Pack<T, VEC> out;
 #pragma unroll
-  for (int k = 0; k < VEC; ++k) y[k] = (to_float(a.v[k]) - mean) * rstd;
-  if (p.weight) {  // uniform across the block: no divergence
-    const P g = reinterpret_cast<const P*>(p.weight)[i];
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) y[k] *= to_float(g.v[k]);
+  for (int k = 0; k < VEC; ++k) {
+    float y = (to_float(a.v[k]) - mean) * rstd;
+    if constexpr (W) y *= to_float(g.v[k]);
+    if constexpr (B) y += to_float(c.v[k]);
+    out.v[k] = from_float<T>(y);
   }
-  if (p.bias) {
-    const P c = reinterpret_cast<const P*>(p.bias)[i];
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) y[k] += to_float(c.v[k]);
-  }
-  P out;
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) out.v[k] = from_float<T>(y[k]);
   return out;
 }
 
@@ -78,102 +66,142 @@ __device__ __forceinline__ float vec_sq_dev(const Pack<T, VEC>& a, float mean) {
   return s;
 }
 
-// ITEMS > 0: the row is cached in registers (ITEMS vectors a thread, blockDim.x *
-// ITEMS >= d / VEC); ITEMS == 0: any length, each pass re-reads the row.
+// The row held in registers: ITEMS vectors a thread, in the layout of row_kernel.cuh.
 // x and out may be the same row (layer_norm with out=x): every element is read by
-// the thread that writes it, before the barriers of both reductions, so neither
-// pointer is __restrict__.
-template <typename T, int VEC, int ITEMS>
-__global__ void __launch_bounds__(kMaxThreads) layer_norm_kernel(LayerNormParams p) {
+// the thread that writes it, before it writes, so neither pointer is __restrict__.
+template <typename T, int VEC, int ITEMS, bool W, bool B>
+__global__ void __launch_bounds__(kRowThreads, 1) layer_norm_cached(LayerNormParams p) {
+  using P = Pack<T, VEC>;
+  const RowSlot s = row_slot();
+  if (s.row >= p.rows) return;  // only in the warp-per-row layout: no barrier to miss
+  const int nvec = static_cast<int>(p.d / VEC);
+  const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + s.row * p.x.stride);
+  // Divided, not multiplied by 1/d: sum / d is correctly rounded, so a constant row's
+  // mean is exactly its value and x - mean exactly 0 (the output exactly the bias).
+  const float d = static_cast<float>(p.d);
+  P a[ITEMS], g[ITEMS], c[ITEMS];
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    const int i = s.first + k * s.step;
+    if (i < nvec) {
+      a[k] = xr[i];
+      if constexpr (W) g[k] = reinterpret_cast<const P*>(p.weight)[i];
+      if constexpr (B) c[k] = reinterpret_cast<const P*>(p.bias)[i];
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    if (s.first + k * s.step < nvec) sum += vec_sum(a[k]);
+  }
+  const float mean = row_reduce<Sum, 0>(sum) / d;
+  float sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    if (s.first + k * s.step < nvec) sq += vec_sq_dev(a[k], mean);
+  }
+  const float rstd = rsqrtf(row_reduce<Sum, 1>(sq) / d + p.eps);
+  P* orow = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + s.row * p.out.stride);
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    const int i = s.first + k * s.step;
+    if (i < nvec) orow[i] = normalise<T, VEC, W, B>(a[k], g[k], c[k], mean, rstd);
+  }
+  row_group_done();
+}
+
+// Rows too long to cache: one block per row, each pass re-reads the row.
+template <typename T, int VEC>
+__global__ void __launch_bounds__(kMaxThreads) layer_norm_stream(LayerNormParams p) {
   using P = Pack<T, VEC>;
   const int64_t row = blockIdx.x;
   const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row * p.x.stride);
   P* orow = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row * p.out.stride);
+  const P* w = reinterpret_cast<const P*>(p.weight);
+  const P* b = reinterpret_cast<const P*>(p.bias);
   const int nvec = static_cast<int>(p.d / VEC);
-  // Divided, not multiplied by 1/d: sum / d is correctly rounded, so a constant row's
-  // mean is exactly its value and x - mean exactly 0 (the output exactly the bias).
   const float d = static_cast<float>(p.d);
+  float sum = 0.0f;
+  for (int i = threadIdx.x; i < nvec; i += blockDim.x) sum += vec_sum(xr[i]);
+  const float mean = block_reduce<Sum>(sum) / d;
+  float sq = 0.0f;
+  for (int i = threadIdx.x; i < nvec; i += blockDim.x) sq += vec_sq_dev(xr[i], mean);
+  const float rstd = rsqrtf(block_reduce<Sum>(sq) / d + p.eps);
+  const P none{};
+  for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
+    const P g = w ? w[i] : none, c = b ? b[i] : none;
+    if (w && b) {
+      orow[i] = normalise<T, VEC, true, true>(xr[i], g, c, mean, rstd);
+    } else if (w) {
+      orow[i] = normalise<T, VEC, true, false>(xr[i], g, c, mean, rstd);
+    } else if (b) {
+      orow[i] = normalise<T, VEC, false, true>(xr[i], g, c, mean, rstd);
+    } else {
+      orow[i] = normalise<T, VEC, false, false>(xr[i], g, c, mean, rstd);
+    }
+  }
+}
 
-  if constexpr (ITEMS > 0) {
-    P cache[ITEMS];
-    float sum = 0.0f;
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) {
-      const int i = threadIdx.x + k * blockDim.x;
-      if (i < nvec) {
-        cache[k] = xr[i];
-        sum += vec_sum(cache[k]);
-      }
-    }
-    const float mean = block_reduce<Sum>(sum) / d;
-    float sq = 0.0f;
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) {
-      if (threadIdx.x + k * blockDim.x < nvec) sq += vec_sq_dev(cache[k], mean);
-    }
-    const float rstd = rsqrtf(block_reduce<Sum>(sq) / d + p.eps);
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) {
-      const int i = threadIdx.x + k * blockDim.x;
-      if (i < nvec) orow[i] = normalise(cache[k], p, i, mean, rstd);
-    }
-  } else {
-    float sum = 0.0f;
-    for (int i = threadIdx.x; i < nvec; i += blockDim.x) sum += vec_sum(xr[i]);
-    const float mean = block_reduce<Sum>(sum) / d;
-    float sq = 0.0f;
-    for (int i = threadIdx.x; i < nvec; i += blockDim.x) sq += vec_sq_dev(xr[i], mean);
-    const float rstd = rsqrtf(block_reduce<Sum>(sq) / d + p.eps);
-    for (int i = threadIdx.x; i < nvec; i += blockDim.x) orow[i] = normalise(xr[i], p, i, mean, rstd);
+template <typename T, int VEC, bool W, bool B>
+cudaError_t launch_cached(const LayerNormParams& p, const RowConfig& c, cudaStream_t stream) {
+  switch (c.items) {
+    case 1: return launch_rows(layer_norm_cached<T, VEC, 1, W, B>, p, c, p.rows, stream);
+    case 2: return launch_rows(layer_norm_cached<T, VEC, 2, W, B>, p, c, p.rows, stream);
+    case 4: return launch_rows(layer_norm_cached<T, VEC, 4, W, B>, p, c, p.rows, stream);
+    case 8: return launch_rows(layer_norm_cached<T, VEC, 8, W, B>, p, c, p.rows, stream);
+    default: return cudaErrorInvalidConfiguration;
   }
 }
 
 template <typename T, int VEC>
-void launch_width(const LayerNormParams& p, cudaStream_t stream) {
+cudaError_t launch_width(const LayerNormParams& p, const RowConfig* forced, cudaStream_t stream) {
   const int64_t nvec = p.d / VEC;
-  const dim3 grid(static_cast<unsigned>(p.rows));
-  if (nvec <= int64_t{kItems} * kMaxThreads) {
-    // Enough threads that kItems vectors each cover the row, and at least 128 (four
-    // warps) when the row has that many vectors: short rows then still give each SM
-    // enough warps in flight (16 blocks of 128) to hide the memory latency.
-    const int64_t want = std::max<int64_t>((nvec + kItems - 1) / kItems, std::min<int64_t>(nvec, 128));
-    const int threads = static_cast<int>(std::min<int64_t>(kMaxThreads, (want + 31) / 32 * 32));
-    layer_norm_kernel<T, VEC, kItems><<<grid, threads, 0, stream>>>(p);
-  } else {
-    layer_norm_kernel<T, VEC, 0><<<grid, kMaxThreads, 0, stream>>>(p);
+  RowConfig c = forced ? *forced : pick_row_config(p.rows, nvec);
+  if (c.items > 0 && (p.rows * c.cluster > INT32_MAX || int64_t{c.tx} * c.cluster * c.items < nvec)) {
+    if (forced) return cudaErrorInvalidConfiguration;
+    c.items = 0;
   }
+  if (c.items == 0) {
+    layer_norm_stream<T, VEC><<<static_cast<unsigned>(p.rows), kMaxThreads, 0, stream>>>(p);
+    return cudaGetLastError();
+  }
+  if (p.weight && p.bias) return launch_cached<T, VEC, true, true>(p, c, stream);
+  if (p.weight) return launch_cached<T, VEC, true, false>(p, c, stream);
+  if (p.bias) return launch_cached<T, VEC, false, true>(p, c, stream);
+  return launch_cached<T, VEC, false, false>(p, c, stream);
 }
 
 template <typename T>
-void launch(const LayerNormParams& p, cudaStream_t stream) {
+cudaError_t launch(const LayerNormParams& p, const RowConfig* forced, cudaStream_t stream) {
   constexpr int kVec = 16 / sizeof(T);
   const bool vec = p.d % kVec == 0 && p.out.stride % kVec == 0 && p.x.stride % kVec == 0 &&
                    aligned(p.out.ptr, 16) && aligned(p.x.ptr, 16) &&
                    (!p.weight || aligned(p.weight, 16)) && (!p.bias || aligned(p.bias, 16));
-  if (vec) {
-    launch_width<T, kVec>(p, stream);
-  } else {
-    launch_width<T, 1>(p, stream);
-  }
+  return vec ? launch_width<T, kVec>(p, forced, stream) : launch_width<T, 1>(p, forced, stream);
 }
 
 }  // namespace
 
 namespace inference_kernels {
 
-int layer_norm_launch(const LayerNormParams& p, void* stream) {
+// forced: a layout to use instead of pick_row_config's (benchmarks/tune_norms.cu), or null.
+int layer_norm_launch_with(const LayerNormParams& p, const cuda::RowConfig* forced, void* stream) {
   if (p.rows <= 0 || p.d <= 0) return cudaSuccess;
   // The wrapper refuses these first: the grid is one block per row, and the kernel
   // indexes vectors of a row with int.
   if (p.rows > INT32_MAX || p.d > INT32_MAX) return cudaErrorInvalidConfiguration;
   const auto s = static_cast<cudaStream_t>(stream);
   switch (p.dtype) {
-    case DType::kFloat32: launch<float>(p, s); break;
-    case DType::kFloat16: launch<__half>(p, s); break;
-    case DType::kBFloat16: launch<__nv_bfloat16>(p, s); break;
-    case DType::kFloat8E4M3: return cudaErrorInvalidValue;  // not an input dtype
+    case DType::kFloat32: return launch<float>(p, forced, s);
+    case DType::kFloat16: return launch<__half>(p, forced, s);
+    case DType::kBFloat16: return launch<__nv_bfloat16>(p, forced, s);
+    case DType::kFloat8E4M3: break;  // not an input dtype
   }
-  return cudaGetLastError();
+  return cudaErrorInvalidValue;
+}
+
+int layer_norm_launch(const LayerNormParams& p, void* stream) {
+  return layer_norm_launch_with(p, nullptr, stream);
 }
 
 }  // namespace inference_kernels

@@ -1,19 +1,22 @@
 // RMSNorm, fused residual-add + RMSNorm, and both with FP8 (e4m3fn) output, on NVIDIA
 // GPUs (torch-free; rms_norm_torch.cpp checks the tensors).
 //
-// One block per row. Pass 1 reads the row (adds the residual and writes the rounded
-// sum back, when fused) and reduces the sum of squares in fp32; the next pass
-// re-reads the row, which the first left in L1/L2, and writes the output. Dynamic
-// FP8 adds a pass for the row's absmax. Rows that are 16-byte aligned move in
-// 16-byte vectors; any other row takes the scalar path, so every size and stride the
-// checks accept is handled. Rounding matches the CPU backend and HF's LlamaRMSNorm
-// (see cpu_kernels/rms_norm.cpp).
+// The row lives in registers (row_kernel.cuh: a warp, a block or a cluster of blocks
+// per row): x (and the residual) are read once, the weight is loaded before the
+// reduction so its latency hides under it, and the output is computed from
+// registers. With a residual, the rounded sum is written back in the same pass. Rows
+// too long for that (over 16384 vectors) take the streaming kernel: one block per
+// row, a second pass re-reading the row from L1/L2. Rows that are 16-byte aligned
+// move in 16-byte vectors; any other row takes the scalar path, so every size and
+// stride the checks accept is handled. Rounding matches the CPU backend and HF's
+// LlamaRMSNorm (see cpu_kernels/rms_norm.cpp).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 
 #include "block_reduce.cuh"
+#include "row_kernel.cuh"
 #include "fp8.h"
 #include "gpu_launchers.h"
 #include "vec_io.cuh"
@@ -31,8 +34,112 @@ __device__ __forceinline__ float norm_value(T a, T g, float inv_rms) {
   return to_float(from_float<T>(to_float(from_float<T>(to_float(a) * inv_rms)) * to_float(g)));
 }
 
+// fp8 bits of y * inv_scale for a vector of normalised values.
+template <int VEC>
+__device__ __forceinline__ Pack<uint8_t, VEC> quantise(const float (&y)[VEC], float inv_scale) {
+  Pack<uint8_t, VEC> q;
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) q.v[k] = to_fp8(y[k] * inv_scale);
+  return q;
+}
+
+// The row held in registers: ITEMS vectors a thread, in the layout of row_kernel.cuh.
 // x and out may be the same row (rms_norm with out=x): every element is read before
 // the same thread writes it, so neither pointer is __restrict__.
+template <typename T, int VEC, int ITEMS, bool FUSED, NormOut MODE>
+__global__ void __launch_bounds__(kRowThreads, 1) rms_norm_cached(NormParams p) {
+  using P = Pack<T, VEC>;
+  // Issued first: the static scale's latency hides under the row's loads.
+  const float inv_scale = MODE == NormOut::kFp8Static ? 1.0f / __ldg(p.scale) : 1.0f;
+  const RowSlot s = row_slot();
+  if (s.row >= p.rows) return;  // only in the warp-per-row layout: no barrier to miss
+  const int nvec = static_cast<int>(p.d / VEC);
+  const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + s.row * p.x.stride);
+  P* rr = FUSED ? reinterpret_cast<P*>(static_cast<T*>(p.res.ptr) + s.row * p.res.stride) : nullptr;
+  const P* w = reinterpret_cast<const P*>(p.weight);
+
+  P a[ITEMS], g[ITEMS];
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    const int i = s.first + k * s.step;
+    if (i < nvec) {
+      a[k] = xr[i];
+      if constexpr (FUSED) {
+        const P b = rr[i];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) a[k].v[j] = from_float<T>(to_float(a[k].v[j]) + to_float(b.v[j]));
+      }
+    }
+  }
+  float sum_sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    const int i = s.first + k * s.step;
+    if (i < nvec) {
+      g[k] = w[i];
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float f = to_float(a[k].v[j]);
+        sum_sq += f * f;
+      }
+    }
+  }
+  const float inv_rms = rsqrtf(row_reduce<Sum, 0>(sum_sq) / float(p.d) + p.eps);
+  // The sum goes back after the reduction: a cluster barrier would wait for these
+  // stores to drain (its release is a GPU-scope fence on sm_90).
+  if constexpr (FUSED) {
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+      const int i = s.first + k * s.step;
+      if (i < nvec) rr[i] = a[k];
+    }
+  }
+
+  if constexpr (MODE == NormOut::kSame) {
+    P* orow = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + s.row * p.out.stride);
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+      const int i = s.first + k * s.step;
+      if (i < nvec) {
+        P y;
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) y.v[j] = from_float<T>(norm_value(a[k].v[j], g[k].v[j], inv_rms));
+        orow[i] = y;
+      }
+    }
+  } else {
+    using Q = Pack<uint8_t, VEC>;
+    Q* orow = reinterpret_cast<Q*>(static_cast<uint8_t*>(p.out.ptr) + s.row * p.out.stride);
+    float scale_inv = inv_scale;
+    if constexpr (MODE == NormOut::kFp8Dynamic) {
+      float absmax = 0.0f;
+#pragma unroll
+      for (int k = 0; k < ITEMS; ++k) {
+        if (s.first + k * s.step < nvec) {
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) absmax = nan_max(absmax, fabsf(norm_value(a[k].v[j], g[k].v[j], inv_rms)));
+        }
+      }
+      const float scale = inference_kernels::dynamic_fp8_scale(row_reduce<Max, 1>(absmax));
+      if (s.first == 0) p.row_scales[s.row] = scale;
+      scale_inv = 1.0f / scale;
+    }
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+      const int i = s.first + k * s.step;
+      if (i < nvec) {
+        float y[VEC];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) y[j] = norm_value(a[k].v[j], g[k].v[j], inv_rms);
+        orow[i] = quantise<VEC>(y, scale_inv);
+      }
+    }
+  }
+  row_group_done();
+}
+
+// Rows too long to cache: one block per row, the row streamed twice (thrice for
+// dynamic fp8). x and out may be the same row, as above.
 template <typename T, int VEC, bool FUSED, NormOut MODE>
 __global__ void rms_norm_kernel(NormParams p) {
   using P = Pack<T, VEC>;
@@ -96,57 +203,78 @@ __global__ void rms_norm_kernel(NormParams p) {
   }
 }
 
+template <typename T, int VEC, bool FUSED, NormOut MODE>
+cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t stream) {
+  switch (c.items) {
+    case 1: return launch_rows(rms_norm_cached<T, VEC, 1, FUSED, MODE>, p, c, p.rows, stream);
+    case 2: return launch_rows(rms_norm_cached<T, VEC, 2, FUSED, MODE>, p, c, p.rows, stream);
+    case 4: return launch_rows(rms_norm_cached<T, VEC, 4, FUSED, MODE>, p, c, p.rows, stream);
+    case 8: return launch_rows(rms_norm_cached<T, VEC, 8, FUSED, MODE>, p, c, p.rows, stream);
+    default: return cudaErrorInvalidConfiguration;
+  }
+}
+
+template <typename T, int VEC, bool FUSED, NormOut MODE>
+cudaError_t launch_width(const NormParams& p, const RowConfig* forced, cudaStream_t stream) {
+  const int64_t nvec = p.d / VEC;
+  RowConfig c = forced ? *forced : pick_row_config(p.rows, nvec);
+  // The grid is rows x cluster blocks (int), and a cluster must cover the row.
+  if (c.items > 0 && (p.rows * c.cluster > INT32_MAX ||
+                      int64_t{c.tx} * c.cluster * c.items < nvec)) {
+    if (forced) return cudaErrorInvalidConfiguration;
+    c.items = 0;
+  }
+  if (c.items > 0) return launch_cached<T, VEC, FUSED, MODE>(p, c, stream);
+  const int threads = static_cast<int>(std::min<int64_t>(kMaxThreads, (nvec + 31) / 32 * 32));
+  rms_norm_kernel<T, VEC, FUSED, MODE><<<static_cast<unsigned>(p.rows), threads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
 template <typename T, bool FUSED, NormOut MODE>
-void launch(const NormParams& p, cudaStream_t stream) {
+cudaError_t launch(const NormParams& p, const RowConfig* forced, cudaStream_t stream) {
   constexpr int kVec = 16 / sizeof(T);
   constexpr int kOutBytes = MODE == NormOut::kSame ? 16 : kVec;  // fp8: one byte an element
   const bool vec = p.d % kVec == 0 && p.out.stride % kVec == 0 && p.x.stride % kVec == 0 &&
                    (!FUSED || p.res.stride % kVec == 0) && aligned(p.out.ptr, kOutBytes) &&
                    aligned(p.x.ptr, 16) && (!FUSED || aligned(p.res.ptr, 16)) &&
                    aligned(p.weight, 16);
-  const int64_t work = vec ? p.d / kVec : p.d;
-  const int threads = static_cast<int>(std::min<int64_t>(kMaxThreads, (work + 31) / 32 * 32));
-  const dim3 grid(static_cast<unsigned>(p.rows));
-  if (vec) {
-    rms_norm_kernel<T, kVec, FUSED, MODE><<<grid, threads, 0, stream>>>(p);
-  } else {
-    rms_norm_kernel<T, 1, FUSED, MODE><<<grid, threads, 0, stream>>>(p);
-  }
+  return vec ? launch_width<T, kVec, FUSED, MODE>(p, forced, stream)
+             : launch_width<T, 1, FUSED, MODE>(p, forced, stream);
 }
 
 template <typename T, NormOut MODE>
-void launch_fused_or_not(const NormParams& p, cudaStream_t stream) {
-  if (p.res.ptr) {
-    launch<T, true, MODE>(p, stream);
-  } else {
-    launch<T, false, MODE>(p, stream);
-  }
+cudaError_t launch_fused_or_not(const NormParams& p, const RowConfig* forced, cudaStream_t stream) {
+  return p.res.ptr ? launch<T, true, MODE>(p, forced, stream) : launch<T, false, MODE>(p, forced, stream);
 }
 
 template <typename T>
-void launch_mode(const NormParams& p, cudaStream_t stream) {
+cudaError_t launch_mode(const NormParams& p, const RowConfig* forced, cudaStream_t stream) {
   switch (p.mode) {
-    case NormOut::kSame: launch_fused_or_not<T, NormOut::kSame>(p, stream); break;
-    case NormOut::kFp8Static: launch_fused_or_not<T, NormOut::kFp8Static>(p, stream); break;
-    case NormOut::kFp8Dynamic: launch_fused_or_not<T, NormOut::kFp8Dynamic>(p, stream); break;
+    case NormOut::kSame: return launch_fused_or_not<T, NormOut::kSame>(p, forced, stream);
+    case NormOut::kFp8Static: return launch_fused_or_not<T, NormOut::kFp8Static>(p, forced, stream);
+    case NormOut::kFp8Dynamic: return launch_fused_or_not<T, NormOut::kFp8Dynamic>(p, forced, stream);
   }
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace
 
 namespace inference_kernels {
 
-int rms_norm_launch(const NormParams& p, void* stream) {
+// forced: a layout to use instead of pick_row_config's (benchmarks/tune_norms.cu), or null.
+int rms_norm_launch_with(const NormParams& p, const cuda::RowConfig* forced, void* stream) {
   if (p.rows <= 0 || p.d <= 0) return cudaSuccess;
-  if (p.rows > INT32_MAX) return cudaErrorInvalidConfiguration;  // the wrapper refuses first
+  if (p.rows > INT32_MAX || p.d > INT32_MAX) return cudaErrorInvalidConfiguration;  // the wrapper refuses first
   const auto s = static_cast<cudaStream_t>(stream);
   switch (p.dtype) {
-    case DType::kFloat32: launch_mode<float>(p, s); break;
-    case DType::kFloat16: launch_mode<__half>(p, s); break;
-    case DType::kBFloat16: launch_mode<__nv_bfloat16>(p, s); break;
-    case DType::kFloat8E4M3: return cudaErrorInvalidValue;  // not an input dtype
+    case DType::kFloat32: return launch_mode<float>(p, forced, s);
+    case DType::kFloat16: return launch_mode<__half>(p, forced, s);
+    case DType::kBFloat16: return launch_mode<__nv_bfloat16>(p, forced, s);
+    case DType::kFloat8E4M3: break;  // not an input dtype
   }
-  return cudaGetLastError();
+  return cudaErrorInvalidValue;
 }
+
+int rms_norm_launch(const NormParams& p, void* stream) { return rms_norm_launch_with(p, nullptr, stream); }
 
 }  // namespace inference_kernels

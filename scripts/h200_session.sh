@@ -15,6 +15,8 @@
 #   roofline: Nsight Compute over every CUDA kernel and its torch baseline; table and
 #           roofline PNG under $OUT (benchmarks/roofline.py; not run yet)
 #   ln_roof: layer_norm tests, the LayerNorm benchmark, then the roofline report
+#   tune  : norm/activation tests, the norm layout sweep (benchmarks/tune_norms.cu), quick SwiGLU and
+#           add+RMSNorm+FP8 benchmarks, the LayerNorm benchmark
 #   all   : check + bench
 set -uo pipefail
 MODE=${1:-all}
@@ -112,6 +114,19 @@ roofline() {
   timeout 480 python3 benchmarks/roofline.py 2>&1 | tee "$OUT/roofline.log" | tail -30
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 }
+tests_norms() {
+  step "norm and activation tests"
+  python3 -m pytest tests/test_rms_norm.py tests/test_rms_norm_fp8.py tests/test_layer_norm.py \
+    tests/test_activation.py -q -rfE -p no:cacheprovider 2>&1 | tee "$OUT/pytest_norms.log" | tail -8
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+}
+tune() {
+  step "norm layout sweep (benchmarks/tune_norms.cu)"
+  nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels benchmarks/tune_norms.cu \
+    cuda_kernels/rms_norm.cu cuda_kernels/layer_norm.cu -o /tmp/tune_norms || { status=1; return; }
+  timeout 240 /tmp/tune_norms "$@" > "$OUT/tune_norms.log" 2>&1; [ $? = 0 ] || status=1
+  grep -v "^  " "$OUT/tune_norms.log"
+}
 bench_fp8() { step "add+RMSNorm+FP8 benchmark"; timeout 200 python3 benchmarks/bench_norm_fp8.py "$@" 2>&1 | tee "$OUT/bench_norm_fp8.log" | tail -30; }
 
 environment
@@ -127,6 +142,7 @@ case "$MODE" in
   layernorm) tests_layernorm; bench_layernorm; sass; sanitizers ;;
   roofline) roofline ;;
   ln_roof) tests_layernorm; bench_layernorm; roofline ;;
+  tune)   tests_norms; tune; bench_swiglu; bench_fp8 --quick; bench_layernorm ;;
   all)    tests; error_paths; sass; sanitizers; example; bench_sweep ;;
   *) echo "unknown mode $MODE"; exit 2 ;;
 esac

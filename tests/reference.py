@@ -75,3 +75,14 @@ def layer_norm_ref(x: torch.Tensor, weight=None, bias=None, eps: float = 1e-5) -
     if bias is not None:
         y = y + bias.double()
     return y
+
+
+# (rows, hidden) that put the CUDA norm kernels on each row layout of
+# cuda_kernels/row_kernel.cuh (for bf16/fp16; fp32 rows are twice the vectors): a
+# warp per row with a partial last block (1000), a block per row with 2, 4 and 8
+# vectors a thread (2056, 4104, 16384 at 300 rows), a cluster of 2..8 blocks (few
+# rows; fp32 16384 at 300 rows needs two blocks whatever the rows), the scalar path
+# over a cluster (1030: not a multiple of 8), and the streaming kernel for rows past
+# 16384 vectors (140000).
+LAYOUT_SHAPES = [(300, 1000), (3, 2056), (300, 4104), (300, 16384), (5, 16384), (9, 1030),
+                 (2, 140000)]

@@ -28,12 +28,17 @@ def fp8_poisoned(shape, device):
 def max_ulps_vs_hf(dtype, device):
     """How far from HF's `F.silu(g) * u` the kernels may be, in ulps of the dtype.
 
-    fp16/bf16 and CUDA: one (CUDA runs torch's own formula and expf: bit-exact in
-    practice). fp32 on the CPU: torch's silu takes Sleef's AVX2/AVX-512 expf, ours the
-    compiler's (glibc) expf; each result is within ~2.7 ulp of the exact product
-    (the formula's own roundings), so the two may sit a few ulps apart.
+    fp32 on CUDA: one (torch's formula with the accurate expf and IEEE division).
+    fp16/bf16 on CUDA: two. The kernel's silu uses the hardware exp2 and reciprocal
+    (relative error ~2^-21), so on ~0.1% of elements s = round(silu(g)) lands one ulp
+    from torch's, and the product y = round(s * u) then up to two. fp32 on the CPU: torch's
+    silu takes Sleef's AVX2/AVX-512 expf, ours the compiler's (glibc) expf; each result is
+    within ~2.7 ulp of the exact product (the formula's own roundings), so the two may sit
+    a few ulps apart.
     """
-    return 6 if dtype == torch.float32 and device == "cpu" else 1
+    if dtype == torch.float32:
+        return 6 if device == "cpu" else 1
+    return 1 if device == "cpu" else 2
 
 
 def check_hf_rounding(out, gate, up, dtype, device):
@@ -548,4 +553,4 @@ def test_kernelize_silu_and_mul(ik, device):
     kernelize_with(model, device, SiluAndMul="SiluAndMul")
     y, calls = count_calls(ik.ops.silu_and_mul.default, lambda: model(x))
     assert calls == 1
-    assert ulps_apart(y, ref, torch.bfloat16).max().item() <= 1
+    assert ulps_apart(y, ref, torch.bfloat16).max().item() <= max_ulps_vs_hf(torch.bfloat16, device)

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from reference import assert_close, layer_norm_ref, poisoned_like, ulps_apart
+from reference import LAYOUT_SHAPES, assert_close, layer_norm_ref, poisoned_like, ulps_apart
 from test_kernelize import count_calls, kernelize_with
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
@@ -92,6 +92,18 @@ def test_layer_norm_large_mean(ik, device):
     naive = (xf - xf.mean(-1, keepdim=True)) * torch.rsqrt(var1.clamp_min(0) + EPS)
     naive_err = ((naive.double().cpu() - ref.cpu()).norm() / ref.norm().cpu()).item()
     assert naive_err > err
+
+
+@pytest.mark.parametrize("kind", AFFINE)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows,hidden", LAYOUT_SHAPES)
+def test_layer_norm_row_layouts(ik, device, dtype, rows, hidden, kind):
+    x = rand((rows, hidden), dtype, device)
+    w, b = affine(kind, hidden, dtype, device)
+    out = poisoned_like(x)
+    ik.layer_norm(x, w, b, EPS, out=out)
+    assert_close(out, layer_norm_ref(x, w, b, EPS), dtype)
+    assert_within_one_ulp_of_torch(out, x, w, b, EPS, dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

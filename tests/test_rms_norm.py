@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from reference import assert_close, poisoned_like, rms_norm_ref
+from reference import LAYOUT_SHAPES, assert_close, poisoned_like, rms_norm_ref
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 HIDDEN = [1, 3, 127, 5120, 16385]
@@ -118,6 +118,21 @@ def test_fused_add_rms_norm_strided(ik, device, dtype):
     assert torch.equal(r, expected_sum)
     assert_close(x, rms_norm_ref(expected_sum, w, EPS), dtype)
     assert torch.equal(xw[:, :8], xw_before[:, :8]), "wrote outside the view"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows,hidden", LAYOUT_SHAPES)
+def test_row_layouts(ik, device, dtype, rows, hidden):
+    x = rand((rows, hidden), dtype, device)
+    r = rand((rows, hidden), dtype, device)
+    w = rand((hidden,), dtype, device)
+    out = poisoned_like(x)
+    ik.rms_norm(x, w, EPS, out=out)
+    assert_close(out, rms_norm_ref(x, w, EPS), dtype)
+    expected_sum = x + r
+    ik.fused_add_rms_norm(x, r, w, EPS)
+    assert torch.equal(r, expected_sum), "residual must be exactly x + residual in the dtype"
+    assert_close(x, rms_norm_ref(expected_sum, w, EPS), dtype)
 
 
 def test_eps_is_used(ik, device):

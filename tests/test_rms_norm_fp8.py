@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from reference import rms_norm_ref
+from reference import LAYOUT_SHAPES, rms_norm_ref
 
 FP8 = torch.float8_e4m3fn
 FP8_MAX = 448.0
@@ -87,6 +87,27 @@ def test_rms_norm_fp8_dynamic(ik, device, dtype, hidden, rows):
     # the row is so small that the 1/(448*512) floor set its scale.
     floored = ref_scales.squeeze(-1) <= 1 / (FP8_MAX * 512)
     assert (out.float().abs().amax(-1)[~floored] >= FP8_MAX * 0.9).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows,hidden", LAYOUT_SHAPES)
+def test_fp8_row_layouts(ik, device, dtype, rows, hidden):
+    x = rand((rows, hidden), dtype, device)
+    r = rand((rows, hidden), dtype, device)
+    w = rand((hidden,), dtype, device)
+    s = x + r
+    y = rms_norm_rounded(s, w, EPS)
+    scale = (y.float().abs().amax() / 400).reshape(1)
+    r_io, out = r.clone(), fp8_poison(x.shape, device)
+    ik.rms_norm_fp8(x, w, scale, EPS, residual=r_io, out=out)
+    assert torch.equal(r_io, s), "residual must be exactly x + residual in the dtype"
+    assert_fp8_close(out, quantise(y, 1.0 / scale))
+    r_io = r.clone()
+    out, scales = ik.rms_norm_fp8_dynamic(x, w, EPS, residual=r_io)
+    assert torch.equal(r_io, s)
+    ref_scales = (y.float().abs().amax(-1, keepdim=True) / FP8_MAX).clamp_min(1 / (FP8_MAX * 512))
+    torch.testing.assert_close(scales, ref_scales, rtol=1e-2, atol=0)
+    assert_fp8_close(out, quantise(y, 1.0 / scales))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

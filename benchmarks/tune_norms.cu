@@ -1,0 +1,253 @@
+// Sweeps the row layouts of the norm kernels (cuda_kernels/row_kernel.cuh) on the
+// GPU and prints, per shape, the time of every layout next to the default
+// (pick_row_config) and the memory floor, so the default can be set from
+// measurements. Not part of the package; built and run by
+// scripts/h200_session.sh tune:
+//
+//   nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels benchmarks/tune_norms.cu \
+//        cuda_kernels/rms_norm.cu cuda_kernels/layer_norm.cu -o /tmp/tune_norms
+//   /tmp/tune_norms
+//
+// Method as benchmarks/harness.py: one CUDA graph of >= 32 launches cycling through
+// input copies whose total exceeds 200 MB (so inputs come from HBM), median over
+// 9 replays; floor = compulsory bytes / the measured copy bandwidth.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gpu_launchers.h"
+#include "row_kernel.cuh"
+
+using namespace inference_kernels;
+using inference_kernels::cuda::RowConfig;
+
+#define CHECK(x)                                                                            \
+  do {                                                                                      \
+    cudaError_t e_ = (x);                                                                   \
+    if (e_ != cudaSuccess) {                                                                \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                         \
+    }                                                                                       \
+  } while (0)
+
+namespace {
+
+double g_bw = 0;  // bytes/s, read + write
+
+float median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median microseconds of one launch(i) call, i cycling over `copies`.
+float time_us(const std::function<int(int)>& launch, int copies) {
+  const int calls = std::max(32, copies) / copies * copies;
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  for (int i = 0; i < copies; ++i)
+    if (launch(i) != 0) return -1;  // layout refused
+  CHECK(cudaDeviceSynchronize());
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  (void)s;
+  for (int i = 0; i < calls; ++i) launch(i % copies);
+  CHECK(cudaStreamEndCapture(s, &g));
+  CHECK(cudaGraphInstantiate(&ge, g, 0));
+  CHECK(cudaGraphLaunch(ge, s));
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  std::vector<float> t;
+  for (int r = 0; r < 9; ++r) {
+    CHECK(cudaEventRecord(a, s));
+    CHECK(cudaGraphLaunch(ge, s));
+    CHECK(cudaEventRecord(b, s));
+    CHECK(cudaEventSynchronize(b));
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms * 1000.0f / calls);
+  }
+  CHECK(cudaGraphExecDestroy(ge));
+  CHECK(cudaGraphDestroy(g));
+  CHECK(cudaStreamDestroy(s));
+  return median(t);
+}
+
+double copy_bandwidth() {
+  const size_t n = size_t(2) << 30;
+  void *a, *b;
+  CHECK(cudaMalloc(&a, n));
+  CHECK(cudaMalloc(&b, n));
+  CHECK(cudaMemset(a, 1, n));
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  std::vector<float> t;
+  for (int r = 0; r < 7; ++r) {
+    CHECK(cudaEventRecord(e0));
+    CHECK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice));
+    CHECK(cudaEventRecord(e1));
+    CHECK(cudaEventSynchronize(e1));
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    t.push_back(ms);
+  }
+  CHECK(cudaFree(a));
+  CHECK(cudaFree(b));
+  return 2.0 * n / (median(t) * 1e-3);
+}
+
+// Every layout worth trying for rows x nvec: a warp per row (short rows), or a
+// block / cluster per row with 1..8 items and tx a multiple of 32 up to 256 that
+// covers the row without a second idle half.
+std::vector<RowConfig> layouts(int64_t nvec) {
+  std::vector<RowConfig> out;
+  for (int items : {1, 2, 4, 8}) {
+    if (nvec <= 32 * items) {
+      for (int rpb : {2, 4, 8}) {
+        RowConfig c;
+        c.tx = 32, c.rows_per_block = rpb, c.items = items;
+        out.push_back(c);
+      }
+    }
+  }
+  for (int cluster : {1, 2, 4, 8}) {
+    for (int items : {1, 2, 4, 8}) {
+      const int64_t per = (nvec + cluster - 1) / cluster;
+      const int64_t tx = (per + items - 1) / items;
+      const int t = static_cast<int>((tx + 31) / 32 * 32);
+      if (t < 64 || t > inference_kernels::cuda::kRowThreads) continue;
+      RowConfig c;
+      c.tx = t, c.cluster = cluster, c.items = items;
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+std::string str(const RowConfig& c) {
+  char buf[64];
+  if (c.items == 0) return "stream";
+  std::snprintf(buf, sizeof buf, "tx%d r%d c%d i%d", c.tx, c.rows_per_block, c.cluster, c.items);
+  return buf;
+}
+
+struct Buffers {
+  std::vector<void*> p;
+  Buffers(size_t bytes, int copies) {
+    for (int i = 0; i < copies; ++i) {
+      void* q;
+      CHECK(cudaMalloc(&q, bytes));
+      CHECK(cudaMemset(q, 0x3c, bytes));  // 0x3c3c: ~1.06 in fp16, ~0.011 in bf16: finite
+      p.push_back(q);
+    }
+  }
+  ~Buffers() {
+    for (void* q : p) cudaFree(q);
+  }
+};
+
+int copies_for(size_t bytes) {
+  return static_cast<int>(std::clamp<size_t>((size_t(200) << 20) / std::max<size_t>(bytes, 1) + 1, 2, 64));
+}
+
+// One shape: every layout, then the default; prints one line per layout.
+void sweep(const char* what, int64_t nvec, int64_t rows, double bytes,
+           const std::function<int(int, const RowConfig*)>& launch, int copies) {
+  const double floor_us = bytes / g_bw * 1e6;
+  const float def = time_us([&](int i) { return launch(i, nullptr); }, copies);
+  const RowConfig dc = inference_kernels::cuda::pick_row_config(rows, nvec);
+  float best = def;
+  std::string best_s = "default";
+  for (const RowConfig& c : layouts(nvec)) {
+    if (rows * c.cluster > INT32_MAX) continue;
+    const float t = time_us([&](int i) { return launch(i, &c); }, copies);
+    if (t < 0) continue;
+    std::printf("  %-28s %-22s %8.2f us  %4.0f%% floor\n", what, str(c).c_str(), t, 100 * floor_us / t);
+    if (t < best) best = t, best_s = str(c);
+  }
+  std::printf("%-30s default %-22s %8.2f us (%3.0f%% floor %.2f us); best %-22s %8.2f us (%.2fx)\n",
+              what, str(dc).c_str(), def, 100 * floor_us / def, floor_us, best_s.c_str(), best,
+              def / best);
+  std::fflush(stdout);
+}
+
+void rms(DType dt, int esize, int64_t rows, int64_t d, NormOut mode, bool fused) {
+  const size_t row_bytes = rows * d * esize;
+  const int copies = copies_for(row_bytes * (fused ? 2 : 1));
+  Buffers x(row_bytes, copies), res(fused ? row_bytes : 0, fused ? copies : 0);
+  Buffers out(mode == NormOut::kSame ? row_bytes : rows * d, 1), w(d * esize, 1), sc(4 + rows * 4, 1);
+  const float one = 1.0f;
+  CHECK(cudaMemcpy(sc.p[0], &one, 4, cudaMemcpyHostToDevice));
+  double bytes = row_bytes + (mode == NormOut::kSame ? row_bytes : rows * d) + d * esize;
+  if (fused) bytes += 2.0 * row_bytes;
+  char what[96];
+  std::snprintf(what, sizeof what, "rms%s%s %s %lldx%lld", fused ? "+add" : "",
+                mode == NormOut::kSame ? "" : (mode == NormOut::kFp8Static ? "+fp8" : "+fp8dyn"),
+                esize == 2 ? (dt == DType::kFloat16 ? "fp16" : "bf16") : "fp32", (long long)rows,
+                (long long)d);
+  sweep(what, d * esize / 16, rows, bytes,
+        [&](int i, const RowConfig* c) {
+          NormParams p{};
+          p.dtype = dt;
+          p.mode = mode;
+          p.out = {out.p[0], d};
+          p.x = {x.p[i], d};
+          p.res = fused ? Rows{res.p[i], d} : Rows{nullptr, 0};
+          p.weight = w.p[0];
+          p.scale = static_cast<const float*>(sc.p[0]);
+          p.row_scales = static_cast<float*>(sc.p[0]) + 1;
+          p.rows = rows, p.d = d, p.eps = 1e-6f;
+          return rms_norm_launch_with(p, c, nullptr);
+        },
+        copies);
+}
+
+void ln(DType dt, int64_t rows, int64_t d) {
+  const size_t row_bytes = rows * d * 2;
+  const int copies = copies_for(row_bytes);
+  Buffers x(row_bytes, copies), out(row_bytes, 1), w(d * 2, 1), b(d * 2, 1);
+  char what[96];
+  std::snprintf(what, sizeof what, "layer_norm %s %lldx%lld", dt == DType::kFloat16 ? "fp16" : "bf16",
+                (long long)rows, (long long)d);
+  sweep(what, d / 8, rows, 2.0 * row_bytes + 4.0 * d,
+        [&](int i, const RowConfig* c) {
+          LayerNormParams p{};
+          p.dtype = dt;
+          p.out = {out.p[0], d};
+          p.x = {x.p[i], d};
+          p.weight = w.p[0];
+          p.bias = b.p[0];
+          p.rows = rows, p.d = d, p.eps = 1e-5f;
+          return layer_norm_launch_with(p, c, nullptr);
+        },
+        copies);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  g_bw = copy_bandwidth();
+  std::printf("copy bandwidth (read+write): %.0f GB/s\n", g_bw / 1e9);
+  const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  for (int64_t d : {4096, 8192, 16384})
+    for (int64_t rows : {1, 16, 256, 4096}) rms(DType::kBFloat16, 2, rows, d, NormOut::kSame, false);
+  for (int64_t rows : {1, 16, 256, 4096}) rms(DType::kBFloat16, 2, rows, 4096, NormOut::kSame, true);
+  for (int64_t rows : {1, 128, 512, 2048}) {
+    rms(DType::kFloat16, 2, rows, 16384, NormOut::kFp8Static, true);
+    if (!quick) rms(DType::kFloat16, 2, rows, 16384, NormOut::kFp8Dynamic, true);
+  }
+  for (auto [rows, d] : std::vector<std::pair<int64_t, int64_t>>{
+           {4096, 4096}, {16384, 1024}, {1024, 16384}, {8192, 5120}}) {
+    ln(DType::kFloat16, rows, d);
+  }
+  return 0;
+}
