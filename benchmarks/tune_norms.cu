@@ -5,7 +5,7 @@
 // scripts/h200_session.sh tune:
 //
 //   nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels benchmarks/tune_norms.cu \
-//        cuda_kernels/rms_norm.cu cuda_kernels/layer_norm.cu -o /tmp/tune_norms
+//        cuda_kernels/rms_norm.cu cuda_kernels/layer_norm.cu cuda_kernels/activation.cu -o /tmp/tune_norms
 //   /tmp/tune_norms
 //
 // Method as benchmarks/harness.py: one CUDA graph of >= 32 launches cycling through
@@ -40,6 +40,7 @@ using inference_kernels::cuda::RowConfig;
 namespace {
 
 double g_bw = 0;  // bytes/s, read + write
+cudaStream_t g_stream;  // every launch goes here: the captured stream
 
 float median(std::vector<float> v) {
   std::sort(v.begin(), v.end());
@@ -49,16 +50,15 @@ float median(std::vector<float> v) {
 // Median microseconds of one launch(i) call, i cycling over `copies`.
 float time_us(const std::function<int(int)>& launch, int copies) {
   const int calls = std::max(32, copies) / copies * copies;
-  cudaStream_t s;
-  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaStream_t s = g_stream;
   for (int i = 0; i < copies; ++i)
     if (launch(i) != 0) return -1;  // layout refused
   CHECK(cudaDeviceSynchronize());
   cudaGraph_t g;
   cudaGraphExec_t ge;
   CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  (void)s;
-  for (int i = 0; i < calls; ++i) launch(i % copies);
+  for (int i = 0; i < calls; ++i)
+    if (launch(i % copies) != 0) std::printf("launch failed in capture\n");
   CHECK(cudaStreamEndCapture(s, &g));
   CHECK(cudaGraphInstantiate(&ge, g, 0));
   CHECK(cudaGraphLaunch(ge, s));
@@ -77,7 +77,6 @@ float time_us(const std::function<int(int)>& launch, int copies) {
   }
   CHECK(cudaGraphExecDestroy(ge));
   CHECK(cudaGraphDestroy(g));
-  CHECK(cudaStreamDestroy(s));
   return median(t);
 }
 
@@ -110,6 +109,9 @@ double copy_bandwidth() {
 // covers the row without a second idle half.
 std::vector<RowConfig> layouts(int64_t nvec) {
   std::vector<RowConfig> out;
+  RowConfig stream;
+  stream.items = 0;  // the streaming kernel (one block per row, two passes)
+  out.push_back(stream);
   for (int items : {1, 2, 4, 8}) {
     if (nvec <= 32 * items) {
       for (int rpb : {2, 4, 8}) {
@@ -206,7 +208,7 @@ void rms(DType dt, int esize, int64_t rows, int64_t d, NormOut mode, bool fused)
           p.scale = static_cast<const float*>(sc.p[0]);
           p.row_scales = static_cast<float*>(sc.p[0]) + 1;
           p.rows = rows, p.d = d, p.eps = 1e-6f;
-          return rms_norm_launch_with(p, c, nullptr);
+          return rms_norm_launch_with(p, c, g_stream);
         },
         copies);
 }
@@ -227,19 +229,53 @@ void ln(DType dt, int64_t rows, int64_t d) {
           p.weight = w.p[0];
           p.bias = b.p[0];
           p.rows = rows, p.d = d, p.eps = 1e-5f;
-          return layer_norm_launch_with(p, c, nullptr);
+          return layer_norm_launch_with(p, c, g_stream);
         },
         copies);
+}
+
+__global__ void empty_kernel() {}
+
+// The per-launch floor of this method, and silu_and_mul_fp8 (gate_up 13312 fp16) at a
+// few row counts: to tell the kernel's own time from the graph's per-node cost.
+void latency_floor_and_silu() {
+  std::printf("empty kernel: %.2f us per graph node\n", time_us([](int) {
+    empty_kernel<<<1, 32, 0, g_stream>>>();
+    return int(cudaGetLastError());
+  }, 1));
+  for (int64_t rows : {1, 32, 512, 2048}) {
+    const int64_t d = 6656;
+    const size_t bytes = rows * 2 * d * 2;
+    const int copies = copies_for(bytes);
+    Buffers x(bytes, copies), out(rows * d, 1), sc(4, 1);
+    const float one = 1.0f;
+    CHECK(cudaMemcpy(sc.p[0], &one, 4, cudaMemcpyHostToDevice));
+    const float t = time_us([&](int i) {
+      SiluOperands a{};
+      a.out = {out.p[0], d};
+      a.gate = {x.p[i], 2 * d};
+      a.up = {static_cast<char*>(x.p[i]) + d * 2, 2 * d};
+      a.rows = rows, a.d = d;
+      return silu_mul_launch(DType::kFloat16, DType::kFloat8E4M3, a, static_cast<const float*>(sc.p[0]), g_stream);
+    }, copies);
+    const double floor_us = (bytes + rows * d) / g_bw * 1e6;
+    std::printf("silu_and_mul_fp8 fp16 %lldx13312: %.2f us (%3.0f%% floor %.2f us)\n", (long long)rows, t,
+                100 * floor_us / t, floor_us);
+  }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  CHECK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
   g_bw = copy_bandwidth();
   std::printf("copy bandwidth (read+write): %.0f GB/s\n", g_bw / 1e9);
   const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
-  for (int64_t d : {4096, 8192, 16384})
+  latency_floor_and_silu();
+  for (int64_t d : {4096, 8192, 16384}) {
+    if (quick && d == 8192) continue;
     for (int64_t rows : {1, 16, 256, 4096}) rms(DType::kBFloat16, 2, rows, d, NormOut::kSame, false);
+  }
   for (int64_t rows : {1, 16, 256, 4096}) rms(DType::kBFloat16, 2, rows, 4096, NormOut::kSame, true);
   for (int64_t rows : {1, 128, 512, 2048}) {
     rms(DType::kFloat16, 2, rows, 16384, NormOut::kFp8Static, true);

@@ -152,8 +152,13 @@ __device__ __forceinline__ void row_group_done() {
 template <typename Kernel, typename Params>
 cudaError_t launch_rows(Kernel kernel, const Params& p, const RowConfig& c, int64_t rows,
                         cudaStream_t stream) {
+  const unsigned blocks = static_cast<unsigned>((rows + c.rows_per_block - 1) / c.rows_per_block * c.cluster);
+  if (c.cluster == 1) {
+    kernel<<<blocks, dim3(c.tx, c.rows_per_block), 0, stream>>>(p);
+    return cudaGetLastError();
+  }
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>((rows + c.rows_per_block - 1) / c.rows_per_block * c.cluster));
+  cfg.gridDim = dim3(blocks);
   cfg.blockDim = dim3(c.tx, c.rows_per_block);
   cfg.dynamicSmemBytes = 0;
   cfg.stream = stream;
@@ -163,7 +168,7 @@ cudaError_t launch_rows(Kernel kernel, const Params& p, const RowConfig& c, int6
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = c.cluster > 1 ? 1 : 0;
+  cfg.numAttrs = 1;
   return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 

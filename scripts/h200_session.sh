@@ -17,6 +17,7 @@
 #   ln_roof: layer_norm tests, the LayerNorm benchmark, then the roofline report
 #   tune  : norm/activation tests, the norm layout sweep (benchmarks/tune_norms.cu), quick SwiGLU and
 #           add+RMSNorm+FP8 benchmarks, the LayerNorm benchmark
+#   tuneonly: the norm layout sweep alone (no package build)
 #   all   : check + bench
 set -uo pipefail
 MODE=${1:-all}
@@ -123,13 +124,14 @@ tests_norms() {
 tune() {
   step "norm layout sweep (benchmarks/tune_norms.cu)"
   nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels benchmarks/tune_norms.cu \
-    cuda_kernels/rms_norm.cu cuda_kernels/layer_norm.cu -o /tmp/tune_norms || { status=1; return; }
+    cuda_kernels/rms_norm.cu cuda_kernels/layer_norm.cu cuda_kernels/activation.cu -o /tmp/tune_norms || { status=1; return; }
   timeout 240 /tmp/tune_norms "$@" > "$OUT/tune_norms.log" 2>&1; [ $? = 0 ] || status=1
   grep -v "^  " "$OUT/tune_norms.log"
 }
 bench_fp8() { step "add+RMSNorm+FP8 benchmark"; timeout 200 python3 benchmarks/bench_norm_fp8.py "$@" 2>&1 | tee "$OUT/bench_norm_fp8.log" | tail -30; }
 
 environment
+if [ "$MODE" = tuneonly ]; then tune; echo "session status $status"; exit $status; fi
 build
 case "$MODE" in
   check)  tests; error_paths; sass; sanitizers; example; bench_quick ;;
