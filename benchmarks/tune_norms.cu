@@ -1,6 +1,6 @@
 // Sweeps the row layouts of the norm kernels (cuda_kernels/row_kernel.cuh) on the
-// GPU and prints, per shape, the time of every layout next to the default
-// (pick_row_config) and the memory floor, so the default can be set from
+// GPU and prints, per shape, the time of every layout next to the default (each
+// op's pick_layout) and the memory floor, so the defaults can be set from
 // measurements. Not part of the package; built and run by
 // scripts/h200_session.sh tune:
 //
@@ -166,7 +166,6 @@ void sweep(const char* what, int64_t nvec, int64_t rows, double bytes,
            const std::function<int(int, const RowConfig*)>& launch, int copies) {
   const double floor_us = bytes / g_bw * 1e6;
   const float def = time_us([&](int i) { return launch(i, nullptr); }, copies);
-  const RowConfig dc = inference_kernels::cuda::pick_row_config(rows, nvec);
   float best = def;
   std::string best_s = "default";
   for (const RowConfig& c : layouts(nvec)) {
@@ -176,9 +175,8 @@ void sweep(const char* what, int64_t nvec, int64_t rows, double bytes,
     std::printf("  %-28s %-22s %8.2f us  %4.0f%% floor\n", what, str(c).c_str(), t, 100 * floor_us / t);
     if (t < best) best = t, best_s = str(c);
   }
-  std::printf("%-30s default %-22s %8.2f us (%3.0f%% floor %.2f us); best %-22s %8.2f us (%.2fx)\n",
-              what, str(dc).c_str(), def, 100 * floor_us / def, floor_us, best_s.c_str(), best,
-              def / best);
+  std::printf("%-30s default %8.2f us (%3.0f%% floor %.2f us); best %-22s %8.2f us (%.2fx)\n",
+              what, def, 100 * floor_us / def, floor_us, best_s.c_str(), best, def / best);
   std::fflush(stdout);
 }
 

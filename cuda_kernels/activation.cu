@@ -4,7 +4,8 @@
 // Element-wise. A block covers `ty` rows and `tx * kItems` vectors of each (a 2-D
 // grid: rows on x, column chunks on y), so no thread divides to find its row, and
 // each thread issues all kItems 16-byte loads of both inputs before it computes:
-// 64 bytes in flight a thread keep HBM busy with fewer threads. When every row of
+// 64 bytes in flight a thread (kItems 2) keep HBM busy with fewer threads; decode
+// sizes take one vector a thread over smaller blocks instead. When every row of
 // every operand is aligned to its vector and d is a multiple of the vector width,
 // a thread moves 16 bytes of each input per item; any other layout takes the
 // one-element path, so every size and stride the checks accept is handled. The
@@ -36,7 +37,6 @@ using namespace inference_kernels::cuda;
 using Fp8 = __nv_fp8_storage_t;
 
 constexpr int kThreads = 256;
-constexpr int kItems = 2;  // 16-byte vectors of each input a thread loads at once
 constexpr int kMaxChunks = 65535;  // gridDim.y limit; more chunks loop
 
 template <typename T>
@@ -55,7 +55,8 @@ __device__ __forceinline__ float silu(float v) {
 
 // MUL: out <- round(round(silu(gate)) * up); otherwise out <- round(silu(gate)).
 // Out is T, or Fp8 (MUL only) for the quantised product.
-template <typename T, typename Out, int VEC, bool MUL>
+// kItems 16-byte vectors of each input a thread loads at once.
+template <typename T, typename Out, int VEC, int kItems, bool MUL>
 __global__ void __launch_bounds__(kThreads)
     silu_mul_kernel(Out* __restrict__ out, int64_t out_stride, const T* __restrict__ gate,
                     int64_t gate_stride, const T* __restrict__ up, int64_t up_stride,
@@ -66,8 +67,7 @@ __global__ void __launch_bounds__(kThreads)
   // vLLM's convention: multiply by the reciprocal of the scale, read from device
   // memory (no host sync; a CUDA graph replays a new scale). Issued first, so its
   // latency hides under the data loads.
-  float inv_scale = 1.0f;
-  if constexpr (kFp8) inv_scale = __frcp_rn(__ldg(scale));
+  const float scale_in = kFp8 ? __ldg(scale) : 1.0f;
 
   const int64_t r = int64_t(blockIdx.x) * blockDim.y + threadIdx.y;
   if (r >= rows) return;
@@ -85,6 +85,9 @@ __global__ void __launch_bounds__(kThreads)
         if constexpr (MUL) uv[k] = u[c];
       }
     }
+    // After the loads: the correctly rounded reciprocal has a slow-path call that
+    // the compiler will not move loads across.
+    const float inv_scale = kFp8 ? __frcp_rn(scale_in) : 1.0f;
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
       const int c = c0 + k * blockDim.x;
@@ -128,13 +131,19 @@ void launch(const SiluOperands& a, const float* scale, cudaStream_t stream) {
                    (!MUL || (a.up.stride % kVec == 0 && aligned(a.up.ptr, 16))) &&
                    a.out.stride % kVec == 0 && aligned(a.out.ptr, sizeof(Pack<Out, kVec>));
   const int64_t nvec = vec ? a.d / kVec : a.d;
-  // Threads across a row: enough for the row's vectors at kItems each (a warp at
-  // least); the rest of the block's 256 threads take further rows, so short rows
-  // still fill whole blocks.
-  const int64_t per_row = (nvec + kItems - 1) / kItems;
-  const int tx = static_cast<int>(std::min<int64_t>(kThreads, (per_row + 31) / 32 * 32));
-  const int ty = kThreads / tx;
-  const int64_t chunks = std::min<int64_t>((nvec + int64_t(tx) * kItems - 1) / (int64_t(tx) * kItems),
+  // Two vectors a thread when there is work for every SM many times over; for
+  // decode-sized inputs one, over blocks of at most 128 threads across a row: the
+  // work then spreads over more SMs and each thread's chain of math is shorter (the
+  // time is latency there, not bandwidth).
+  const bool small = a.rows * nvec < int64_t{132} * kThreads * 4;
+  const int items = small ? 1 : 2;
+  const int max_tx = small ? 128 : kThreads;
+  // Threads across a row: enough for the row's vectors (a warp at least); the rest
+  // of the block's threads take further rows, so short rows still fill whole blocks.
+  const int64_t per_row = (nvec + items - 1) / items;
+  const int tx = static_cast<int>(std::min<int64_t>(max_tx, (per_row + 31) / 32 * 32));
+  const int ty = std::max(1, max_tx / tx);
+  const int64_t chunks = std::min<int64_t>((nvec + int64_t(tx) * items - 1) / (int64_t(tx) * items),
                                            kMaxChunks);
   const dim3 grid(static_cast<unsigned>((a.rows + ty - 1) / ty), static_cast<unsigned>(chunks));
   const dim3 block(tx, ty);
@@ -145,9 +154,9 @@ void launch(const SiluOperands& a, const float* scale, cudaStream_t stream) {
                                        static_cast<int>(nvec));
   };
   if (vec) {
-    run(silu_mul_kernel<T, Out, kVec, MUL>);
+    small ? run(silu_mul_kernel<T, Out, kVec, 1, MUL>) : run(silu_mul_kernel<T, Out, kVec, 2, MUL>);
   } else {
-    run(silu_mul_kernel<T, Out, 1, MUL>);
+    small ? run(silu_mul_kernel<T, Out, 1, 1, MUL>) : run(silu_mul_kernel<T, Out, 1, 2, MUL>);
   }
 }
 

@@ -6,13 +6,15 @@
 // Single-pass sum/sum-of-squares cancels catastrophically when |mean| >> std; Welford
 // is exact-er but needs a division per element and a costlier merge in the
 // reduction. Two passes cost nothing extra here, because the row is already on chip:
-//   * rows of up to 16384 16-byte vectors (131072 fp16/bf16 or 65536 fp32 elements)
-//     are read once into registers, in the layout of row_kernel.cuh (a warp, a block
-//     or a cluster of blocks per row); weight and bias are loaded before the first
-//     reduction so their latency hides under it. x is read once and out written
-//     once, the memory roofline's traffic;
-//   * longer rows stream: one block per row, each pass re-reads the row from global
-//     memory (L2 holds it after the first), so HBM still sees about one read.
+//   * rows of up to 4096 16-byte vectors (32768 fp16/bf16, 16384 fp32 elements) are
+//     read once into registers (row_kernel.cuh's layouts): a warp per row for rows of
+//     up to 128 vectors (two rows a block, no barrier), else a block per row with 4
+//     vectors a thread and at least 128 threads, so short rows still give each SM
+//     enough warps. x is read once and out written once, the memory roofline's
+//     traffic. Weight and bias are read after the reductions (from L1): loading
+//     them earlier costs registers, hence resident warps, and measured slower;
+//   * longer rows stream: each pass re-reads the row from global memory (L2 holds
+//     it after the first), so HBM still sees about one read.
 // Rows that are 16-byte aligned (pointers and strides, weight and bias too) move in
 // 16-byte vectors (LDG.128/STG.128); any other row takes the scalar path, so every
 // size and stride the checks accept is handled.
@@ -70,7 +72,7 @@ __device__ __forceinline__ float vec_sq_dev(const Pack<T, VEC>& a, float mean) {
 // x and out may be the same row (layer_norm with out=x): every element is read by
 // the thread that writes it, before it writes, so neither pointer is __restrict__.
 template <typename T, int VEC, int ITEMS, bool W, bool B>
-__global__ void __launch_bounds__(kRowThreads, 1) layer_norm_cached(LayerNormParams p) {
+__global__ void __launch_bounds__(kMaxThreads) layer_norm_cached(LayerNormParams p) {
   using P = Pack<T, VEC>;
   const RowSlot s = row_slot();
   if (s.row >= p.rows) return;  // only in the warp-per-row layout: no barrier to miss
@@ -79,20 +81,15 @@ __global__ void __launch_bounds__(kRowThreads, 1) layer_norm_cached(LayerNormPar
   // Divided, not multiplied by 1/d: sum / d is correctly rounded, so a constant row's
   // mean is exactly its value and x - mean exactly 0 (the output exactly the bias).
   const float d = static_cast<float>(p.d);
-  P a[ITEMS], g[ITEMS], c[ITEMS];
+  P a[ITEMS];
   float sum = 0.0f;
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) {
     const int i = s.first + k * s.step;
     if (i < nvec) {
       a[k] = xr[i];
-      if constexpr (W) g[k] = reinterpret_cast<const P*>(p.weight)[i];
-      if constexpr (B) c[k] = reinterpret_cast<const P*>(p.bias)[i];
+      sum += vec_sum(a[k]);
     }
-  }
-#pragma unroll
-  for (int k = 0; k < ITEMS; ++k) {
-    if (s.first + k * s.step < nvec) sum += vec_sum(a[k]);
   }
   const float mean = row_reduce<Sum, 0>(sum) / d;
   float sq = 0.0f;
@@ -102,10 +99,15 @@ __global__ void __launch_bounds__(kRowThreads, 1) layer_norm_cached(LayerNormPar
   }
   const float rstd = rsqrtf(row_reduce<Sum, 1>(sq) / d + p.eps);
   P* orow = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + s.row * p.out.stride);
+  const P none{};
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) {
     const int i = s.first + k * s.step;
-    if (i < nvec) orow[i] = normalise<T, VEC, W, B>(a[k], g[k], c[k], mean, rstd);
+    if (i < nvec) {
+      const P g = W ? reinterpret_cast<const P*>(p.weight)[i] : none;
+      const P c = B ? reinterpret_cast<const P*>(p.bias)[i] : none;
+      orow[i] = normalise<T, VEC, W, B>(a[k], g, c, mean, rstd);
+    }
   }
   row_group_done();
 }
@@ -148,15 +150,31 @@ cudaError_t launch_cached(const LayerNormParams& p, const RowConfig& c, cudaStre
     case 1: return launch_rows(layer_norm_cached<T, VEC, 1, W, B>, p, c, p.rows, stream);
     case 2: return launch_rows(layer_norm_cached<T, VEC, 2, W, B>, p, c, p.rows, stream);
     case 4: return launch_rows(layer_norm_cached<T, VEC, 4, W, B>, p, c, p.rows, stream);
-    case 8: return launch_rows(layer_norm_cached<T, VEC, 8, W, B>, p, c, p.rows, stream);
     default: return cudaErrorInvalidConfiguration;
   }
+}
+
+// The layout for rows of nvec vectors (see the top of the file); items 0: stream.
+inline RowConfig pick_layout(int64_t nvec) {
+  constexpr int kItems = 4;
+  RowConfig c;
+  if (nvec <= 32 * kItems) {
+    c.tx = 32;
+    c.rows_per_block = 2;
+    c.items = nvec <= 32 ? 1 : (nvec <= 64 ? 2 : 4);
+  } else if (nvec <= int64_t{kItems} * kMaxThreads) {
+    c.items = kItems;
+    c.tx = round_up(std::max<int64_t>((nvec + kItems - 1) / kItems, std::min<int64_t>(nvec, 128)), 32);
+  } else {
+    c.items = 0;
+  }
+  return c;
 }
 
 template <typename T, int VEC>
 cudaError_t launch_width(const LayerNormParams& p, const RowConfig* forced, cudaStream_t stream) {
   const int64_t nvec = p.d / VEC;
-  RowConfig c = forced ? *forced : pick_row_config(p.rows, nvec);
+  RowConfig c = forced ? *forced : pick_layout(nvec);
   if (c.items > 0 && (p.rows * c.cluster > INT32_MAX || int64_t{c.tx} * c.cluster * c.items < nvec)) {
     if (forced) return cudaErrorInvalidConfiguration;
     c.items = 0;
@@ -184,7 +202,7 @@ cudaError_t launch(const LayerNormParams& p, const RowConfig* forced, cudaStream
 
 namespace inference_kernels {
 
-// forced: a layout to use instead of pick_row_config's (benchmarks/tune_norms.cu), or null.
+// forced: a layout to use instead of pick_layout's (benchmarks/tune_norms.cu), or null.
 int layer_norm_launch_with(const LayerNormParams& p, const cuda::RowConfig* forced, void* stream) {
   if (p.rows <= 0 || p.d <= 0) return cudaSuccess;
   // The wrapper refuses these first: the grid is one block per row, and the kernel

@@ -1,15 +1,19 @@
 // RMSNorm, fused residual-add + RMSNorm, and both with FP8 (e4m3fn) output, on NVIDIA
 // GPUs (torch-free; rms_norm_torch.cpp checks the tensors).
 //
-// The row lives in registers (row_kernel.cuh: a warp, a block or a cluster of blocks
-// per row): x (and the residual) are read once, the weight is loaded before the
-// reduction so its latency hides under it, and the output is computed from
-// registers. With a residual, the rounded sum is written back in the same pass. Rows
-// too long for that (over 16384 vectors) take the streaming kernel: one block per
-// row, a second pass re-reading the row from L1/L2. Rows that are 16-byte aligned
-// move in 16-byte vectors; any other row takes the scalar path, so every size and
-// stride the checks accept is handled. Rounding matches the CPU backend and HF's
-// LlamaRMSNorm (see cpu_kernels/rms_norm.cpp).
+// Two kernels. The streaming kernel (the default) runs one block of up to 1024
+// threads per row: pass 1 reads the row (adds the residual and writes the rounded
+// sum back, when fused) and reduces the sum of squares in fp32; the next pass
+// re-reads the row, which the first left in L1/L2, and writes the output; dynamic
+// FP8 adds a pass for the row's absmax. For a few long rows (<= 32 rows of >= 2048
+// vectors, e.g. decode at hidden 16384) a cluster of up to 8 blocks shares each row,
+// held in registers (row_kernel.cuh), so the row is pulled through 8 SMs: 2.97 us
+// against 4.22 for add + RMSNorm + FP8 at 1 x 16384 on an H200. Everywhere else the
+// register-cached layouts measured slower than streaming (up to 2x at 2048 x 16384),
+// see BENCHMARKS.md. Rows that are 16-byte aligned move in 16-byte vectors; any
+// other row takes the scalar path, so every size and stride the checks accept is
+// handled. Rounding matches the CPU backend and HF's LlamaRMSNorm (see
+// cpu_kernels/rms_norm.cpp).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -148,6 +152,13 @@ __global__ void rms_norm_kernel(NormParams p) {
   P* rr = FUSED ? reinterpret_cast<P*>(static_cast<T*>(p.res.ptr) + row * p.res.stride) : nullptr;
   const P* w = reinterpret_cast<const P*>(p.weight);
   const int64_t nvec = p.d / VEC;
+  // Loads the output pass needs, issued now so their latency hides under pass 1 and
+  // the reduction rather than following it (decode rows are latency-bound): the
+  // static scale, and the weight of each thread's first vector (a row of up to
+  // blockDim vectors has no other).
+  const float scale_in = MODE == NormOut::kFp8Static ? __ldg(p.scale) : 1.0f;
+  P g0;
+  if (threadIdx.x < nvec) g0 = w[threadIdx.x];
 
   float sum_sq = 0.0f;
   for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
@@ -170,7 +181,7 @@ __global__ void rms_norm_kernel(NormParams p) {
   if constexpr (MODE == NormOut::kSame) {
     P* orow = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row * p.out.stride);
     for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
-      const P a = src[i], g = w[i];
+      const P a = src[i], g = i == threadIdx.x ? g0 : w[i];
       P y;
 #pragma unroll
       for (int k = 0; k < VEC; ++k) y.v[k] = from_float<T>(norm_value(a.v[k], g.v[k], inv_rms));
@@ -179,11 +190,11 @@ __global__ void rms_norm_kernel(NormParams p) {
   } else {
     float inv_scale;
     if constexpr (MODE == NormOut::kFp8Static) {
-      inv_scale = 1.0f / *p.scale;
+      inv_scale = 1.0f / scale_in;
     } else {
       float absmax = 0.0f;
       for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
-        const P a = src[i], g = w[i];
+        const P a = src[i], g = i == threadIdx.x ? g0 : w[i];
 #pragma unroll
         for (int k = 0; k < VEC; ++k) absmax = nan_max(absmax, fabsf(norm_value(a.v[k], g.v[k], inv_rms)));
       }
@@ -194,7 +205,7 @@ __global__ void rms_norm_kernel(NormParams p) {
     using Q = Pack<uint8_t, VEC>;
     Q* orow = reinterpret_cast<Q*>(static_cast<uint8_t*>(p.out.ptr) + row * p.out.stride);
     for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
-      const P a = src[i], g = w[i];
+      const P a = src[i], g = i == threadIdx.x ? g0 : w[i];
       Q q;
 #pragma unroll
       for (int k = 0; k < VEC; ++k) q.v[k] = to_fp8(norm_value(a.v[k], g.v[k], inv_rms) * inv_scale);
@@ -214,11 +225,25 @@ cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t 
   }
 }
 
+// The cluster layout for a few long rows (see the top of the file), else streaming.
+inline RowConfig pick_layout(int64_t rows, int64_t nvec) {
+  RowConfig c;
+  c.items = 0;
+  if (rows > 32 || nvec < 2048) return c;
+  c.cluster = kMaxCluster;
+  c.items = 1;
+  while (c.items < 4 && (nvec + c.cluster * c.items - 1) / (c.cluster * c.items) > kRowThreads) c.items *= 2;
+  const int64_t per_thread_row = (nvec + c.cluster * c.items - 1) / (c.cluster * c.items);
+  if (per_thread_row > kRowThreads) c.items = 0;  // too long: stream
+  c.tx = round_up(per_thread_row, 32);
+  return c;
+}
+
 template <typename T, int VEC, bool FUSED, NormOut MODE>
 cudaError_t launch_width(const NormParams& p, const RowConfig* forced, cudaStream_t stream) {
   const int64_t nvec = p.d / VEC;
-  RowConfig c = forced ? *forced : pick_row_config(p.rows, nvec);
-  // The grid is rows x cluster blocks (int), and a cluster must cover the row.
+  RowConfig c = forced ? *forced : pick_layout(p.rows, nvec);
+  // The grid is rows x cluster blocks (int), and the row group must cover the row.
   if (c.items > 0 && (p.rows * c.cluster > INT32_MAX ||
                       int64_t{c.tx} * c.cluster * c.items < nvec)) {
     if (forced) return cudaErrorInvalidConfiguration;
@@ -261,7 +286,7 @@ cudaError_t launch_mode(const NormParams& p, const RowConfig* forced, cudaStream
 
 namespace inference_kernels {
 
-// forced: a layout to use instead of pick_row_config's (benchmarks/tune_norms.cu), or null.
+// forced: a layout to use instead of pick_layout's (benchmarks/tune_norms.cu), or null.
 int rms_norm_launch_with(const NormParams& p, const cuda::RowConfig* forced, void* stream) {
   if (p.rows <= 0 || p.d <= 0) return cudaSuccess;
   if (p.rows > INT32_MAX || p.d > INT32_MAX) return cudaErrorInvalidConfiguration;  // the wrapper refuses first
