@@ -4,9 +4,9 @@
     python -m torch.distributed.run --nproc-per-node 2 scripts/tp_decode.py \\
         --device cpu --small --out DIR                                    # CPU, gloo, fp32
 
-Every rank builds nothing by itself: rank 0 builds a randomly initialised LlamaForCausalLM
-(seed 0), keeps it as the un-sharded, un-kernelized reference, and saves it to a
-temporary folder; every rank then loads it with transformers' own tensor parallelism,
+Rank 0 builds a randomly initialised LlamaForCausalLM (seed 0), keeps it as the
+un-sharded, un-kernelized reference and saves it to a temporary folder; every rank
+then loads it with transformers' own tensor parallelism,
 `from_pretrained(dir, distributed_config=DistributedConfig(tp_size=N))`, which applies
 the model's `base_model_tp_plan` (q/k/v/gate/up colwise, o/down rowwise with an
 all-reduce, vocab-sharded embedding, gathered lm_head) through DTensors. That call
@@ -25,13 +25,15 @@ Then:
          per batch size, un-kernelized then kernelized; per-step time from CUDA events
          (wall clock on the CPU), median over the steps, on rank 0 (the all-reduces keep
          the ranks in step).
+`--share-gpu` puts several ranks on one GPU (gloo; NCCL refuses it) to check the sharded
+GPU kernels where only one GPU is lent; its timings mean nothing.
 Rank 0 prints the table and writes tp_decode_tp<N>.md and .json under --out (or $OUT).
 Exit status: 0 when the check passed, 1 when it failed, 2 for a usage or setup error.
 
 Sizes: the MLP's intermediate size defaults to N*c - 1 with c a multiple of 16, so
-every rank but the last holds c columns of gate/up (and c columns of down's input:
-silu_mul's 16-byte vector path on the GPU, whole vectors on the CPU) and the last rank
-c - 1 (the GPU's one-element path, the CPU's vector body plus a 15-element tail); with
+every rank but the last holds c of the intermediate features (gate/up outputs, down
+inputs: silu_mul's 16-byte vector path on the GPU, whole vectors on the CPU) and the
+last rank c - 1 (the GPU's one-element path, the CPU's vector body and a tail); with
 the default base 14336 that is 14335 for N = 2, 4 and 8. RMSNorm normalises the full,
 replicated hidden size (4096 by default: the vector path).
 """
@@ -263,7 +265,7 @@ def session(args, torch, dist, rank, world, device, dtype, dtype_name, backend, 
 
     timings = {}
     if not args.check_only:
-        timings["hf"] = time_decode(torch, tp, args, device, say)
+        timings["hf"] = time_decode(torch, tp, args, device, lambda m: say(f"  un-kernelized {m}"))
 
     kernelize_ours(tp, device.type)
     ops = {"rms_norm": ik.ops.rms_norm.default, "silu_mul": ik.ops.silu_mul.default}
@@ -275,7 +277,7 @@ def session(args, torch, dist, rank, world, device, dtype, dtype_name, backend, 
     count_ok = all(c == {k: 2 * v for k, v in want.items()} for c in per_rank)
 
     if not args.check_only:
-        timings["ours"] = time_decode(torch, tp, args, device, say)
+        timings["ours"] = time_decode(torch, tp, args, device, lambda m: say(f"  kernelized {m}"))
 
     ok = [True]
     report = None
@@ -393,7 +395,7 @@ def time_decode(torch, model, args, device, say):
         decode(torch, model, ids, args.warmup, device)
         steps, wall, tokens = decode(torch, model, ids, args.new, device)
         out[batch] = (statistics.median(steps), wall / args.new, tokens)
-        say(f"  batch {batch}: median {out[batch][0]:.3f} ms/step over {args.new} steps")
+        say(f"batch {batch}: median {out[batch][0]:.3f} ms/step over {args.new} steps")
     return out
 
 
