@@ -18,6 +18,11 @@
 #   tune  : norm/activation tests, the norm layout sweep (benchmarks/tune_norms.cu), quick SwiGLU and
 #           add+RMSNorm+FP8 benchmarks, the LayerNorm benchmark
 #   tuneonly: the norm layout sweep alone (no package build)
+#   tp    : tensor-parallel decode (scripts/tp_decode.py) under torchrun + NCCL on every
+#           visible GPU: TP2, TP4, ... up to the GPU count; logits vs the un-sharded model,
+#           ms/token at batch 1 and 32, kernelized vs not. On one GPU: TP1, then TP2 with
+#           both ranks on the GPU through gloo (check only). TP_SIZES / TP_ARGS override.
+#           NVLink multicast stays off (NCCL_NVLS_ENABLE=0). (not run yet)
 #   all   : check + bench
 set -uo pipefail
 MODE=${1:-all}
@@ -128,6 +133,29 @@ tune() {
   timeout 240 /tmp/tune_norms "$@" > "$OUT/tune_norms.log" 2>&1; [ $? = 0 ] || status=1
   grep -v "^  " "$OUT/tune_norms.log"
 }
+run_tp() {  # run_tp N [script options]: one torchrun of scripts/tp_decode.py, N processes
+  local n=$1; shift
+  local log="$OUT/tp_decode_tp$n$([[ " $* " == *" --share-gpu "* ]] && echo _shared_gpu).log"
+  echo "--- TP$n $*"
+  timeout 300 python3 -m torch.distributed.run --standalone --nproc-per-node "$n" scripts/tp_decode.py \
+    --out "$OUT" ${TP_ARGS:-} "$@" > "$log" 2>&1
+  local rc=$?
+  grep -vE "^\s*$|it/s\]|^\*+$|OMP_NUM_THREADS" "$log" | tail -28; echo "TP$n exit $rc"; [ $rc = 0 ] || status=1
+}
+tp_decode() {
+  # A program using NVLink multicast can put a shared host's GPUs out of service (device README).
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+  local n sizes="" k=2
+  n=$(nvidia-smi -L | wc -l)
+  step "tensor-parallel decode, $n GPU(s)"
+  while [ $k -le "$n" ]; do sizes="$sizes $k"; k=$((k * 2)); done
+  if [ "$n" -ge 2 ]; then
+    for k in ${TP_SIZES:-$sizes}; do run_tp "$k"; done
+  else
+    run_tp 1
+    run_tp 2 --share-gpu --check-only
+  fi
+}
 bench_fp8() { step "add+RMSNorm+FP8 benchmark"; timeout 200 python3 benchmarks/bench_norm_fp8.py "$@" 2>&1 | tee "$OUT/bench_norm_fp8.log" | tail -30; }
 
 environment
@@ -145,6 +173,7 @@ case "$MODE" in
   roofline) roofline ;;
   ln_roof) tests_layernorm; bench_layernorm; roofline ;;
   tune)   tests_norms; tune; bench_swiglu; bench_fp8 --quick; bench_layernorm ;;
+  tp)     tp_decode ;;
   all)    tests; error_paths; sass; sanitizers; example; bench_sweep ;;
   *) echo "unknown mode $MODE"; exit 2 ;;
 esac
