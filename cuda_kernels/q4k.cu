@@ -74,8 +74,9 @@ __device__ __forceinline__ uint32_t ld_u32(const uint8_t* p) {
 // NW * 4 bytes starting 2 bytes into the aligned word at `base` when shift == 16 (or at
 // base itself when shift == 0), as NW words: the aligned words covering them,
 // funnel-shifted into place. The extra word after the range is read only when shifted,
-// so the read never passes the range's last byte (the tensor is 4-aligned, so the word
-// before an unaligned range is ours too).
+// so the read never passes the range's last byte. An unaligned range's first word
+// starts 2 bytes before it: inside the previous block, or, for a tensor starting 2
+// bytes into a word (a view: fresh allocations are aligned), inside its storage.
 template <int NW>
 __device__ __forceinline__ void ld_unaligned(const uint8_t* base, uint32_t shift, uint32_t (&w)[NW]) {
   uint32_t v[NW + 1];

@@ -22,9 +22,10 @@ void gemv(at::Tensor& out, const at::Tensor& x, const at::Tensor& q, KQuant form
   const bool q4 = format == KQuant::kQ4K;
   const char* fmt = q4 ? "Q4_K" : "Q6_K";
   const int64_t bytes = q4 ? sizeof(ggml::BlockQ4K) : sizeof(ggml::BlockQ6K);
-  // 16-byte loads of Q4_K blocks (144 bytes: rows stay 16-aligned); aligned 4-byte
-  // words of Q6_K blocks (210 bytes, 2-aligned, read as words and shifted).
-  const int64_t q_align = q4 ? 16 : 4;
+  // 16-byte loads of Q4_K blocks (144 bytes: rows stay 16-aligned). Q6_K blocks (210
+  // bytes) are read as the aligned words covering them: 2-aligned is enough, as for
+  // ggml; a view starting 2 bytes into a word has its storage's bytes before it.
+  const int64_t q_align = q4 ? 16 : 2;
 
   check_device(x, c10::DeviceType::CUDA, "x");
   check_float_dtype(x, "x");

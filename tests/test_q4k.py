@@ -101,6 +101,24 @@ def test_python_scale_min_unpacking_matches_gguf(ik):
     assert ik.gguf_blocks.quantized_shape(3, 512, "Q6_K") == (3, 420)
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_torch_dequantize_matches_kernel(ik, fmt):
+    """gguf_blocks.dequantize (plain torch: quant.dequantize's path on GPUs) equals the CPU
+    kernel bit for bit, on quantised weights and on random bytes (every level, scale and
+    min pattern)."""
+    quantize, dequantize, _ = fns(ik, fmt)
+    size = FORMATS[fmt][4]
+    q = quantize(torch.randn(7, 768) * 3)
+    rnd = torch.randint(0, 256, (5, 3, size), dtype=torch.uint8)
+    factors = (torch.rand(5, 3, 2) * 1e-2).half().view(torch.uint8)  # finite d (and dmin)
+    if fmt == "Q4_K":
+        rnd[..., 0:4] = factors
+    else:
+        rnd[..., 208:210] = factors[..., 0:2]
+    for t in (q, rnd.reshape(5, 3 * size)):
+        assert torch.equal(ik.gguf_blocks.dequantize(t, fmt), dequantize(t))
+
+
 # ---- quantiser quality
 
 def weighted_rel_rmse(w, deq, col_weight):
