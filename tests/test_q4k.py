@@ -220,6 +220,8 @@ def test_gemv_large_n_and_k(ik, device, fmt):
 # ---- errors
 
 def test_rejects_k_not_multiple_of_256(ik, device):
+    if device == "cuda":
+        pytest.skip("calls the quantise/dequantise ops on the device: CPU-only ops (test_q4k_cuda.py covers the CUDA gemv)")
     for name in ("quantize_q4_k", "quantize_q6_k"):
         with pytest.raises((RuntimeError, ValueError), match="multiple of 256"):
             getattr(ik, name)(torch.randn(4, 300, device=device))
@@ -230,6 +232,8 @@ def test_rejects_k_not_multiple_of_256(ik, device):
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_rejects_bad_arguments(ik, device, fmt):
+    if device == "cuda":
+        pytest.skip("calls the quantise/dequantise ops on the device: CPU-only ops (test_q4k_cuda.py covers the CUDA gemv)")
     qname, dqname, gname, _, size = FORMATS[fmt]
     qop, dqop, gop = getattr(ik.ops, qname), getattr(ik.ops, dqname), getattr(ik.ops, gname)
     w = torch.randn(4, 512, device=device)
@@ -270,6 +274,8 @@ def test_rejects_bad_arguments(ik, device, fmt):
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_opcheck(ik, device, fmt):
+    if device == "cuda":
+        pytest.skip("calls the quantise/dequantise ops on the device: CPU-only ops (test_q4k_cuda.py covers the CUDA gemv)")
     qname, dqname, gname, _, size = FORMATS[fmt]
     w = torch.randn(5, 512, device=device)
     q = torch.empty(5, 2 * size, dtype=torch.uint8, device=device)
