@@ -72,4 +72,24 @@ struct SiluOperands {
 int silu_mul_launch(DType dtype, DType out_dtype, const SiluOperands& a, const float* scale,
                     void* stream);
 
+// GGUF k-quant mat-vec: out [m, n] <- x [m, k] @ dequantize(q).T, m in 1..8, fp32
+// accumulation, out in x's dtype. q: n rows of k / 256 ggml blocks back to back
+// (common/ggml_blocks.h), 16-byte aligned for Q4_K, 2-byte aligned for Q6_K. x: rows
+// x_stride elements apart, contiguous within a row, 4-element (8 or 16 byte) aligned
+// rows. out: contiguous.
+enum class KQuant : int { kQ4K = 0, kQ6K = 1 };
+
+struct KQuantGemvParams {
+  DType dtype;
+  KQuant format;
+  const void* x;
+  int64_t x_stride;  // elements between rows of x
+  const void* q;
+  void* out;
+  int64_t m, n, k;
+};
+
+// Returns the launch status (0 is success).
+int kquant_gemv_launch(const KQuantGemvParams& p, void* stream);
+
 }  // namespace inference_kernels

@@ -23,6 +23,8 @@
 #           ms/token at batch 1 and 32, kernelized vs not. On one GPU: TP1, then TP2 with
 #           both ranks on the GPU through gloo (check only). TP_SIZES / TP_ARGS override.
 #           NVLink multicast stays off (NCCL_NVLS_ENABLE=0). (not run yet)
+#   q4k   : q4k_gemv/q6k_gemv CUDA tests, the Q4_K/Q6_K gemv benchmark (ours, cuBLAS bf16,
+#           dequant+matmul; decode tok/s), SASS, memcheck + racecheck on odd sizes (not run yet)
 #   all   : check + bench
 set -uo pipefail
 MODE=${1:-all}
@@ -156,6 +158,26 @@ tp_decode() {
     run_tp 2 --share-gpu --check-only
   fi
 }
+tests_q4k() {
+  step "k-quant tests (CUDA gemv; test_q4k.py needs the gguf wheel, else it skips)"
+  python3 -m pytest tests/test_q4k_cuda.py tests/test_q4k.py -q -rfEs -p no:cacheprovider 2>&1 | tee "$OUT/pytest_q4k.log" | tail -12
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+}
+bench_q4k() { step "Q4_K/Q6_K gemv benchmark"; timeout 240 python3 benchmarks/bench_q4k.py "$@" 2>&1 | tee "$OUT/bench_q4k.log" | tail -60; }
+sass_q4k() {
+  step "SASS of the k-quant gemv: loads and register use"
+  cuobjdump -sass "$SO" | awk '/Function : .*q[46]k_gemv_kernel/{f=1} /Function : /{if ($0 !~ /q[46]k_gemv_kernel/) f=0} f' \
+    | grep -oE "(LDG|STG)\.E[.A-Z0-9]*" | sort | uniq -c | tee "$OUT/sass_q4k.txt"
+  cuobjdump -res-usage "$SO" 2>/dev/null | grep -A1 -E "q[46]k_gemv_kernel" | grep -oE "REG:[0-9]+" | sort | uniq -c | tee -a "$OUT/sass_q4k.txt"
+}
+sanitizers_q4k() {
+  step "compute-sanitizer (k-quant gemv)"
+  for tool in memcheck racecheck; do
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool $tool --error-exitcode 9 \
+      python3 scripts/sanitize_cuda.py --only-kquants > "$OUT/sanitizer_q4k_$tool.log" 2>&1
+    local rc=$?; tail -3 "$OUT/sanitizer_q4k_$tool.log"; echo "$tool exit $rc"; [ $rc = 0 ] || status=1
+  done
+}
 bench_fp8() { step "add+RMSNorm+FP8 benchmark"; timeout 200 python3 benchmarks/bench_norm_fp8.py "$@" 2>&1 | tee "$OUT/bench_norm_fp8.log" | tail -30; }
 
 environment
@@ -174,6 +196,7 @@ case "$MODE" in
   ln_roof) tests_layernorm; bench_layernorm; roofline ;;
   tune)   tests_norms; tune; bench_swiglu; bench_fp8 --quick; bench_layernorm ;;
   tp)     tp_decode ;;
+  q4k)    tests_q4k; bench_q4k; sass_q4k; sanitizers_q4k ;;
   all)    tests; error_paths; sass; sanitizers; example; bench_sweep ;;
   *) echo "unknown mode $MODE"; exit 2 ;;
 esac

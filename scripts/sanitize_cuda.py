@@ -1,6 +1,7 @@
 """Runs every CUDA kernel of the package at odd sizes, for compute-sanitizer.
 
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck python3 scripts/sanitize_cuda.py
+    ... scripts/sanitize_cuda.py --only-kquants   # q4k_gemv / q6k_gemv alone
 
 Without the caching allocator every tensor is its own allocation, so an
 out-of-bounds access is caught instead of landing in a neighbour's block.
@@ -51,10 +52,45 @@ def layer_norms(ik, x, w, wide):
     return 5
 
 
+def kquant_gemvs(ik, dev):
+    """q4k_gemv / q6k_gemv at odd sizes: N = 1, 37, 2051 (R = 2), 8195 (R = 4, a partial
+    last warp), K of 1 block (most lanes idle) and 17 (Q6_K rows alternately 4-aligned and
+    2 mod 4), a Q6_K view starting 2 bytes into a word, a misaligned (copied) x, every M
+    path's R, every dtype. Random bytes with finite fp16 factors. Returns the launch count."""
+    count = 0
+    for fmt, size, op in (("Q4_K", 144, ik.ops.q4k_gemv), ("Q6_K", 210, ik.ops.q6k_gemv)):
+        for n, k in [(1, 256), (37, 4352), (2051, 256), (8195, 256)]:
+            nb = k // 256
+            q = torch.randint(0, 256, (n, nb, size), dtype=torch.uint8, device=dev)
+            q[..., (0 if fmt == "Q4_K" else 208):][..., :2] = 0x10  # small finite d
+            if fmt == "Q4_K":
+                q[..., 2:4] = 0x10
+            q = q.reshape(n, nb * size)
+            for dtype in (torch.float32, torch.float16, torch.bfloat16):
+                for m in (1, 2, 3, 5, 8):
+                    x = torch.randn(m, k, device=dev, dtype=dtype)
+                    op(torch.empty(m, n, device=dev, dtype=dtype), x, q)
+                    count += 1
+            wide = torch.randn(3, k + 1, device=dev)
+            op(torch.empty(3, n, device=dev), wide[:, 1:], q)
+            count += 1
+            if fmt == "Q6_K" and n > 1 and nb % 2:
+                op(torch.empty(2, n - 1, device=dev), torch.randn(2, k, device=dev), q[1:])
+                count += 1
+    return count
+
+
 def main():
     ik = kernels.get_kernel("inference-kernels/inference-kernels", version=1)
     dev = "cuda"
     n = 0
+    if "--only-kquants" in sys.argv:
+        n = kquant_gemvs(ik, dev)
+        torch.cuda.synchronize()
+        print(f"sanitize_cuda: {n} k-quant gemv launches done")
+        return 0
+    if hasattr(ik.ops, "q4k_gemv"):
+        n += kquant_gemvs(ik, dev)
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
         # The layouts of cuda_kernels/row_kernel.cuh too: warp per row (300 x 1000),
         # cluster over the scalar path (9 x 1030), streaming (2 x 140000).

@@ -101,6 +101,24 @@ def test_python_scale_min_unpacking_matches_gguf(ik):
     assert ik.gguf_blocks.quantized_shape(3, 512, "Q6_K") == (3, 420)
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_torch_dequantize_matches_kernel(ik, fmt):
+    """gguf_blocks.dequantize (plain torch: quant.dequantize's path on GPUs) equals the CPU
+    kernel bit for bit, on quantised weights and on random bytes (every level, scale and
+    min pattern)."""
+    quantize, dequantize, _ = fns(ik, fmt)
+    size = FORMATS[fmt][4]
+    q = quantize(torch.randn(7, 768) * 3)
+    rnd = torch.randint(0, 256, (5, 3, size), dtype=torch.uint8)
+    factors = (torch.rand(5, 3, 2) * 1e-2).half().view(torch.uint8)  # finite d (and dmin)
+    if fmt == "Q4_K":
+        rnd[..., 0:4] = factors
+    else:
+        rnd[..., 208:210] = factors[..., 0:2]
+    for t in (q, rnd.reshape(5, 3 * size)):
+        assert torch.equal(ik.gguf_blocks.dequantize(t, fmt), dequantize(t))
+
+
 # ---- quantiser quality
 
 def weighted_rel_rmse(w, deq, col_weight):
@@ -202,6 +220,8 @@ def test_gemv_large_n_and_k(ik, device, fmt):
 # ---- errors
 
 def test_rejects_k_not_multiple_of_256(ik, device):
+    if device == "cuda":
+        pytest.skip("calls the quantise/dequantise ops on the device: CPU-only ops (test_q4k_cuda.py covers the CUDA gemv)")
     for name in ("quantize_q4_k", "quantize_q6_k"):
         with pytest.raises((RuntimeError, ValueError), match="multiple of 256"):
             getattr(ik, name)(torch.randn(4, 300, device=device))
@@ -212,6 +232,8 @@ def test_rejects_k_not_multiple_of_256(ik, device):
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_rejects_bad_arguments(ik, device, fmt):
+    if device == "cuda":
+        pytest.skip("calls the quantise/dequantise ops on the device: CPU-only ops (test_q4k_cuda.py covers the CUDA gemv)")
     qname, dqname, gname, _, size = FORMATS[fmt]
     qop, dqop, gop = getattr(ik.ops, qname), getattr(ik.ops, dqname), getattr(ik.ops, gname)
     w = torch.randn(4, 512, device=device)
@@ -252,6 +274,8 @@ def test_rejects_bad_arguments(ik, device, fmt):
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_opcheck(ik, device, fmt):
+    if device == "cuda":
+        pytest.skip("calls the quantise/dequantise ops on the device: CPU-only ops (test_q4k_cuda.py covers the CUDA gemv)")
     qname, dqname, gname, _, size = FORMATS[fmt]
     w = torch.randn(5, 512, device=device)
     q = torch.empty(5, 2 * size, dtype=torch.uint8, device=device)

@@ -75,6 +75,19 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("silu", c10::kCUDA, &silu_cuda);
 #endif
 
+// GGUF k-quants: the gemv on the GPU (CUDA only, not ROCm yet), and the CPU kernels
+// built into the CUDA variant (see torch_binding.h).
+#if defined(CUDA_KERNEL)
+  ops.impl("q4k_gemv", c10::kCUDA, &q4k_gemv_cuda);
+  ops.impl("q6k_gemv", c10::kCUDA, &q6k_gemv_cuda);
+  ops.impl("quantize_q4_k", c10::kCPU, &quantize_q4_k_cpu);
+  ops.impl("quantize_q6_k", c10::kCPU, &quantize_q6_k_cpu);
+  ops.impl("dequantize_q4_k", c10::kCPU, &dequantize_q4_k_cpu);
+  ops.impl("dequantize_q6_k", c10::kCPU, &dequantize_q6_k_cpu);
+  ops.impl("q4k_gemv", c10::kCPU, &q4k_gemv_cpu);
+  ops.impl("q6k_gemv", c10::kCPU, &q6k_gemv_cpu);
+#endif
+
 #if defined(METAL_KERNEL)
   // Filled by the Metal backend issue; the ops then resolve on torch::kMPS.
 #endif

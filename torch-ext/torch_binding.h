@@ -51,3 +51,19 @@ void silu_and_mul_fp8_cuda(at::Tensor& out, const at::Tensor& x, const at::Tenso
 void silu_mul_cuda(at::Tensor& out, const at::Tensor& gate, const at::Tensor& up);
 void silu_cuda(at::Tensor& out, const at::Tensor& x);
 #endif
+
+// GGUF k-quants in the CUDA variant: the gemv runs on the GPU; quantisation (and the
+// CPU gemv and dequantisation) come along as CPU kernels (cpu_kernels/q4k.cpp), so a
+// CUDA build can quantise weights and check its gemv against the CPU one.
+#if defined(CUDA_KERNEL)
+void q4k_gemv_cuda(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
+void q6k_gemv_cuda(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
+void quantize_q4_k_cpu(at::Tensor& out, const at::Tensor& weight,
+                       const std::optional<at::Tensor>& imatrix);
+void quantize_q6_k_cpu(at::Tensor& out, const at::Tensor& weight,
+                       const std::optional<at::Tensor>& imatrix);
+void dequantize_q4_k_cpu(at::Tensor& out, const at::Tensor& q);
+void dequantize_q6_k_cpu(at::Tensor& out, const at::Tensor& q);
+void q4k_gemv_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
+void q6k_gemv_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
+#endif

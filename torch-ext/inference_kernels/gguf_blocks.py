@@ -45,3 +45,34 @@ def unpack_scale_min(scales: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     sc = torch.cat([lo_s & 63, (hi & 0x0F) | ((lo_s >> 6) << 4)], dim=-1)
     mn = torch.cat([lo_m & 63, (hi >> 4) | ((lo_m >> 6) << 4)], dim=-1)
     return sc.to(torch.uint8), mn.to(torch.uint8)
+
+
+def dequantize(q: torch.Tensor, fmt: str) -> torch.Tensor:
+    """``fmt`` bytes ``[N, K / 256 * block_bytes]`` -> float32 ``[N, K]`` in plain torch ops,
+    on q's device (the GPU path of ``quant.dequantize``; the ops' CPU kernels are faster
+    on the CPU). Same arithmetic as gguf-py and the kernels: ``(d * sc) * q - dmin * m``
+    (Q4_K) and ``(d * scale) * (q - 32)`` (Q6_K) in float32, each product rounded.
+    """
+    n, k = q.shape[0], in_features(q, fmt)
+    b = q.reshape(n, k // QK_K, BLOCK_BYTES[fmt])
+    if fmt == "Q4_K":
+        d = b[..., 0:2].contiguous().view(torch.float16).float()       # [n, nb, 1]
+        dmin = b[..., 2:4].contiguous().view(torch.float16).float()
+        sc, mn = unpack_scale_min(b[..., 4:16])                        # [n, nb, 8]
+        qs = b[..., 16:].reshape(n, -1, 4, 1, 32)                      # chunk c: bytes 32c..32c+31
+        levels = torch.cat([qs & 0x0F, qs >> 4], dim=3).reshape(n, -1, 8, 32).float()
+        ds = (d * sc.float()).unsqueeze(-1)
+        dm = (dmin * mn.float()).unsqueeze(-1)
+        return (ds * levels - dm).reshape(n, k)
+    ql, qh = b[..., 0:128].to(torch.int32), b[..., 128:192].to(torch.int32)
+    scales = b[..., 192:208].contiguous().view(torch.int8).float()     # [n, nb, 16]
+    d = b[..., 208:210].contiguous().view(torch.float16).float()       # [n, nb, 1]
+    parts = []
+    for h in range(2):  # weights 128h + 32s + l: ql[64h + 32(s % 2) + l] nibble s // 2, qh bits 2s
+        for s in range(4):
+            lo = (ql[..., 64 * h + 32 * (s % 2):64 * h + 32 * (s % 2) + 32] >> (4 * (s // 2))) & 0x0F
+            hi = (qh[..., 32 * h:32 * h + 32] >> (2 * s)) & 3
+            parts.append(lo | (hi << 4))
+    levels = (torch.stack(parts, dim=2) - 32).float().reshape(n, -1, 16, 16)
+    ds = (d * scales).unsqueeze(-1)
+    return (ds * levels).reshape(n, k)

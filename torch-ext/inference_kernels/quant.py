@@ -24,8 +24,13 @@ GEMV_MAX_ROWS = 8
 
 
 def quantize(weight: torch.Tensor, fmt: str, imatrix: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """``weight`` [N, K] (read as float32) -> ``fmt`` bytes, uint8 [N, K / 256 * block bytes]."""
-    weight = weight.detach().to(torch.float32).contiguous()
+    """``weight`` [N, K] (read as float32) -> ``fmt`` bytes, uint8 [N, K / 256 * block bytes].
+
+    The quantiser runs on the CPU (every build carries it); the bytes go back to the
+    weight's device.
+    """
+    device = weight.device
+    weight = weight.detach().to("cpu", torch.float32).contiguous()
     if weight.dim() != 2:
         raise ValueError(f"weight must be 2-D [N, K], got shape {tuple(weight.shape)}")
     out = torch.empty(gguf_blocks.quantized_shape(*weight.shape, fmt), dtype=torch.uint8,
@@ -33,7 +38,7 @@ def quantize(weight: torch.Tensor, fmt: str, imatrix: Optional[torch.Tensor] = N
     if imatrix is not None:
         imatrix = imatrix.detach().to(device=weight.device, dtype=torch.float32).contiguous()
     getattr(ops, _OPS[fmt][0])(out, weight, imatrix)
-    return out
+    return out.to(device)
 
 
 def dequantize(q: torch.Tensor, fmt: str, k: Optional[int] = None) -> torch.Tensor:
@@ -41,6 +46,8 @@ def dequantize(q: torch.Tensor, fmt: str, k: Optional[int] = None) -> torch.Tens
     kq = gguf_blocks.in_features(q, fmt)
     if k is not None and k != kq:
         raise ValueError(f"k={k} does not match the {kq} columns the {fmt} bytes hold")
+    if q.device.type != "cpu":  # no GPU dequantisation kernel: plain torch, on the device
+        return gguf_blocks.dequantize(q, fmt)
     out = torch.empty((q.shape[0], kq), dtype=torch.float32, device=q.device)
     getattr(ops, _OPS[fmt][1])(out, q)
     return out
@@ -56,8 +63,8 @@ def gemv(x: torch.Tensor, q: torch.Tensor, fmt: str) -> torch.Tensor:
 class Q4KLinear(torch.nn.Module):
     """A linear layer whose weight is held as GGUF Q4_K or Q6_K bytes (``fmt``).
 
-    forward: for inputs of at most 8 rows (tokens), the CPU gemv dequantises the
-    weight block by block as it multiplies; for more rows the weight is dequantised
+    forward: for inputs of at most 8 rows (tokens), the gemv (CPU or CUDA) dequantises
+    the weight block by block as it multiplies; for more rows the weight is dequantised
     to fp32 once per call, cast to x's dtype and used in a matmul. The bias, if any,
     is added in x's dtype.
     """
