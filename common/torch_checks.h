@@ -312,6 +312,25 @@ inline SiluOperands silu_mul_operands(at::Tensor& out, const at::Tensor& gate,
   return {out_rows(out, ov), in_rows(gate, gv), in_rows(up, row_view(up, "up")), ov.rows, ov.cols};
 }
 
+// matmul(out, a, b): a [M, K] and b [K, N] float of one dtype and device; out [M, N]
+// of that dtype, contiguous, overlapping neither.
+inline void check_matmul_args(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
+                              c10::DeviceType type) {
+  check_device(a, type, "a");
+  check_float_dtype(a, "a");
+  TORCH_CHECK(a.dim() == 2, "a must be 2-D [M, K], got shape ", dims_str(a.sizes()));
+  check_same(b, a, "b", "a");
+  TORCH_CHECK(b.dim() == 2 && b.size(0) == a.size(1), "b must be 2-D [K, N] with K = ",
+              num(a.size(1)), " (a's columns), got shape ", dims_str(b.sizes()));
+  check_same(out, a, "out", "a");
+  const std::vector<int64_t> want = {a.size(0), b.size(1)};
+  TORCH_CHECK(out.sizes() == c10::IntArrayRef(want), "out must have shape ", dims_str(want),
+              " ([M, N]), got ", dims_str(out.sizes()));
+  TORCH_CHECK(out.is_contiguous(), "out must be contiguous, got strides ", dims_str(out.strides()));
+  at::assert_no_overlap(out, a);
+  at::assert_no_overlap(out, b);
+}
+
 inline SiluOperands silu_operands(at::Tensor& out, const at::Tensor& x, c10::DeviceType type) {
   check_activation_input(x, type, "x");
   check_same(out, x, "out", "x");
