@@ -14,15 +14,33 @@
 //   q 6-bit. In half h (128 weights, 128h + 32s + l for s in 0..3, l in 0..31) the
 //   low 4 bits of q sit in ql[64h + 32(s & 1) + l] (low nibble for s < 2, high
 //   nibble otherwise) and the top 2 bits in qh[32h + l] at bit 2s.
+//
+// Also compiled as Metal Shading Language (metal_kernels/q4k.metal), as ggml-common.h
+// is: under __METAL_VERSION__ there is no <cstdint> (metal_stdlib has the fixed-width
+// types), program-scope variables live in the `constant` address space, and every
+// pointer names its address space, so the helpers that read bytes take the pointer
+// type as a template parameter (device memory on the GPU, plain memory on the host)
+// and return values instead of writing through pointers.
 #pragma once
 
+#if defined(__METAL_VERSION__)
+#include <metal_stdlib>
+#define IK_HOST_DEVICE
+#else
 #include <cstdint>
 
 #include "fp8.h"  // IK_HOST_DEVICE
+#endif
 
-namespace inference_kernels::ggml {
+namespace inference_kernels {
+namespace ggml {
 
-constexpr int kQK = 256;  // weights per super-block (ggml's QK_K)
+// Weights per super-block (ggml's QK_K).
+#if defined(__METAL_VERSION__)
+constant constexpr int kQK = 256;
+#else
+constexpr int kQK = 256;
+#endif
 
 struct BlockQ4K {
   uint16_t d;           // fp16 bits: super-block scale of the 6-bit scales
@@ -46,14 +64,22 @@ static_assert(alignof(BlockQ6K) == 2, "block_q6_K has 2-byte alignment in ggml")
 // scales of sub-blocks 0..3 in their low 6 bits, bytes 4..7 the mins; sub-blocks
 // 4..7 keep their low 4 bits in bytes 8..11 (scale low nibble, min high nibble)
 // and their top 2 bits in the spare top bits of bytes 0..3 (scale) and 4..7 (min).
+// `Bytes` is any pointer to the 12 bytes (`device const uint8_t*` in a shader).
+struct ScaleMin {
+  int sc, m;
+};
+
+template <typename Bytes>
+IK_HOST_DEVICE inline ScaleMin scale_min(Bytes s, int j) {
+  if (j < 4) return {s[j] & 63, s[j + 4] & 63};
+  return {(s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4), (s[j + 4] >> 4) | ((s[j] >> 6) << 4)};
+}
+
+#if !defined(__METAL_VERSION__)
 IK_HOST_DEVICE inline void unpack_scale_min(const uint8_t* s, int j, uint8_t* sc, uint8_t* m) {
-  if (j < 4) {
-    *sc = s[j] & 63;
-    *m = s[j + 4] & 63;
-  } else {
-    *sc = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
-    *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-  }
+  const ScaleMin v = scale_min(s, j);
+  *sc = static_cast<uint8_t>(v.sc);
+  *m = static_cast<uint8_t>(v.m);
 }
 
 // The inverse: sc[j], m[j] < 64 for the 8 sub-blocks into the 12 bytes.
@@ -64,6 +90,7 @@ IK_HOST_DEVICE inline void pack_scale_min(const uint8_t* sc, const uint8_t* m, u
     s[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0x0F) | ((m[j + 4] & 0x0F) << 4));
   }
 }
+#endif
 
 // Where weight e (0..255) of a block keeps its quant bits: the byte of qs (Q4_K) or ql
 // (Q6_K) and the shift of its nibble there; for Q6_K also the byte of qh and the shift of
@@ -86,4 +113,5 @@ IK_HOST_DEVICE inline Q6KPos q6k_pos(int e) {
   return {64 * h + 32 * (s & 1) + l, 4 * (s >> 1), 32 * h + l, 2 * s};
 }
 
-}  // namespace inference_kernels::ggml
+}  // namespace ggml
+}  // namespace inference_kernels

@@ -312,6 +312,72 @@ inline SiluOperands silu_mul_operands(at::Tensor& out, const at::Tensor& gate,
   return {out_rows(out, ov), in_rows(gate, gv), in_rows(up, row_view(up, "up")), ov.rows, ov.cols};
 }
 
+// GGUF k-quants: a quantised weight is uint8 [N, blocks * bytes] (ggml_blocks.h),
+// contiguous, with its blocks aligned to `align` bytes (on the CPU the address; on a
+// GPU the offset into the buffer, whose start is page-aligned). Returns blocks per row.
+inline int64_t check_kquant_weight(const at::Tensor& q, int64_t bytes, int64_t align,
+                                   const char* fmt, c10::DeviceType type, const char* name) {
+  check_device(q, type, name);
+  TORCH_CHECK(q.scalar_type() == at::kByte, name, " must be uint8 (", fmt, " blocks), got ",
+              c10::toString(q.scalar_type()));
+  TORCH_CHECK(q.dim() == 2 && q.size(1) % bytes == 0, name, " must have shape [N, K / 256 * ",
+              num(bytes), "] (", fmt, " blocks of ", num(bytes), " bytes), got ",
+              dims_str(q.sizes()));
+  TORCH_CHECK(q.is_contiguous(), name, " must be contiguous");
+  const int64_t start = type == c10::DeviceType::CPU
+                            ? static_cast<int64_t>(reinterpret_cast<uintptr_t>(q.const_data_ptr()))
+                            : q.storage_offset();
+  TORCH_CHECK(start % align == 0, name, " must start at an address aligned to ", num(align),
+              " bytes");
+  return q.size(1) / bytes;
+}
+
+// Rows of x the k-quant gemv kernels take (decode); more rows dequantise and matmul.
+constexpr int64_t kMaxKquantGemvRows = 8;
+
+// q4k_gemv / q6k_gemv(out, x, q): x [M in 1..8, K] float, q the weight's blocks (K / 256
+// per row), out [M, N] of x's dtype, contiguous. Returns blocks per row.
+inline int64_t check_kquant_gemv_args(const at::Tensor& out, const at::Tensor& x,
+                                      const at::Tensor& q, int64_t bytes, int64_t align,
+                                      const char* fmt, c10::DeviceType type) {
+  const int64_t blocks = check_kquant_weight(q, bytes, align, fmt, type, "q");
+  check_device(x, type, "x");
+  check_float_dtype(x, "x");
+  TORCH_CHECK(x.dim() == 2, "x must be 2-D [M, K], got shape ", dims_str(x.sizes()));
+  const int64_t m = x.size(0), k = x.size(1), n = q.size(0);
+  TORCH_CHECK(m >= 1 && m <= kMaxKquantGemvRows, "x must have 1 to 8 rows (M), got ", num(m),
+              "; for more rows dequantise and use a matmul");
+  TORCH_CHECK(k == blocks * 256, "x must have K = ", num(blocks * 256), " columns (q holds ",
+              num(blocks), " ", fmt, " blocks of 256 per row), got ", num(k));
+  check_same(out, x, "out", "x");
+  const std::vector<int64_t> want = {m, n};
+  TORCH_CHECK(out.sizes() == c10::IntArrayRef(want), "out must have shape ", dims_str(want),
+              ", got ", dims_str(out.sizes()));
+  TORCH_CHECK(out.is_contiguous(), "out must be contiguous");
+  at::assert_no_overlap(out, x);
+  at::assert_no_overlap(out, q);
+  return blocks;
+}
+
+// matmul(out, a, b): a [M, K] and b [K, N] float of one dtype and device; out [M, N]
+// of that dtype, contiguous, overlapping neither.
+inline void check_matmul_args(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
+                              c10::DeviceType type) {
+  check_device(a, type, "a");
+  check_float_dtype(a, "a");
+  TORCH_CHECK(a.dim() == 2, "a must be 2-D [M, K], got shape ", dims_str(a.sizes()));
+  check_same(b, a, "b", "a");
+  TORCH_CHECK(b.dim() == 2 && b.size(0) == a.size(1), "b must be 2-D [K, N] with K = ",
+              num(a.size(1)), " (a's columns), got shape ", dims_str(b.sizes()));
+  check_same(out, a, "out", "a");
+  const std::vector<int64_t> want = {a.size(0), b.size(1)};
+  TORCH_CHECK(out.sizes() == c10::IntArrayRef(want), "out must have shape ", dims_str(want),
+              " ([M, N]), got ", dims_str(out.sizes()));
+  TORCH_CHECK(out.is_contiguous(), "out must be contiguous, got strides ", dims_str(out.strides()));
+  at::assert_no_overlap(out, a);
+  at::assert_no_overlap(out, b);
+}
+
 inline SiluOperands silu_operands(at::Tensor& out, const at::Tensor& x, c10::DeviceType type) {
   check_activation_input(x, type, "x");
   check_same(out, x, "out", "x");

@@ -314,17 +314,9 @@ const typename F::Block* block_row(const at::Tensor& q, int64_t row, int64_t blo
 // A quantised weight: uint8 [N, blocks * sizeof(Block)], contiguous, on the CPU.
 template <typename F>
 int64_t check_quantised(const at::Tensor& q, const char* name) {
-  constexpr int64_t bytes = sizeof(typename F::Block);
-  inference_kernels::check_device(q, c10::DeviceType::CPU, name);
-  TORCH_CHECK(q.scalar_type() == at::kByte, name, " must be uint8 (", F::name, " blocks), got ",
-              c10::toString(q.scalar_type()));
-  TORCH_CHECK(q.dim() == 2 && q.size(1) % bytes == 0, name, " must have shape [N, K / 256 * ",
-              num(bytes), "] (", F::name, " blocks of ", num(bytes), " bytes), got ",
-              inference_kernels::dims_str(q.sizes()));
-  TORCH_CHECK(q.is_contiguous(), name, " must be contiguous");
-  TORCH_CHECK(reinterpret_cast<uintptr_t>(q.const_data_ptr()) % alignof(typename F::Block) == 0,
-              name, " must start at an address aligned to ", num(alignof(typename F::Block)), " bytes");
-  return q.size(1) / bytes;
+  using Block = typename F::Block;
+  return inference_kernels::check_kquant_weight(q, sizeof(Block), alignof(Block), F::name,
+                                                c10::DeviceType::CPU, name);
 }
 
 template <typename F>
@@ -397,7 +389,7 @@ void dequantize(at::Tensor& out, const at::Tensor& q) {
   });
 }
 
-constexpr int64_t kMaxGemvRows = 8;
+constexpr int64_t kMaxGemvRows = inference_kernels::kMaxKquantGemvRows;
 
 // out[m, n] = sum_k x[m, k] * W[n, k]: each block of weight row n is dequantised into a
 // 1 KiB stack buffer (L1-resident, never the whole weight) and dotted with the M rows
@@ -431,23 +423,10 @@ void gemv_rows(T* out, const float* x, const at::Tensor& q, int64_t m, int64_t n
 
 template <typename F>
 void gemv(at::Tensor& out, const at::Tensor& x, const at::Tensor& q) {
-  using inference_kernels::dims_str;
-  const int64_t blocks = check_quantised<F>(q, "q");
-  inference_kernels::check_device(x, c10::DeviceType::CPU, "x");
-  inference_kernels::check_float_dtype(x, "x");
-  TORCH_CHECK(x.dim() == 2, "x must be 2-D [M, K], got shape ", dims_str(x.sizes()));
-  const int64_t m = x.size(0), k = x.size(1), n = q.size(0);
-  TORCH_CHECK(m >= 1 && m <= kMaxGemvRows, "x must have 1 to 8 rows (M), got ", num(m),
-              "; for more rows dequantise and use a matmul");
-  TORCH_CHECK(k == blocks * kQK, "x must have K = ", num(blocks * kQK), " columns (q holds ",
-              num(blocks), " ", F::name, " blocks of 256 per row), got ", num(k));
-  inference_kernels::check_same(out, x, "out", "x");
-  const std::vector<int64_t> want = {m, n};
-  TORCH_CHECK(out.sizes() == c10::IntArrayRef(want), "out must have shape ", dims_str(want), ", got ",
-              dims_str(out.sizes()));
-  TORCH_CHECK(out.is_contiguous(), "out must be contiguous");
-  at::assert_no_overlap(out, x);
-  at::assert_no_overlap(out, q);
+  using Block = typename F::Block;
+  const int64_t blocks = inference_kernels::check_kquant_gemv_args(
+      out, x, q, sizeof(Block), alignof(Block), F::name, c10::DeviceType::CPU);
+  const int64_t m = x.size(0), n = q.size(0);
   if (n == 0) return;
   // x is at most 8 x K: one fp32 copy up front keeps the inner loop free of conversions.
   const at::Tensor xf = x.to(at::kFloat).contiguous();

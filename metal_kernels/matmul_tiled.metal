@@ -59,3 +59,16 @@ kernel void matmul_tiled_f16(device const half* A [[buffer(0)]],
   threadgroup half Bs[16][16];
   matmul_tile<half>(A, B, C, M, N, K, As, Bs, tid, tgid);
 }
+
+kernel void matmul_tiled_bf16(device const bfloat* A [[buffer(0)]],
+                              device const bfloat* B [[buffer(1)]],
+                              device bfloat* C [[buffer(2)]],
+                              constant uint& M [[buffer(3)]],
+                              constant uint& N [[buffer(4)]],
+                              constant uint& K [[buffer(5)]],
+                              uint2 tid [[thread_position_in_threadgroup]],
+                              uint2 tgid [[threadgroup_position_in_grid]]) {
+  threadgroup bfloat As[16][16];
+  threadgroup bfloat Bs[16][16];
+  matmul_tile<bfloat>(A, B, C, M, N, K, As, Bs, tid, tgid);
+}

@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 import torch
 
-from reference import assert_close, poisoned_like, rms_norm_ref
+from conftest import loaded_backend
+from reference import (assert_close, layer_norm_ref, poisoned_like, rms_norm_ref, silu_mul_ref,
+                       ulps_apart)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools" / "msl_harness"))
@@ -25,8 +27,11 @@ SHADERS = ROOT / "metal_kernels"
 TEST_SHADERS = Path(__file__).resolve().parent / "msl"
 CXX = ["g++", "clang++-19"]
 BUILT = [SHADERS / "matmul_tiled.metal", SHADERS / "matmul_simdgroup.metal",
-         SHADERS / "rms_norm.metal",
+         SHADERS / "rms_norm.metal", SHADERS / "activation.metal", SHADERS / "layer_norm.metal",
+         SHADERS / "q4k.metal",
          TEST_SHADERS / "simd_ops.metal", TEST_SHADERS / "divergence.metal"]
+# build.toml's `include` directories of the Metal kernels (Apple's compiler gets them as -I).
+INCLUDES = [ROOT / "common"]
 
 
 @pytest.fixture(scope="session")
@@ -35,8 +40,15 @@ def libs():
     present = [c for c in CXX if c in msl.compilers()]
     jobs = [(s, c) for s in BUILT for c in present]
     with ThreadPoolExecutor() as pool:
-        list(pool.map(lambda j: msl.build(*j), jobs))
-    return {(s.stem, c): msl.Library(s, c) for s, c in jobs}
+        list(pool.map(lambda j: msl.build(*j, includes=INCLUDES), jobs))
+    return {(s.stem, c): msl.Library(s, c, includes=INCLUDES) for s, c in jobs}
+
+
+@pytest.fixture(scope="session")
+def cpu_ops(request):
+    """The built package when it is the CPU variant (its CPU ops are the semantics the
+    shaders must match), else None: the CUDA variant registers no CPU kernels."""
+    return request.getfixturevalue("ik") if loaded_backend() == "cpu" else None
 
 
 @pytest.fixture(params=CXX)
@@ -252,3 +264,242 @@ def test_prepass_keeps_lines_and_columns():
     assert kernels[0].bindings[:5] == [("buffer", i) for i in range(5)]
     assert "MSL_TGLOCAL float partials[32];" in out  # per-threadgroup storage
     assert "[[" not in out and "device const float*" not in out and "kernel void" not in out
+
+
+def test_matmul_tiled_bf16(libs, cxx):
+    lib = libs["matmul_tiled", cxx]
+    for M, N, K in [(1, 1, 1), (17, 33, 65), (33, 17, 16)]:
+        A, B = torch.randn(M, K).bfloat16(), torch.randn(K, N).bfloat16()
+        C = poisoned_like(torch.empty(M, N, dtype=torch.bfloat16))
+        lib.dispatch("matmul_tiled_bf16", ((N + 15) // 16, (M + 15) // 16), (16, 16),
+                     A, B, C, u32(M), u32(N), u32(K))
+        assert_close(C, A.double() @ B.double(), torch.bfloat16)
+
+
+# ---- activation.metal: silu_mul, silu (and silu_and_mul: silu_mul on x's two halves)
+
+ACT_CASES = pytest.mark.parametrize("dtype,d", [(t, d) for t in SUFFIX for d in (1, 3, 127, 1000)])
+
+
+def act_input(shape, dtype):
+    return (torch.randn(shape) * 3).to(dtype)  # both of silu's tails
+
+
+def check_vs_hf(out, gate, up, dtype):
+    """HF's rounding (F.silu in the dtype, times up): one ulp for fp16/bf16, as on the
+    CPU; fp32 a few (torch's silu takes Sleef's expf, the harness the C library's)."""
+    import torch.nn.functional as F
+    ref = F.silu(gate) if up is None else F.silu(gate) * up
+    limit = 6 if dtype == torch.float32 else 1
+    assert ulps_apart(out, ref, dtype).max().item() <= limit
+
+
+def silu_mul_dispatch(lib, sfx, out, gate, up, d, rows, strides, tg=64):
+    lib.dispatch(f"silu_mul_{sfx}", (d, rows), (tg, 1), out, gate, up, u32(d),
+                 *[u32(s) for s in strides], threads=True)
+
+
+@ACT_CASES
+def test_silu_and_mul(libs, cxx, dtype, d, cpu_ops):
+    """gate and up are the two halves of x's rows: x's buffer bound twice, up d
+    elements in, both with x's row stride 2d (what the host does)."""
+    rows = 5
+    x = act_input((rows, 2 * d), dtype)
+    out = poisoned_like(torch.empty(rows, d, dtype=dtype))
+    flat = x.view(-1)
+    silu_mul_dispatch(libs["activation", cxx], SUFFIX[dtype], out, flat, flat[d:], d, rows,
+                      (d, 2 * d, 2 * d))
+    gate, up = x[:, :d], x[:, d:]
+    assert_close(out, silu_mul_ref(gate, up), dtype)
+    check_vs_hf(out, gate, up, dtype)
+    if cpu_ops is not None:  # same formula and the same C library exp: the same bits
+        assert torch.equal(out, cpu_ops.silu_and_mul(x))
+
+
+@ACT_CASES
+def test_silu_mul_strided_rows(libs, cxx, dtype, d, cpu_ops):
+    rows = 3
+    gate = act_input((rows, d + 5), dtype)[:, 2:d + 2]  # rows d + 5 apart, offset 2
+    up = act_input((rows, d), dtype)
+    wide = poisoned_like(torch.empty(rows, d + 1, dtype=dtype))
+    flat_gate = gate.as_strided((gate.numel() + 3 * rows,), (1,))  # base at gate[0, 0]
+    silu_mul_dispatch(libs["activation", cxx], SUFFIX[dtype], wide.view(-1), flat_gate, up,
+                      d, rows, (d + 1, d + 5, d), tg=32)
+    out = wide[:, :d]
+    assert_close(out, silu_mul_ref(gate, up), dtype)
+    assert torch.isnan(wide[:, d]).all(), "wrote past the row"
+    check_vs_hf(out, gate, up, dtype)
+    if cpu_ops is not None:
+        assert torch.equal(out, cpu_ops.silu_mul(gate, up))
+
+
+@ACT_CASES
+def test_silu(libs, cxx, dtype, d, cpu_ops):
+    rows = 4
+    x = act_input((rows, d), dtype)
+    out = poisoned_like(x)
+    libs["activation", cxx].dispatch(f"silu_{SUFFIX[dtype]}", (d, rows), (64, 1), out, x, u32(d),
+                                     u32(d), u32(d), threads=True)
+    assert_close(out, silu_mul_ref(x), dtype)
+    check_vs_hf(out, x, None, dtype)
+    if cpu_ops is not None:
+        assert torch.equal(out, cpu_ops.silu(x))
+
+
+def test_silu_extremes(libs, cxx):
+    """exp(-v) overflowing to inf (v very negative) gives -0, not NaN; large v gives v."""
+    x = torch.tensor([[-1e4, -100.0, -88.0, 0.0, 88.0, 1e4, 3e38]], dtype=torch.float32)
+    out = poisoned_like(x)
+    libs["activation", cxx].dispatch("silu_f32", (7, 1), (32, 1), out, x, u32(7), u32(7), u32(7),
+                                     threads=True)
+    assert torch.isfinite(out).all()
+    assert out[0, 0] == 0 and out[0, 3] == 0 and out[0, 5] == 1e4 and out[0, 6] == 3e38
+
+
+# ---- layer_norm.metal
+
+AFFINE = ["weight+bias", "weight", "none"]
+
+
+def ln_dispatch(lib, x, w, b, out, d, rows, x_stride, out_stride, eps=1e-5, tg=96, order=0):
+    flags = (w is not None) | ((b is not None) << 1)
+    lib.dispatch(f"layer_norm_{SUFFIX[x.dtype]}", (rows,), (tg,), x,
+                 x if w is None else w, x if b is None else b,  # never read when absent
+                 out, u32(d), u32(x_stride), u32(out_stride), u32(flags), np.float32([eps]),
+                 order=order)
+
+
+@pytest.mark.parametrize("kind", AFFINE)
+@NORM_CASES
+def test_layer_norm(libs, cxx, dtype, d, kind, cpu_ops):
+    from test_layer_norm import assert_within_one_ulp_of_torch
+    rows, eps = 5, 1e-5
+    for tg in (32, 96, 1024):
+        x = (torch.randn(rows, d) + 0.25).to(dtype)  # a non-zero mean to subtract
+        w = torch.randn(d).to(dtype) if kind != "none" else None
+        b = torch.randn(d).to(dtype) if kind == "weight+bias" else None
+        out = poisoned_like(x)
+        ln_dispatch(libs["layer_norm", cxx], x, w, b, out, d, rows, d, d, eps, tg, order=tg % 3)
+        assert_close(out, layer_norm_ref(x, w, b, eps), dtype)
+        assert_within_one_ulp_of_torch(out, x, w, b, eps, dtype)
+        if cpu_ops is not None:  # the same statistics, summed in another order
+            assert_within_one_ulp_of_torch(cpu_ops.layer_norm(x, w, b, eps), x, w, b, eps, dtype)
+
+
+@pytest.mark.parametrize("dtype", list(SUFFIX))
+def test_layer_norm_strided_and_in_place(libs, cxx, dtype):
+    rows, d, eps = 4, 77, 1e-5
+    lib = libs["layer_norm", cxx]
+    wide = (torch.randn(rows, d + 9) + 1).to(dtype)
+    x = wide[:, 3:d + 3]
+    w, b = torch.randn(d).to(dtype), torch.randn(d).to(dtype)
+    ref = layer_norm_ref(x, w, b, eps)
+    out = poisoned_like(torch.empty(rows, d + 2, dtype=dtype))
+    base = wide.view(-1)[3:]
+    ln_dispatch(lib, base, w, b, out, d, rows, d + 9, d + 2, eps)
+    assert_close(out[:, :d], ref, dtype)
+    assert torch.isnan(out[:, d:]).all(), "wrote past the row"
+    before = wide.clone()
+    ln_dispatch(lib, base, w, b, base, d, rows, d + 9, d + 9, eps)  # out = x
+    assert_close(x, ref, dtype)
+    outside = torch.ones_like(wide, dtype=torch.bool)
+    outside[:, 3:d + 3] = False
+    assert torch.equal(wide[outside], before[outside]), "wrote outside x's rows"
+
+
+def test_layer_norm_large_mean(libs, cxx):
+    """|mean| >> std: two passes keep the variance, to the CPU test's bound
+    (test_layer_norm.py); fp32 E[x^2] - mean^2 would lose most of its digits."""
+    rows, d = 4, 4096
+    x = (torch.randn(rows, d, dtype=torch.float64) * 0.5 + 300.0).float()
+    out = poisoned_like(x)
+    ln_dispatch(libs["layer_norm", cxx], x, None, None, out, d, rows, d, d, tg=256)
+    ref = layer_norm_ref(x)
+    assert ((out.double() - ref).norm() / ref.norm()).item() < 2e-4
+
+
+def test_layer_norm_constant_row(libs, cxx):
+    """var = 0: the output is exactly the bias (sum / d correctly rounded: x - mean is 0),
+    as test_layer_norm.py asks of the CPU."""
+    d = 100
+    x = torch.full((3, d), 7.25)
+    b = torch.randn(d)
+    out = poisoned_like(x)
+    ln_dispatch(libs["layer_norm", cxx], x, torch.randn(d), b, out, d, 3, d, d, tg=64)
+    assert torch.equal(out, b.expand(3, d))
+
+
+# ---- q4k.metal: Q4_K / Q6_K gemv, the block layout from common/ggml_blocks.h
+
+KQUANTS = {"Q4_K": ("q4k", 144), "Q6_K": ("q6k", 210)}
+ROWS_PER_SIMD = 2  # q4k.metal's kRowsPerSimd
+
+
+def random_blocks(n, nb, fmt, rng):
+    """Random bytes are valid blocks once the fp16 factors are finite: every quant and
+    scale pattern occurs, not only those our quantiser writes."""
+    size = KQUANTS[fmt][1]
+    q = rng.integers(0, 256, (n, nb, size), dtype=np.uint8)
+    scale = lambda: rng.uniform(1e-3, 2e-2, (n, nb)).astype(np.float16).view(np.uint8)  # noqa: E731
+    if fmt == "Q4_K":
+        q[..., 0:2] = scale().reshape(n, nb, 2)  # d
+        q[..., 2:4] = scale().reshape(n, nb, 2)  # dmin
+    else:
+        q[..., 208:210] = scale().reshape(n, nb, 2)  # d
+    return q.reshape(n, nb * size)
+
+
+def kquant_dispatch(lib, fmt, x, q, nsimd=4, order=0):
+    m, k = x.shape
+    n = q.shape[0]
+    out = poisoned_like(torch.empty(m, n, dtype=x.dtype))
+    rows = ROWS_PER_SIMD * nsimd
+    lib.dispatch(f"{KQUANTS[fmt][0]}_gemv_{SUFFIX[x.dtype]}", ((n + rows - 1) // rows,),
+                 (32 * nsimd,), x, q, out, u32(m), u32(n), u32(k), order=order)
+    return out
+
+
+@pytest.mark.parametrize("fmt", KQUANTS)
+@pytest.mark.parametrize("dtype", list(SUFFIX))
+def test_kquant_gemv(libs, cxx, fmt, dtype, cpu_ops):
+    """Against gguf-py's dequantisation (llama.cpp's own reader) in fp64, for M = 1..8,
+    odd N, several threadgroup sizes; and against our CPU op on the same bytes."""
+    gguf = pytest.importorskip("gguf")
+    rng = np.random.default_rng(torch.initial_seed())
+    lib = libs["q4k", cxx]
+    qtype = getattr(gguf.GGMLQuantizationType, fmt)
+    for n, nb in [(1, 1), (19, 3), (33, 2)]:
+        q = random_blocks(n, nb, fmt, rng)
+        w = torch.from_numpy(gguf.quants.dequantize(q, qtype).astype(np.float64))
+        qt = torch.from_numpy(q)
+        for m in range(1, 9):
+            x = torch.randn(m, nb * 256).to(dtype)
+            nsimd = (1, 2, 4)[m % 3]
+            out = kquant_dispatch(lib, fmt, x, qt, nsimd, order=m % 3)
+            assert_close(out, x.double() @ w.T, dtype)
+            if cpu_ops is not None:
+                cpu = getattr(cpu_ops, f"{KQUANTS[fmt][0]}_gemv")(x, qt)
+                assert_close(out, cpu.double(), dtype)
+
+
+@pytest.mark.parametrize("fmt", KQUANTS)
+def test_kquant_gemv_quantised_weights(libs, cxx, fmt, cpu_ops):
+    """Our quantiser's bytes (the CPU op), through the shader, against our CPU gemv."""
+    if cpu_ops is None:
+        pytest.skip("needs the CPU variant's quantiser")
+    w = torch.randn(45, 512)
+    q = getattr(cpu_ops, f"quantize_{fmt.lower()}")(w)
+    x = torch.randn(3, 512)
+    out = kquant_dispatch(libs["q4k", cxx], fmt, x, q)
+    ref = getattr(cpu_ops, f"dequantize_{fmt.lower()}")(q).double()
+    assert_close(out, x.double() @ ref.T, torch.float32)
+    assert_close(out, getattr(cpu_ops, f"{KQUANTS[fmt][0]}_gemv")(x, q).double(), torch.float32)
+
+
+def test_q4k_shader_compiles_the_metal_branch_of_the_shared_header():
+    """The harness defines __METAL_VERSION__, as Apple's compiler does, so the shader
+    sees ggml_blocks.h's MSL spelling, pre-passed like the shader itself."""
+    tu = msl.translate(SHADERS / "q4k.metal")
+    assert tu.startswith(f"#define __METAL_VERSION__ {msl.METAL_VERSION}\n")
+    hdrs = msl.headers(SHADERS / "q4k.metal", INCLUDES)
+    assert "ggml_blocks.h" in hdrs and "#if defined(__METAL_VERSION__)" in hdrs["ggml_blocks.h"]

@@ -42,6 +42,9 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   // out [M, N] <- x [M, K] @ dequantize(q).T for M in 1..8, fp32 accumulation, in x's dtype.
   ops.def("q4k_gemv(Tensor! out, Tensor x, Tensor q) -> ()");
   ops.def("q6k_gemv(Tensor! out, Tensor x, Tensor q) -> ()");
+  // out [M, N] <- a [M, K] @ b [K, N], fp32 accumulation, rounded once to a's dtype
+  // (CPU and Metal).
+  ops.def("matmul(Tensor! out, Tensor a, Tensor b) -> ()");
 
 #if defined(CPU_KERNEL)
   ops.impl("rms_norm", c10::kCPU, &rms_norm_cpu);
@@ -59,6 +62,7 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("dequantize_q6_k", c10::kCPU, &dequantize_q6_k_cpu);
   ops.impl("q4k_gemv", c10::kCPU, &q4k_gemv_cpu);
   ops.impl("q6k_gemv", c10::kCPU, &q6k_gemv_cpu);
+  ops.impl("matmul", c10::kCPU, &matmul_cpu);
 #endif
 
 // ROCm builds of torch register AMD GPUs as kCUDA; the ROCm kernels sit behind the
@@ -88,8 +92,17 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("q6k_gemv", c10::kCPU, &q6k_gemv_cpu);
 #endif
 
+// Only the ops with a shader in metal_kernels/; the others have no MPS kernel.
 #if defined(METAL_KERNEL)
-  // Filled by the Metal backend issue; the ops then resolve on torch::kMPS.
+  ops.impl("rms_norm", c10::kMPS, &rms_norm_mps);
+  ops.impl("fused_add_rms_norm", c10::kMPS, &fused_add_rms_norm_mps);
+  ops.impl("layer_norm", c10::kMPS, &layer_norm_mps);
+  ops.impl("silu_and_mul", c10::kMPS, &silu_and_mul_mps);
+  ops.impl("silu_mul", c10::kMPS, &silu_mul_mps);
+  ops.impl("silu", c10::kMPS, &silu_mps);
+  ops.impl("q4k_gemv", c10::kMPS, &q4k_gemv_mps);
+  ops.impl("q6k_gemv", c10::kMPS, &q6k_gemv_mps);
+  ops.impl("matmul", c10::kMPS, &matmul_mps);
 #endif
 }
 

@@ -30,6 +30,7 @@ void dequantize_q4_k_cpu(at::Tensor& out, const at::Tensor& q);
 void dequantize_q6_k_cpu(at::Tensor& out, const at::Tensor& q);
 void q4k_gemv_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
 void q6k_gemv_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
+void matmul_cpu(at::Tensor& out, const at::Tensor& a, const at::Tensor& b);
 #endif
 
 // ROCm shares the CUDA wrappers (cuda_kernels/*_torch.cpp): a ROCm build of torch
@@ -66,4 +67,20 @@ void dequantize_q4_k_cpu(at::Tensor& out, const at::Tensor& q);
 void dequantize_q6_k_cpu(at::Tensor& out, const at::Tensor& q);
 void q4k_gemv_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
 void q6k_gemv_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
+#endif
+
+// Metal (torch::kMPS): metal_kernels/*_mps.cpp check the tensors and describe each
+// dispatch; metal_kernels/mps_dispatch.mm encodes it on PyTorch's MPS stream.
+#if defined(METAL_KERNEL)
+void rms_norm_mps(at::Tensor& out, const at::Tensor& x, const at::Tensor& weight, double eps);
+void fused_add_rms_norm_mps(at::Tensor& x, at::Tensor& residual, const at::Tensor& weight,
+                            double eps);
+void layer_norm_mps(at::Tensor& out, const at::Tensor& x, const std::optional<at::Tensor>& weight,
+                    const std::optional<at::Tensor>& bias, double eps);
+void silu_and_mul_mps(at::Tensor& out, const at::Tensor& x);
+void silu_mul_mps(at::Tensor& out, const at::Tensor& gate, const at::Tensor& up);
+void silu_mps(at::Tensor& out, const at::Tensor& x);
+void q4k_gemv_mps(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
+void q6k_gemv_mps(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
+void matmul_mps(at::Tensor& out, const at::Tensor& a, const at::Tensor& b);
 #endif

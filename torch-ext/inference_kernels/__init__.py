@@ -32,6 +32,7 @@ __all__ = [
     "dequantize_q6_k",
     "q4k_gemv",
     "q6k_gemv",
+    "matmul",
     "FP8_DTYPE",
     "gguf_blocks",
     "quant",
@@ -215,3 +216,16 @@ def q4k_gemv(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 def q6k_gemv(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     """``x @ dequantize_q6_k(q).T``; as :func:`q4k_gemv`."""
     return quant.gemv(x, q, "Q6_K")
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``a @ b`` for ``a`` [M, K] and ``b`` [K, N] of one float dtype: products summed in
+    fp32, the result rounded once to the dtype. CPU and MPS (Metal: 16x16 threadgroup
+    tiles, or 8x8 simdgroup matrices for fp32 with M, N, K multiples of 8).
+    ``out`` (optional): contiguous [M, N].
+    """
+    if out is None:
+        shape = (a.shape[0], b.shape[1]) if a.dim() == 2 and b.dim() == 2 else (0, 0)
+        out = torch.empty(shape, dtype=a.dtype, device=a.device)
+    ops.matmul(out, a, b)
+    return out

@@ -141,3 +141,13 @@ def _register_kquant_fakes(fmt: str, gemv: str) -> None:
 
 _register_kquant_fakes("q4_k", "q4k_gemv")
 _register_kquant_fakes("q6_k", "q6k_gemv")
+
+
+@torch.library.register_fake(add_op_namespace_prefix("matmul"))
+def _matmul_fake(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    _check_same_device(b, "b", a, "a")
+    _check_same_device(out, "out", a, "a")
+    torch._check(a.dim() == 2 and b.dim() == 2 and a.shape[1] == b.shape[0],
+                 lambda: f"a [M, K] and b [K, N] expected, got {tuple(a.shape)} and {tuple(b.shape)}")
+    torch._check(out.shape == (a.shape[0], b.shape[1]),
+                 lambda: f"out must have shape {(a.shape[0], b.shape[1])}, got {tuple(out.shape)}")

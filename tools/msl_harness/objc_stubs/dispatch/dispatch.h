@@ -1,0 +1,3 @@
+// Hand-written stand-in (see Foundation/Foundation.h): NOT Apple's SDK.
+#pragma once
+#include <Foundation/Foundation.h>
