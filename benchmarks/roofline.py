@@ -18,6 +18,7 @@ bandwidth ceiling (measured copy bandwidth, or --bw) and the FP32 compute ceilin
     python benchmarks/roofline.py                       # on the GPU; writes $OUT/roofline.*
     python benchmarks/roofline.py --ops layer_norm/ours layer_norm/naive
     python benchmarks/roofline.py --from-csv DIR        # re-parse saved ncu CSVs, no GPU
+    python benchmarks/roofline.py --from-json FILE      # redraw a saved roofline.json, no GPU
 
 Parsing and plotting need no GPU (tests/test_roofline.py feeds a canned CSV).
 """
@@ -302,9 +303,18 @@ def main(argv=None) -> int:
     p.add_argument("--bw", type=float, help="bandwidth ceiling, GB/s (default: measured copy bandwidth)")
     p.add_argument("--peak-tflops", type=float, default=67.0, help="FP32 ceiling (H200 SXM: 67)")
     p.add_argument("--from-csv", type=Path, help="parse saved <op>.csv files from this folder instead")
+    p.add_argument("--from-json", type=Path, help="redraw the table and plot of a saved roofline.json")
+    p.add_argument("--note", default="", help="a line for the report (what was measured, when)")
     args = p.parse_args(argv)
     out = Path(os.environ["OUT"]) if os.environ.get("OUT") else HERE / "out"
     out.mkdir(parents=True, exist_ok=True)
+    if args.from_json:
+        saved = json.loads(args.from_json.read_text())
+        reports = [OpReport(**r) for r in saved["ops"]]
+        report(reports, saved["bw"], saved["peak_flops"], out,
+               args.note or f"redrawn from {args.from_json.name}; bandwidth ceiling "
+                            f"{saved['bw'] / 1e9:.0f} GB/s")
+        return 0
     raw = out / "ncu_csv"
     raw.mkdir(exist_ok=True)
     if args.bw:

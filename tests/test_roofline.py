@@ -78,3 +78,14 @@ def test_plot_and_report_from_saved_csv(tmp_path, monkeypatch):
     md = (out / "roofline.md").read_text()
     assert "layer_norm/ours" in md and "layer_norm/naive" in md and "4200 GB/s" in md
     assert "naive_layer_norm_kernel" in md
+
+
+def test_redraw_from_the_recorded_h200_json(tmp_path, monkeypatch):
+    """The committed report (BENCHMARKS.md) is redrawn from the H200 run's roofline.json."""
+    out = tmp_path / "out"
+    monkeypatch.setenv("OUT", str(out))
+    saved = ROOT / "benchmarks" / "results" / "2026-11-29-h200-roofline.json"
+    assert roofline.main(["--from-json", str(saved), "--note", "test"]) == 0
+    assert (out / "roofline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = (out / "roofline.md").read_text()
+    assert "layer_norm/naive" in md and "layer_norm/ours" in md
