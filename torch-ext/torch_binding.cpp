@@ -42,6 +42,12 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   // out [M, N] <- x [M, K] @ dequantize(q).T for M in 1..8, fp32 accumulation, in x's dtype.
   ops.def("q4k_gemv(Tensor! out, Tensor x, Tensor q) -> ()");
   ops.def("q6k_gemv(Tensor! out, Tensor x, Tensor q) -> ()");
+  // out [M, N] (bf16/fp16) <- a [M, K] @ b[N, K].T * scale_a * scale_b (+ bias): fp8
+  // e4m3fn operands, fp32 sums; scale_b one element or one per output channel (N).
+  // config: the CUDA kernel's work split (benchmarks; [] = automatic), ignored on the CPU.
+  ops.def(
+      "skinny_gemm_fp8(Tensor! out, Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, "
+      "Tensor? bias, int[] config=[]) -> ()");
 
 #if defined(CPU_KERNEL)
   ops.impl("rms_norm", c10::kCPU, &rms_norm_cpu);
@@ -59,6 +65,7 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("dequantize_q6_k", c10::kCPU, &dequantize_q6_k_cpu);
   ops.impl("q4k_gemv", c10::kCPU, &q4k_gemv_cpu);
   ops.impl("q6k_gemv", c10::kCPU, &q6k_gemv_cpu);
+  ops.impl("skinny_gemm_fp8", c10::kCPU, &skinny_gemm_fp8_cpu);
 #endif
 
 // ROCm builds of torch register AMD GPUs as kCUDA; the ROCm kernels sit behind the
@@ -73,6 +80,9 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("silu_and_mul_fp8", c10::kCUDA, &silu_and_mul_fp8_cuda);
   ops.impl("silu_mul", c10::kCUDA, &silu_mul_cuda);
   ops.impl("silu", c10::kCUDA, &silu_cuda);
+#endif
+#if defined(CUDA_KERNEL)  // no ROCm kernel yet
+  ops.impl("skinny_gemm_fp8", c10::kCUDA, &skinny_gemm_fp8_cuda);
 #endif
 
 #if defined(METAL_KERNEL)

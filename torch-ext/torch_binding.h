@@ -30,6 +30,9 @@ void dequantize_q4_k_cpu(at::Tensor& out, const at::Tensor& q);
 void dequantize_q6_k_cpu(at::Tensor& out, const at::Tensor& q);
 void q4k_gemv_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
 void q6k_gemv_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
+void skinny_gemm_fp8_cpu(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
+                         const at::Tensor& scale_a, const at::Tensor& scale_b,
+                         const std::optional<at::Tensor>& bias, at::IntArrayRef config);
 #endif
 
 // ROCm shares the CUDA wrappers (cuda_kernels/*_torch.cpp): a ROCm build of torch
@@ -50,4 +53,9 @@ void silu_and_mul_cuda(at::Tensor& out, const at::Tensor& x);
 void silu_and_mul_fp8_cuda(at::Tensor& out, const at::Tensor& x, const at::Tensor& scale);
 void silu_mul_cuda(at::Tensor& out, const at::Tensor& gate, const at::Tensor& up);
 void silu_cuda(at::Tensor& out, const at::Tensor& x);
+#endif
+#if defined(CUDA_KERNEL)
+void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
+                          const at::Tensor& scale_a, const at::Tensor& scale_b,
+                          const std::optional<at::Tensor>& bias, at::IntArrayRef config);
 #endif
