@@ -14,6 +14,10 @@
 #           out; `verify` runs them too) (not run yet)
 #   roofline: Nsight Compute over every CUDA kernel and its torch baseline; table and
 #           roofline PNG under $OUT (benchmarks/roofline.py; not run yet)
+#   gemm  : skinny_gemm_fp8 tests, its benchmark (vs torch._scaled_mm, decode MLP; md, json
+#           and png under $OUT), compute-sanitizer memcheck + racecheck on its odd sizes,
+#           its SASS (not run yet)
+#   gemm_tune: the skinny GEMM's work-split sweep on the blog's shapes (not run yet)
 #   all   : check + bench
 set -uo pipefail
 MODE=${1:-all}
@@ -107,6 +111,32 @@ roofline() {
   timeout 480 python3 benchmarks/roofline.py 2>&1 | tee "$OUT/roofline.log" | tail -30
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 }
+tests_gemm() {
+  step "skinny_gemm_fp8 tests"
+  python3 -m pytest tests/test_skinny_gemm.py -q -rfE -p no:cacheprovider 2>&1 | tee "$OUT/pytest_skinny_gemm.log" | tail -8
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+}
+bench_gemm() {
+  step "skinny GEMM benchmark"
+  timeout 300 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" "$@" 2>&1 | tee "$OUT/bench_skinny_gemm.log" | tail -150
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+}
+sanitizers_gemm() {
+  step "compute-sanitizer (skinny_gemm_fp8)"
+  for tool in memcheck racecheck; do
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 \
+      python3 scripts/sanitize_cuda.py skinny_gemm > "$OUT/sanitizer_gemm_$tool.log" 2>&1
+    local rc=$?; tail -3 "$OUT/sanitizer_gemm_$tool.log"; echo "$tool exit $rc"; [ $rc = 0 ] || status=1
+  done
+}
+sass_gemm() {
+  step "SASS of skinny_gemm_fp8 (per kernel: loads, MMAs, conversions, local memory)"
+  cuobjdump -sass "$SO" | awk '
+    /Function :/ { if (name) report(); name = ($0 ~ /skinny_gemm/) ? $3 : ""; sub(/.*skinny_gemm_/, "", name); delete c; next }
+    name { while (match($0, /(LDG|STG|LDL|STL|HMMA|F2FP)[.A-Z0-9_]*/)) { c[substr($0, RSTART, RLENGTH)]++; $0 = substr($0, RSTART + RLENGTH) } }
+    function report(  k, s) { s = ""; for (k in c) s = s " " k "=" c[k]; print name ":" s }
+    END { if (name) report() }' | tee "$OUT/sass_gemm.txt"
+}
 bench_fp8() { step "add+RMSNorm+FP8 benchmark"; timeout 200 python3 benchmarks/bench_norm_fp8.py "$@" 2>&1 | tee "$OUT/bench_norm_fp8.log" | tail -30; }
 
 environment
@@ -121,6 +151,8 @@ case "$MODE" in
   decode) bench_decode ;;
   layernorm) tests_layernorm; bench_layernorm; sass; sanitizers ;;
   roofline) roofline ;;
+  gemm)   tests_gemm; bench_gemm; sanitizers_gemm; sass_gemm ;;
+  gemm_tune) bench_gemm --tune ;;
   all)    tests; error_paths; sass; sanitizers; example; bench_sweep ;;
   *) echo "unknown mode $MODE"; exit 2 ;;
 esac
