@@ -349,13 +349,14 @@ int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
   geo.tiles = (p.N + kTileRows - 1) / kTileRows;
   geo.nchunks = (p.K + kChunk - 1) / kChunk;
   const int sms = sm_count();
-  // Warps per SM that fit by registers, from a full-size block (per conversion mode).
-  static int occ_cache[3] = {};
-  int& occ_warps = occ_cache[convert];
-  if (!occ_warps) {
-    occ_warps = std::min(64, blocks_per_sm(kernel, kMaxBlockWarps * 32,
-                                           kMaxBlockWarps * kWarpSmem) * kMaxBlockWarps);
-  }
+  // Resident blocks of `warps` warps per SM (registers, shared memory), asked once.
+  static int resident_cache[3][kMaxBlockWarps + 1] = {};
+  const auto resident = [&](int warps) {
+    int& n = resident_cache[convert][warps];
+    if (!n) n = blocks_per_sm(kernel, warps * 32, size_t(warps) * kWarpSmem);
+    return n;
+  };
+  const int occ_warps = std::min(64, resident(kMaxBlockWarps) * kMaxBlockWarps);
 
   // Tiles per block: at M > 8 two tiles share each activation chunk through L1.
   int rb = p.tiles_per_block > 0 ? p.tiles_per_block : (NT >= 2 ? 2 : 1);
@@ -364,26 +365,32 @@ int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int max_kw = kMaxBlockWarps / rb;
   const int64_t row_blocks = (geo.tiles + rb - 1) / rb;
   // K splits per tile: about 16 streaming warps per SM in all (fewer if registers say so),
-  // each split at least 8 chunks (512 bytes of each of its rows).
+  // each split at least 4 chunks (256 bytes of each of its 32 rows, two load batches).
   const int64_t target = int64_t(sms) * std::min(occ_warps, 16);
   int64_t want = target / (row_blocks * rb);
-  want = std::clamp<int64_t>(want, 1, std::max<int64_t>(1, geo.nchunks / 8));
+  want = std::clamp<int64_t>(want, 1, std::max<int64_t>(1, geo.nchunks / 4));
   want = std::min<int64_t>(want, int64_t(max_kw) * kMaxCluster);
-  int nc = p.cluster, kw = p.warps_per_tile;  // the caller's, where given
+  // The caller's split where given; else the fewest cluster blocks that reach `want`
+  // with up to max_kw warps each. One wave: with more blocks than fit at once, the last
+  // wave would stream alone, so shrink the cluster (re-spreading its share over the
+  // warps) until the grid fits; a huge N may never fit, and then runs in waves.
+  const auto warps_for = [&](int clusters) {
+    return p.warps_per_tile > 0
+               ? p.warps_per_tile
+               : int(std::clamp<int64_t>((want + clusters - 1) / clusters, 1, max_kw));
+  };
+  int nc = p.cluster;
   if (nc <= 0) {
-    const int64_t per_block = kw > 0 ? kw : max_kw;
+    const int64_t per_block = p.warps_per_tile > 0 ? p.warps_per_tile : max_kw;
     nc = int(std::clamp<int64_t>((want + per_block - 1) / per_block, 1, kMaxCluster));
+    for (; nc > 1; --nc) {
+      if (row_blocks * nc <= int64_t(sms) * resident(rb * warps_for(nc))) break;
+    }
   }
-  if (kw <= 0) kw = int(std::clamp<int64_t>((want + nc - 1) / nc, 1, max_kw));
+  const int kw = warps_for(nc);
   if (kw > max_kw || nc > kMaxCluster) return cudaErrorInvalidValue;
   const int threads = rb * kw * 32;
   const size_t smem = size_t(rb) * kw * kWarpSmem;
-  // One wave: with more blocks than fit at once, the last wave would stream alone. Halve
-  // the cluster split until the grid fits (a huge N may never fit: then it runs in waves).
-  if (p.cluster <= 0 && nc > 1) {
-    const int64_t slots = int64_t(sms) * blocks_per_sm(kernel, threads, smem);
-    while (nc > 1 && row_blocks * nc > slots) nc = (nc + 1) / 2;
-  }
   geo.tiles_per_block = rb;
   geo.warps_per_tile = kw;
   geo.cluster = nc;
