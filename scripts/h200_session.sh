@@ -15,8 +15,8 @@
 #   roofline: Nsight Compute over every CUDA kernel and its torch baseline; table and
 #           roofline PNG under $OUT (benchmarks/roofline.py; not run yet)
 #   gemm  : skinny_gemm_fp8 tests, its benchmark (vs torch._scaled_mm, decode MLP; md, json
-#           and png under $OUT), compute-sanitizer memcheck + racecheck on its odd sizes,
-#           its SASS (not run yet)
+#           and png under $OUT), its SASS, compute-sanitizer memcheck + racecheck on its odd
+#           sizes (last: the first cut if 600 s run out) (not run yet)
 #   gemm_tune: the skinny GEMM's work-split sweep on the blog's shapes (not run yet)
 #   all   : check + bench
 set -uo pipefail
@@ -151,7 +151,7 @@ case "$MODE" in
   decode) bench_decode ;;
   layernorm) tests_layernorm; bench_layernorm; sass; sanitizers ;;
   roofline) roofline ;;
-  gemm)   tests_gemm; bench_gemm; sanitizers_gemm; sass_gemm ;;
+  gemm)   tests_gemm; bench_gemm; sass_gemm; sanitizers_gemm ;;
   gemm_tune) bench_gemm --tune ;;
   all)    tests; error_paths; sass; sanitizers; example; bench_sweep ;;
   *) echo "unknown mode $MODE"; exit 2 ;;
