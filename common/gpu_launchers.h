@@ -92,4 +92,38 @@ struct KQuantGemvParams {
 // Returns the launch status (0 is success).
 int kquant_gemv_launch(const KQuantGemvParams& p, void* stream);
 
+// FP8 GEMM for decode batch sizes (skinny_gemm.cu):
+//   out[m, n] <- round(sum_k a[m, k] * b[n, k] * scale_a * scale_b[n or 0] + bias[n])
+// a: float8_e4m3fn [M, K] (row stride lda bytes), b: float8_e4m3fn [N, K] (nn.Linear's
+// weight layout, row stride ldb bytes), products summed in fp32; out [M, N] (row stride
+// ldo elements) fp16 or bf16, bias (optional) in out's dtype. Scales live in device
+// memory (read by the kernel: no host sync). Any M (the kernel is built for M <= 32; larger
+// M re-reads the weight once per 32 rows), any N and K, any alignment: rows that are
+// 16-byte aligned with K % 16 == 0 take the 16-byte-load path, anything else a byte path.
+struct SkinnyGemmParams {
+  DType out_dtype;  // kFloat16 or kBFloat16
+  void* out;
+  int64_t ldo;
+  const void* a;
+  int64_t lda;
+  const void* b;
+  int64_t ldb;
+  const float* scale_a;  // one element
+  const float* scale_b;  // one element, or N when scale_b_per_channel
+  bool scale_b_per_channel;
+  const void* bias;  // N elements of out_dtype, or null
+  int64_t M, N, K;
+  // Work split, 0 = the launcher's choice (benchmarks sweep these): tiles of 32 weight
+  // rows per block, K splits among the warps of a block, K splits among the blocks of a
+  // thread-block cluster (1..8, reduced through distributed shared memory).
+  int tiles_per_block, warps_per_tile, cluster;
+  // How the fast path turns the fp8 activation into f16 for the tensor cores: 1 the
+  // conversion instruction (exact, NaN stays NaN), 2 integer bit operations (exact for
+  // every finite value, an fp8 NaN reads as 480; the default at M > 8). 0 = default.
+  int convert;
+};
+
+// Returns the launch status (0 is success).
+int skinny_gemm_fp8_launch(const SkinnyGemmParams& p, void* stream);
+
 }  // namespace inference_kernels

@@ -25,6 +25,12 @@
 #           NVLink multicast stays off (NCCL_NVLS_ENABLE=0). (not run yet)
 #   q4k   : q4k_gemv/q6k_gemv CUDA tests, the Q4_K/Q6_K gemv benchmark (ours, cuBLAS bf16,
 #           dequant+matmul; decode tok/s), SASS, memcheck + racecheck on odd sizes (not run yet)
+#   gemm  : skinny_gemm_fp8 tests, its benchmark (vs torch._scaled_mm, decode MLP; md, json
+#           and png under $OUT), its SASS, compute-sanitizer memcheck + racecheck on its odd
+#           sizes (last: the first cut if 600 s run out) (not run yet)
+#   gemm_tune: the skinny GEMM's work-split sweep on the blog's shapes (not run yet)
+#   final1: the CUDA test cases, tensor-parallel decode, the Q4_K and FP8 GEMM benchmarks
+#   final2: the norm/SwiGLU/LayerNorm benchmarks, SASS, compute-sanitizer over every kernel
 #   all   : check + bench
 set -uo pipefail
 MODE=${1:-all}
@@ -88,7 +94,7 @@ sass() {
 sanitizers() {
   step "compute-sanitizer"
   for tool in memcheck racecheck; do
-    PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool $tool --error-exitcode 9 \
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 \
       python3 scripts/sanitize_cuda.py > "$OUT/sanitizer_$tool.log" 2>&1
     local rc=$?; tail -3 "$OUT/sanitizer_$tool.log"; echo "$tool exit $rc"; [ $rc = 0 ] || status=1
   done
@@ -178,6 +184,42 @@ sanitizers_q4k() {
     local rc=$?; tail -3 "$OUT/sanitizer_q4k_$tool.log"; echo "$tool exit $rc"; [ $rc = 0 ] || status=1
   done
 }
+tests_gemm() {
+  step "skinny_gemm_fp8 tests"
+  python3 -m pytest tests/test_skinny_gemm.py -q -rfE -p no:cacheprovider 2>&1 | tee "$OUT/pytest_skinny_gemm.log" | tail -8
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+}
+bench_gemm() {
+  step "skinny GEMM benchmark"
+  timeout 300 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" "$@" 2>&1 | tee "$OUT/bench_skinny_gemm.log" | tail -150
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+}
+sanitizers_gemm() {
+  step "compute-sanitizer (skinny_gemm_fp8)"
+  for tool in memcheck racecheck; do
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 \
+      python3 scripts/sanitize_cuda.py skinny_gemm > "$OUT/sanitizer_gemm_$tool.log" 2>&1
+    local rc=$?; tail -3 "$OUT/sanitizer_gemm_$tool.log"; echo "$tool exit $rc"; [ $rc = 0 ] || status=1
+  done
+}
+sass_gemm() {
+  step "SASS of skinny_gemm_fp8 (per kernel: loads, MMAs, conversions, local memory)"
+  cuobjdump -sass "$SO" | awk '
+    /Function :/ { if (name) report(); name = ($0 ~ /skinny_gemm/) ? $3 : ""; sub(/.*skinny_gemm_/, "", name); delete c; next }
+    name { while (match($0, /(LDG|STG|LDL|STL|HMMA|F2FP)[.A-Z0-9_]*/)) { c[substr($0, RSTART, RLENGTH)]++; $0 = substr($0, RSTART + RLENGTH) } }
+    function report(  k, s) { s = ""; for (k in c) s = s " " k "=" c[k]; print name ":" s }
+    END { if (name) report() }' | tee "$OUT/sass_gemm.txt"
+}
+tests_gpu() {
+  # Every test with a CUDA case, CUDA cases only (-k "not cpu"); CI runs the CPU cases, the
+  # Metal harness, the ROCm ISA checks, the TP script on gloo and the build checks.
+  step "tests (CUDA cases)"
+  python3 -m pytest tests -q -rfE -p no:cacheprovider -k "not cpu" --ignore=tests/test_metal_harness.py \
+    --ignore=tests/test_metal_host.py --ignore=tests/test_rocm_isa.py --ignore=tests/test_tp.py \
+    --ignore=tests/test_build.py --ignore=tests/test_benchmarks_smoke.py --ignore=tests/test_roofline.py \
+    2>&1 | tee "$OUT/pytest_gpu.log" | tail -15
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+}
 bench_fp8() { step "add+RMSNorm+FP8 benchmark"; timeout 200 python3 benchmarks/bench_norm_fp8.py "$@" 2>&1 | tee "$OUT/bench_norm_fp8.log" | tail -30; }
 
 environment
@@ -197,6 +239,10 @@ case "$MODE" in
   tune)   tests_norms; tune; bench_swiglu; bench_fp8 --quick; bench_layernorm ;;
   tp)     tp_decode ;;
   q4k)    tests_q4k; bench_q4k; sass_q4k; sanitizers_q4k ;;
+  gemm)   tests_gemm; bench_gemm; sass_gemm; sanitizers_gemm ;;
+  final1) tests_gpu; tp_decode; bench_q4k; bench_gemm ;;
+  final2) bench_fp8; bench_swiglu; bench_layernorm; bench_quick; sass; sass_q4k; sass_gemm; sanitizers ;;
+  gemm_tune) bench_gemm --tune ;;
   all)    tests; error_paths; sass; sanitizers; example; bench_sweep ;;
   *) echo "unknown mode $MODE"; exit 2 ;;
 esac

@@ -2,6 +2,7 @@
 
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck python3 scripts/sanitize_cuda.py
     ... scripts/sanitize_cuda.py --only-kquants   # q4k_gemv / q6k_gemv alone
+    ... python3 scripts/sanitize_cuda.py skinny_gemm    # only the FP8 GEMM's launches
 
 Without the caching allocator every tensor is its own allocation, so an
 out-of-bounds access is caught instead of landing in a neighbour's block.
@@ -80,9 +81,38 @@ def kquant_gemvs(ik, dev):
     return count
 
 
+def skinny_gemms(ik, dev):
+    """skinny_gemm_fp8 at odd sizes: every M slice (1-8, 9-16, 17-24, 25-32, > 32), odd N,
+    K tails (a partial last chunk; K % 16 != 0, the byte path), a misaligned view, row
+    strides, bias and per-channel scales, cluster and warp splits. The op is called
+    directly (no torch._scaled_mm route). Returns the launch count."""
+    fp8 = torch.float8_e4m3fn
+    n_launch = 0
+    for m, n, k in [(1, 1, 16), (3, 17, 80), (8, 129, 1040), (9, 33, 4096), (17, 2317, 272),
+                    (32, 64, 6656 + 16), (33, 40, 128), (5, 23, 4099), (2, 7, 3)]:
+        a = (torch.randn(m, k + 32, device=dev) * 3).to(fp8)
+        b = (torch.randn(n, k, device=dev) * 3).to(fp8)
+        sa = torch.tensor([0.01], device=dev)
+        sb = torch.rand(n, device=dev) / 64
+        bias = torch.randn(n, device=dev).bfloat16()
+        out = torch.empty(m, n + 3, device=dev, dtype=torch.bfloat16)
+        for cfg in ([], [1, 8, 4, 1], [2, 4, 2, 2], [1, 1, 8, 1]):
+            ik.ops.skinny_gemm_fp8(out[:, :n], a[:, :k], b, sa, sb, bias, cfg)
+            n_launch += 1
+        ik.ops.skinny_gemm_fp8(out[:, 1:n + 1], a[:, 1:k + 1], b, sa, sb[:1], None)  # byte path
+        ik.ops.skinny_gemm_fp8(out[:, :n].half(), a[:, :k], b, sa, sb[:1], bias.half())
+        n_launch += 2
+    return n_launch
+
+
 def main():
     ik = kernels.get_kernel("inference-kernels/inference-kernels", version=1)
     dev = "cuda"
+    if sys.argv[1:] == ["skinny_gemm"]:
+        n = skinny_gemms(ik, dev)
+        torch.cuda.synchronize()
+        print(f"sanitize_cuda: {n} skinny_gemm_fp8 launches done")
+        return 0
     n = 0
     if "--only-kquants" in sys.argv:
         n = kquant_gemvs(ik, dev)
@@ -111,6 +141,7 @@ def main():
             n += 7
             n += layer_norms(ik, x, w, wide)
             n += activations(ik, rows, hidden, dtype, dev)
+    n += skinny_gemms(ik, dev)
     torch.cuda.synchronize()
     print(f"sanitize_cuda: {n} launches done")
 

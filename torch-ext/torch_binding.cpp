@@ -45,6 +45,12 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   // out [M, N] <- a [M, K] @ b [K, N], fp32 accumulation, rounded once to a's dtype
   // (CPU and Metal).
   ops.def("matmul(Tensor! out, Tensor a, Tensor b) -> ()");
+  // out [M, N] (bf16/fp16) <- a [M, K] @ b[N, K].T * scale_a * scale_b (+ bias): fp8
+  // e4m3fn operands, fp32 sums; scale_b one element or one per output channel (N).
+  // config: the CUDA kernel's work split (benchmarks; [] = automatic), ignored on the CPU.
+  ops.def(
+      "skinny_gemm_fp8(Tensor! out, Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, "
+      "Tensor? bias, int[] config=[]) -> ()");
 
 #if defined(CPU_KERNEL)
   ops.impl("rms_norm", c10::kCPU, &rms_norm_cpu);
@@ -63,6 +69,7 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("q4k_gemv", c10::kCPU, &q4k_gemv_cpu);
   ops.impl("q6k_gemv", c10::kCPU, &q6k_gemv_cpu);
   ops.impl("matmul", c10::kCPU, &matmul_cpu);
+  ops.impl("skinny_gemm_fp8", c10::kCPU, &skinny_gemm_fp8_cpu);
 #endif
 
 // ROCm builds of torch register AMD GPUs as kCUDA; the ROCm kernels sit behind the
@@ -77,6 +84,9 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("silu_and_mul_fp8", c10::kCUDA, &silu_and_mul_fp8_cuda);
   ops.impl("silu_mul", c10::kCUDA, &silu_mul_cuda);
   ops.impl("silu", c10::kCUDA, &silu_cuda);
+#endif
+#if defined(CUDA_KERNEL)  // no ROCm kernel yet
+  ops.impl("skinny_gemm_fp8", c10::kCUDA, &skinny_gemm_fp8_cuda);
 #endif
 
 // GGUF k-quants: the gemv on the GPU (CUDA only, not ROCm yet), and the CPU kernels

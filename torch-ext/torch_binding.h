@@ -31,6 +31,9 @@ void dequantize_q6_k_cpu(at::Tensor& out, const at::Tensor& q);
 void q4k_gemv_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
 void q6k_gemv_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
 void matmul_cpu(at::Tensor& out, const at::Tensor& a, const at::Tensor& b);
+void skinny_gemm_fp8_cpu(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
+                         const at::Tensor& scale_a, const at::Tensor& scale_b,
+                         const std::optional<at::Tensor>& bias, at::IntArrayRef config);
 #endif
 
 // ROCm shares the CUDA wrappers (cuda_kernels/*_torch.cpp): a ROCm build of torch
@@ -83,4 +86,10 @@ void silu_mps(at::Tensor& out, const at::Tensor& x);
 void q4k_gemv_mps(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
 void q6k_gemv_mps(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
 void matmul_mps(at::Tensor& out, const at::Tensor& a, const at::Tensor& b);
+#endif
+
+#if defined(CUDA_KERNEL)
+void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
+                          const at::Tensor& scale_a, const at::Tensor& scale_b,
+                          const std::optional<at::Tensor>& bias, at::IntArrayRef config);
 #endif

@@ -33,6 +33,8 @@ __all__ = [
     "q4k_gemv",
     "q6k_gemv",
     "matmul",
+    "skinny_gemm_fp8",
+    "fp8_linear",
     "FP8_DTYPE",
     "gguf_blocks",
     "quant",
@@ -229,3 +231,90 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: Optional[torch.Tensor] = None)
         out = torch.empty(shape, dtype=a.dtype, device=a.device)
     ops.matmul(out, a, b)
     return out
+
+
+# FP8 GEMM for decode batch sizes. Operands are float8_e4m3fn (CPU and CUDA; no ROCm
+# kernel yet); the weight keeps nn.Linear's [N, K] layout.
+
+SKINNY_MAX_M = 32  # rows of `a` our CUDA kernel takes; more go to torch._scaled_mm
+_E4M3 = torch.float8_e4m3fn
+_E4M3_MAX = 448.0
+
+
+def _scaled_mm_takes(a: torch.Tensor, b: torch.Tensor, scale_b: torch.Tensor,
+                     out_dtype: torch.dtype) -> bool:
+    """Whether torch._scaled_mm (cuBLASLt) accepts these operands as they are: contiguous
+    16-byte-aligned rows, K and N multiples of 16, and per-channel scales only with a
+    bfloat16 output (its row-wise scaling)."""
+    K, N = a.shape[1], b.shape[0]
+    aligned = all(t.is_contiguous() and t.storage_offset() % 16 == 0 for t in (a, b))
+    return (aligned and K % 16 == 0 and N % 16 == 0
+            and (scale_b.numel() == 1 or out_dtype == torch.bfloat16))
+
+
+def skinny_gemm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
+                    scale_b: torch.Tensor, out_dtype: torch.dtype = torch.bfloat16,
+                    bias: Optional[torch.Tensor] = None,
+                    out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``a @ b.T * scale_a * scale_b (+ bias)`` for fp8 operands, products summed in fp32.
+
+    ``a``: ``[M, K]`` ``torch.float8_e4m3fn`` (K contiguous); ``b``: ``[N, K]``
+    float8_e4m3fn (``nn.Linear``'s weight layout, K contiguous); ``scale_a``: one float32
+    element; ``scale_b``: one float32 element, or ``N`` (per output channel); ``bias``:
+    ``[N]`` in ``out_dtype``; returns (or fills) ``out`` ``[M, N]``, bfloat16 or float16.
+    Scales stay on the device (no host sync; CUDA-graph safe).
+
+    On CUDA, M <= 32 (decode) runs our kernel: the weight streamed once at close to the
+    memory bandwidth. Larger M goes to ``torch._scaled_mm`` (cuBLASLt) when it takes the
+    operands (see ``_scaled_mm_takes``), else to our kernel, which then reads the weight
+    once per 32 rows. Any N and K: rows that are 16-byte aligned with K % 16 == 0 take the
+    fast path, anything else a slow byte path (correct, not fast). The CPU runs its own
+    kernel for every M.
+    """
+    M, N = a.shape[0], b.shape[0]
+    if (a.device.type == "cuda" and M > SKINNY_MAX_M and a.dtype == _E4M3 and b.dtype == _E4M3
+            and _scaled_mm_takes(a, b, scale_b, out_dtype)):
+        y = _via_scaled_mm(a, b, scale_a, scale_b, out_dtype, bias)
+        return y if out is None else out.copy_(y)
+    if out is None:
+        out = torch.empty((M, N), dtype=out_dtype, device=a.device)
+    ops.skinny_gemm_fp8(out, a, b, scale_a, scale_b, bias)
+    return out
+
+
+def _via_scaled_mm(a, b, scale_a, scale_b, out_dtype, bias):
+    if scale_b.numel() == 1:
+        return torch._scaled_mm(a, b.t(), scale_a=scale_a.reshape(()), scale_b=scale_b.reshape(()),
+                                bias=bias, out_dtype=out_dtype)
+    # Row-wise scaling wants [M, 1] and [1, N] float32 scales; the bias is added after.
+    sa = scale_a.reshape(1, 1).expand(a.shape[0], 1).contiguous()
+    y = torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=scale_b.reshape(1, -1),
+                         out_dtype=out_dtype)
+    return y if bias is None else y.add_(bias)
+
+
+def fp8_linear(x: torch.Tensor, weight_fp8: torch.Tensor, weight_scale: torch.Tensor,
+               input_scale: Optional[torch.Tensor] = None, bias: Optional[torch.Tensor] = None,
+               out_dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """An FP8 ``nn.Linear``: quantise ``x`` per tensor, then :func:`skinny_gemm_fp8`.
+
+    ``x``: ``[..., K]`` float32/float16/bfloat16; ``weight_fp8``: ``[N, K]`` float8_e4m3fn
+    with ``weight_scale`` (one float32 element, or ``N``); returns ``[..., N]`` in
+    ``out_dtype`` (default: x's dtype for fp16/bf16, else bfloat16).
+    ``x_q = fp8(clamp(x * (1 / s), -448, 448))`` with ``s = input_scale`` (static, one
+    float32 element) or, without one, ``s = max(absmax(x) / 448, 1 / (448 * 512))``
+    (dynamic, per tensor: the product stays on the device). Where a norm or SwiGLU
+    precedes the projection, ``rms_norm_fp8`` / ``silu_and_mul_fp8`` produce ``x_q``
+    directly and :func:`skinny_gemm_fp8` takes it from there.
+    """
+    K = x.shape[-1]
+    x2 = x.reshape(-1, K)
+    if input_scale is None:
+        s = torch.clamp(x2.abs().amax().float() / _E4M3_MAX, min=1.0 / (_E4M3_MAX * 512)).reshape(1)
+    else:
+        s = input_scale.reshape(1).float()
+    q = (x2.float() * (1.0 / s)).clamp(-_E4M3_MAX, _E4M3_MAX).to(_E4M3)
+    if out_dtype is None:
+        out_dtype = x.dtype if x.dtype in (torch.float16, torch.bfloat16) else torch.bfloat16
+    y = skinny_gemm_fp8(q, weight_fp8, s, weight_scale, out_dtype, bias)
+    return y.reshape(*x.shape[:-1], weight_fp8.shape[0])

@@ -151,3 +151,18 @@ def _matmul_fake(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
                  lambda: f"a [M, K] and b [K, N] expected, got {tuple(a.shape)} and {tuple(b.shape)}")
     torch._check(out.shape == (a.shape[0], b.shape[1]),
                  lambda: f"out must have shape {(a.shape[0], b.shape[1])}, got {tuple(out.shape)}")
+
+
+@torch.library.register_fake(add_op_namespace_prefix("skinny_gemm_fp8"))
+def _skinny_gemm_fp8_fake(out, a, b, scale_a, scale_b, bias, config=()) -> None:
+    for t, name in ((b, "b"), (out, "out"), (scale_a, "scale_a"), (scale_b, "scale_b")):
+        _check_same_device(t, name, a, "a")
+    torch._check(a.dim() == 2 and b.dim() == 2 and b.shape[1] == a.shape[1],
+                 lambda: f"a must be [M, K] and b [N, K], got {tuple(a.shape)} and {tuple(b.shape)}")
+    torch._check(out.shape == (a.shape[0], b.shape[0]),
+                 lambda: f"out must have shape {(a.shape[0], b.shape[0])}, got {tuple(out.shape)}")
+    torch._check(out.dtype in (torch.bfloat16, torch.float16),
+                 lambda: f"out must be bfloat16 or float16, got {out.dtype}")
+    if bias is not None:
+        _check_same_device(bias, "bias", a, "a")
+        torch._check(bias.shape == (b.shape[0],), lambda: f"bias must have shape [{b.shape[0]}]")

@@ -1,0 +1,452 @@
+// FP8 GEMM for decode batch sizes on NVIDIA GPUs (built for sm_90):
+//   out[m, n] = sum_k a[m, k] * b[n, k] * scale_a * scale_b[n or 0] (+ bias[n]),
+// a [M, K] fp8 activations (M <= 32 per launch slice), b [N, K] fp8 weights (nn.Linear's
+// layout). Torch-free; skinny_gemm_torch.cpp checks the tensors.
+//
+// Why this shape of kernel: at M <= 32 the product is memory bound. The weight is read
+// once (N*K bytes) and the activation (M*K bytes) and the output are tiny, so the time
+// floor is N*K / HBM bandwidth and the work is to keep enough weight bytes in flight on
+// every SM, evenly, from the first cycle to the last.
+//
+// - A warp owns 32 weight rows (two 16-row m-tiles of mma.m16n8k32: the weight is the
+//   16-row operand, the activation rows the 8-column one, D^T = B A^T) and a contiguous
+//   range of K. Per 64-byte chunk of K, lane (g = lane / 4, t = lane % 4) loads 16 bytes
+//   of weight rows g and g + 8 of each m-tile and of activation row g of each n-tile, all
+//   at byte 16t: one LDG.128 each, every row's 64 bytes whole 32-byte sectors. The MMA
+//   sees the chunk's K in a permuted order (mma_chunk), the same for both operands, so
+//   the sums are unchanged and no shuffle or shared-memory staging is needed. Weight
+//   loads skip L1 (L1::no_allocate) and are unrolled U chunks deep; activation loads go
+//   through L1, where the warps of a block that share a K range reuse them.
+// - sm_90 has no fp8 mma.sync of its own: ptxas turns each into e4m3 -> f16 conversions
+//   (F2FP) and two HMMA.16816.F32 (fp32 accumulation). The conversions, not the MMAs, are
+//   the arithmetic that could catch up with the memory time at M = 32: a weight byte is
+//   converted once per warp, an activation byte once per m-tile sharing it, hence two
+//   m-tiles per warp (halving activation conversions and loads per weight byte).
+// - Split-K: the warps of a block split K (their fp32 partials meet in shared memory),
+//   and so do the blocks of a thread-block cluster (up to 8; the partials are read
+//   through distributed shared memory). One kernel, no workspace, no atomics, no
+//   counters: deterministic and CUDA-graph capturable. The launcher sizes the split so
+//   that about 16 warps per SM stream weights and the whole grid is resident at once.
+// - Tails: rows past N and activation rows past M are clamped to the last real row
+//   (valid memory; their outputs are never stored). K % 64 != 0 leaves a last chunk that
+//   loads zeros past K. Rows that are not 16-byte aligned, or K % 16 != 0, take the same
+//   kernel with byte loads (VEC = false): correct for any layout, not fast.
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "gpu_launchers.h"
+#include "vec_io.cuh"
+
+namespace {
+
+namespace cg = cooperative_groups;
+using namespace inference_kernels;
+using namespace inference_kernels::cuda;
+
+constexpr int kMT = 2;         // 16-row MMA m-tiles per warp
+constexpr int kTileRows = 16 * kMT;  // weight rows per warp
+constexpr int kChunk = 64;     // K bytes per step: 4 lanes x 16 bytes per row
+constexpr int kMaxM = 32;      // activation rows per launch slice: 4 MMA n-tiles of 8
+constexpr int kMaxBlockWarps = 8;
+constexpr int kMaxCluster = 8;  // the portable cluster size
+// Two blocks of 8 warps per SM at least: caps the registers at 128 a thread.
+constexpr int kMinBlocks = 2;
+
+// How the work is cut (see the launcher).
+struct Geometry {
+  int64_t tiles;    // ceil(N / 32)
+  int64_t nchunks;  // ceil(K / 64)
+  int tiles_per_block;
+  int warps_per_tile;  // K splits inside a block
+  int cluster;         // K splits across the blocks of a cluster
+};
+
+// 16 bytes that are read once: skip L1, and let L2 fetch 256-byte blocks (the warp walks
+// each row forward).
+__device__ __forceinline__ uint4 ldg_stream(const uint8_t* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+// 16 bytes of a row at p (16-byte aligned), or zeros when the segment lies past K
+// (avail <= 0; K % 16 == 0, so a segment is all inside or all outside).
+template <bool STREAM>
+__device__ __forceinline__ uint4 load16(const uint8_t* p, int64_t avail) {
+  if (avail <= 0) return make_uint4(0, 0, 0, 0);
+  return STREAM ? ldg_stream(p) : __ldg(reinterpret_cast<const uint4*>(p));
+}
+
+__device__ __forceinline__ float fp8_to_float(uint8_t v) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(v), __NV_E4M3)));
+}
+
+// Two e4m3 values (the low and high byte of v) as an f16x2, exactly (F2FP on sm_89+).
+__device__ __forceinline__ uint32_t f16x2_from_e4m3x2(uint32_t v) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v), __NV_E4M3);
+  return uint32_t(h.x) | (uint32_t(h.y) << 16);
+}
+
+// A 16-byte e4m3 segment as 8 f16x2 words: f[j] holds bytes 2j, 2j + 1.
+struct F16x8 {
+  uint32_t f[8];
+};
+
+// Through the conversion instruction: exact, NaN stays NaN.
+__device__ __forceinline__ F16x8 to_f16(const uint4& v) {
+  F16x8 r;
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    r.f[2 * i] = f16x2_from_e4m3x2(w[i] & 0xFFFFu);
+    r.f[2 * i + 1] = f16x2_from_e4m3x2(w[i] >> 16);
+  }
+  return r;
+}
+
+// Through integer operations (the INT pipe, beside the conversions of the weight), each
+// value times 2^-8, exactly: e4m3 and f16 differ by 8 in exponent bias and e4m3's 3
+// mantissa bits sit at f16's top 3, so f16 bits = sign | (e4m3 bits & 0x7F) << 7 is the
+// value / 256, subnormals included (the epilogue multiplies by 256). An e4m3 NaN (0x7F)
+// reads as 480 instead of NaN.
+__device__ __forceinline__ uint32_t f16x2_div256_from_e4m3x2(uint32_t v) {
+  const uint32_t u = __byte_perm(v, 0u, 0x1404);  // byte 0 -> bits 8-15, byte 1 -> 24-31
+  return (u & 0x80008000u) | ((u >> 1) & 0x3F803F80u);
+}
+
+__device__ __forceinline__ F16x8 to_f16_div256(const uint4& v) {
+  F16x8 r;
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    r.f[2 * i] = f16x2_div256_from_e4m3x2(w[i]);
+    r.f[2 * i + 1] = f16x2_div256_from_e4m3x2(w[i] >> 16);
+  }
+  return r;
+}
+
+// How the activation gets to f16 (the weight always takes the conversion instruction).
+enum Convert : int { kCvt = 1, kIntOps = 2 };
+
+template <int CVT>
+__device__ __forceinline__ F16x8 activation_to_f16(const uint4& v) {
+  if constexpr (CVT == kIntOps) {
+    return to_f16_div256(v);
+  } else {
+    return to_f16(v);
+  }
+}
+
+// d += A (16 x 16, f16) * B (16 x 8, f16), fp32 accumulators. This lane holds A rows g
+// (a0, a2) and g + 8 (a1, a3) and B column g (PTX ISA, mma.m16n8k16 fragments).
+__device__ __forceinline__ void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                        uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// One 64-byte chunk of K, converted to f16. Lane (g, t) holds bytes [16t, 16t + 16) of
+// weight rows g (lo) and g + 8 (hi) and of activation row g (x), as 8 f16 pairs each.
+// The fragments want k = 2t, 2t + 1 in a0/a1/b0 and 2t + 8, 2t + 9 in a2/a3/b1; MMA q
+// takes pairs 2q and 2q + 1 of every lane there, which maps each byte of the chunk to
+// exactly one k slot of one MMA, identically in A and B: a permutation of K, which
+// leaves each dot product as it is.
+__device__ __forceinline__ void mma_chunk(float (&d)[4], const F16x8& lo, const F16x8& hi,
+                                          const F16x8& x) {
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    mma_f16(d, lo.f[2 * q], hi.f[2 * q], lo.f[2 * q + 1], hi.f[2 * q + 1], x.f[2 * q],
+            x.f[2 * q + 1]);
+  }
+}
+
+template <typename OutT, int NT, int CVT>
+__global__ void __launch_bounds__(kMaxBlockWarps * 32, kMinBlocks)
+    skinny_gemm_kernel(SkinnyGemmParams p, Geometry geo) {
+  // Per warp, its fp32 partial sums, [MT * NT * 4 registers][32 lanes] (conflict-free).
+  extern __shared__ float partials[];
+  // Chunks per load batch: 4 KB of weight in flight per warp at M <= 16; at M > 16 the
+  // activation fragments take the registers (128 a thread for two blocks of 8 warps).
+  constexpr int U = NT <= 2 ? 2 : 1;
+  constexpr int E = kMT * NT * 4;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int kw = geo.warps_per_tile, nc = geo.cluster;
+  const int r = warp / kw, s = warp % kw;
+  const int rank = blockIdx.x % nc;  // the block's rank in its (nc, 1, 1) cluster
+  const int64_t tile0 = int64_t(blockIdx.x / nc) * geo.tiles_per_block;
+  const int64_t tile = tile0 + r;
+  const int64_t m0 = int64_t(blockIdx.y) * kMaxM;
+  const int64_t M = p.M, N = p.N, K = p.K;
+
+  float acc[kMT][NT][4] = {};
+  if (tile < geo.tiles) {
+    const int64_t splits = int64_t(kw) * nc, split = int64_t(rank) * kw + s;
+    const int64_t c0 = split * geo.nchunks / splits, c1 = (split + 1) * geo.nchunks / splits;
+    const auto* b = static_cast<const uint8_t*>(p.b);
+    const auto* a = static_cast<const uint8_t*>(p.a);
+    const uint8_t* w_lo[kMT];
+    const uint8_t* w_hi[kMT];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      const int64_t n = tile * kTileRows + mt * 16 + g;
+      w_lo[mt] = b + std::min(n, N - 1) * p.ldb + 16 * t;
+      w_hi[mt] = b + std::min(n + 8, N - 1) * p.ldb + 16 * t;
+    }
+    const uint8_t* x[NT];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) x[nt] = a + std::min(m0 + nt * 8 + g, M - 1) * p.lda + 16 * t;
+
+    // Chunks wholly inside K run unchecked, U at a time; the rest one by one.
+    const int64_t full = std::max(c0, std::min(c1, K / kChunk));
+    int64_t c = c0;
+    for (; c + U <= full; c += U) {
+      uint4 lo[U][kMT], hi[U][kMT], xv[U][NT];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          lo[u][mt] = load16<true>(w_lo[mt] + (c + u) * kChunk, 16);
+          hi[u][mt] = load16<true>(w_hi[mt] + (c + u) * kChunk, 16);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) xv[u][nt] = load16<false>(x[nt] + (c + u) * kChunk, 16);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        F16x8 xf[NT];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) xf[nt] = activation_to_f16<CVT>(xv[u][nt]);
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          const F16x8 lf = to_f16(lo[u][mt]), hf = to_f16(hi[u][mt]);
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) mma_chunk(acc[mt][nt], lf, hf, xf[nt]);
+        }
+      }
+    }
+    for (; c < c1; ++c) {
+      const int64_t off = c * kChunk, avail = K - off - 16 * t;
+      F16x8 xf[NT];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) xf[nt] = activation_to_f16<CVT>(load16<false>(x[nt] + off, avail));
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        const F16x8 lf = to_f16(load16<true>(w_lo[mt] + off, avail));
+        const F16x8 hf = to_f16(load16<true>(w_hi[mt] + off, avail));
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) mma_chunk(acc[mt][nt], lf, hf, xf[nt]);
+      }
+    }
+  }
+
+  float* mine = partials + warp * E * 32;
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) mine[((mt * NT + nt) * 4 + i) * 32 + lane] = acc[mt][nt][i];
+    }
+  }
+  cg::cluster_group cluster = cg::this_cluster();
+  if (nc > 1) {
+    cluster.sync();  // every block's partials written and visible cluster-wide
+  } else {
+    __syncthreads();
+  }
+
+  // The cluster's blocks share the finishing of their tiles: element i of the block's
+  // tiles (tile tr, register e = (mt * NT + nt) * 4 + reg, lane l) is summed over the K
+  // splits in a fixed order, scaled, biased, rounded and stored by one thread.
+  const float sa = *p.scale_a * (CVT == kIntOps ? 256.0f : 1.0f);
+  const int per_block = geo.tiles_per_block * E * 32;
+  for (int i = rank * blockDim.x + threadIdx.x; i < per_block; i += blockDim.x * nc) {
+    const int tr = i / (E * 32), j = i % (E * 32), e = j / 32, l = j % 32;
+    const int mt = e / (NT * 4), nt = (e / 4) % NT, reg = e % 4;
+    const int64_t tl = tile0 + tr;
+    const int64_t n = tl * kTileRows + mt * 16 + (l >> 2) + (reg >= 2 ? 8 : 0);
+    const int64_t m = m0 + nt * 8 + 2 * (l & 3) + (reg & 1);
+    if (tl >= geo.tiles || n >= N || m >= M) continue;
+    float sum = 0.0f;
+    for (int q = 0; q < nc; ++q) {
+      const float* src = nc > 1 ? cluster.map_shared_rank(partials, q) : partials;
+      for (int w = 0; w < kw; ++w) sum += src[((tr * kw + w) * E + e) * 32 + l];
+    }
+    float y = sum * (sa * p.scale_b[p.scale_b_per_channel ? n : 0]);
+    if (p.bias) y += to_float(static_cast<const OutT*>(p.bias)[n]);
+    static_cast<OutT*>(p.out)[m * p.ldo + n] = from_float<OutT>(y);
+  }
+  if (nc > 1) cluster.sync();  // keep this block's shared memory alive until all have read it
+}
+
+// Any layout (rows not 16-byte aligned, K % 16 != 0): a warp per weight row, lanes
+// striding K with byte loads, fp32 sums reduced by shuffles. Correct, not fast.
+template <typename OutT>
+__global__ void skinny_gemm_bytes_kernel(SkinnyGemmParams p) {
+  const int lane = threadIdx.x & 31;
+  const int64_t n = int64_t(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
+  if (n >= p.N) return;
+  const auto* b = static_cast<const uint8_t*>(p.b) + n * p.ldb;
+  const float scale = *p.scale_a * p.scale_b[p.scale_b_per_channel ? n : 0];
+  const float bias = p.bias ? to_float(static_cast<const OutT*>(p.bias)[n]) : 0.0f;
+  for (int64_t m = blockIdx.y; m < p.M; m += gridDim.y) {
+    const auto* a = static_cast<const uint8_t*>(p.a) + m * p.lda;
+    float sum = 0.0f;
+    for (int64_t k = lane; k < p.K; k += 32) sum += fp8_to_float(a[k]) * fp8_to_float(b[k]);
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, o);
+    if (lane == 0) static_cast<OutT*>(p.out)[m * p.ldo + n] = from_float<OutT>(sum * scale + bias);
+  }
+}
+
+template <typename OutT, int NT>
+auto kernel_for(int convert) {
+  return convert == kIntOps ? skinny_gemm_kernel<OutT, NT, kIntOps> : skinny_gemm_kernel<OutT, NT, kCvt>;
+}
+
+int sm_count() {
+  static int counts[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
+  if (!counts[dev]) {
+    int n = 0;
+    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
+    counts[dev] = n > 0 ? n : 132;
+  }
+  return counts[dev];
+}
+
+// Resident blocks of `threads` per SM for this kernel (registers and shared memory).
+template <typename Kernel>
+int blocks_per_sm(Kernel kernel, int threads, size_t smem) {
+  int n = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != cudaSuccess) n = 1;
+  return std::max(n, 1);
+}
+
+template <typename OutT, int NT>
+int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
+  // Integer conversions of the activation by default where they are many (M > 8).
+  const int convert = p.convert > 0 ? p.convert : (NT >= 2 ? kIntOps : kCvt);
+  if (convert != kCvt && convert != kIntOps) return cudaErrorInvalidValue;
+  const auto kernel = kernel_for<OutT, NT>(convert);
+  constexpr size_t kWarpSmem = kMT * NT * 4 * 32 * sizeof(float);
+  Geometry geo{};
+  geo.tiles = (p.N + kTileRows - 1) / kTileRows;
+  geo.nchunks = (p.K + kChunk - 1) / kChunk;
+  const int sms = sm_count();
+  // Resident blocks of `warps` warps per SM (registers, shared memory), asked once.
+  static int resident_cache[3][kMaxBlockWarps + 1] = {};
+  const auto resident = [&](int warps) {
+    int& n = resident_cache[convert][warps];
+    if (!n) n = blocks_per_sm(kernel, warps * 32, size_t(warps) * kWarpSmem);
+    return n;
+  };
+  const int occ_warps = std::min(64, resident(kMaxBlockWarps) * kMaxBlockWarps);
+
+  // Tiles per block: at M > 8 two tiles share each activation chunk through L1.
+  int rb = p.tiles_per_block > 0 ? p.tiles_per_block : (NT >= 2 ? 2 : 1);
+  if (rb > kMaxBlockWarps) return cudaErrorInvalidValue;
+  rb = int(std::min<int64_t>(rb, geo.tiles));
+  const int max_kw = kMaxBlockWarps / rb;
+  const int64_t row_blocks = (geo.tiles + rb - 1) / rb;
+  // K splits per tile: about 16 streaming warps per SM in all (fewer if registers say so),
+  // each split at least 4 chunks (256 bytes of each of its 32 rows, two load batches).
+  const int64_t target = int64_t(sms) * std::min(occ_warps, 16);
+  int64_t want = target / (row_blocks * rb);
+  want = std::clamp<int64_t>(want, 1, std::max<int64_t>(1, geo.nchunks / 4));
+  want = std::min<int64_t>(want, int64_t(max_kw) * kMaxCluster);
+  // The caller's split where given; else the fewest cluster blocks that reach `want`
+  // with up to max_kw warps each. One wave: with more blocks than fit at once, the last
+  // wave would stream alone, so shrink the cluster (re-spreading its share over the
+  // warps) until the grid fits; a huge N may never fit, and then runs in waves.
+  const auto warps_for = [&](int clusters) {
+    return p.warps_per_tile > 0
+               ? p.warps_per_tile
+               : int(std::clamp<int64_t>((want + clusters - 1) / clusters, 1, max_kw));
+  };
+  int nc = p.cluster;
+  if (nc <= 0) {
+    const int64_t per_block = p.warps_per_tile > 0 ? p.warps_per_tile : max_kw;
+    nc = int(std::clamp<int64_t>((want + per_block - 1) / per_block, 1, kMaxCluster));
+    for (; nc > 1; --nc) {
+      if (row_blocks * nc <= int64_t(sms) * resident(rb * warps_for(nc))) break;
+    }
+  }
+  const int kw = warps_for(nc);
+  if (kw > max_kw || nc > kMaxCluster) return cudaErrorInvalidValue;
+  const int threads = rb * kw * 32;
+  const size_t smem = size_t(rb) * kw * kWarpSmem;
+  geo.tiles_per_block = rb;
+  geo.warps_per_tile = kw;
+  geo.cluster = nc;
+
+  const int64_t m_slices = (p.M + kMaxM - 1) / kMaxM;
+  if (m_slices > 65535 || row_blocks * nc > INT32_MAX) return cudaErrorInvalidValue;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(row_blocks * nc), unsigned(m_slices), 1);
+  cfg.blockDim = dim3(unsigned(threads), 1, 1);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = unsigned(nc);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = nc > 1 ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, p, geo);
+}
+
+template <typename OutT>
+int launch_out(const SkinnyGemmParams& p, cudaStream_t stream) {
+  const bool vec = p.K % 16 == 0 && p.lda % 16 == 0 && p.ldb % 16 == 0 && aligned(p.a, 16) &&
+                   aligned(p.b, 16);
+  if (!vec) {
+    constexpr int kWarps = 8;
+    const int64_t blocks = (p.N + kWarps - 1) / kWarps;
+    if (blocks > INT32_MAX) return cudaErrorInvalidValue;
+    const dim3 grid(unsigned(blocks), unsigned(std::min<int64_t>(p.M, 65535)));
+    skinny_gemm_bytes_kernel<OutT><<<grid, kWarps * 32, 0, stream>>>(p);
+    return cudaSuccess;
+  }
+  // n-tiles of 8 activation rows: M 1-8, 9-16, 17-24, 25-32 (and M > 32 in slices of 32).
+  switch (p.M >= kMaxM ? 4 : (p.M + 7) / 8) {
+    case 1: return launch<OutT, 1>(p, stream);
+    case 2: return launch<OutT, 2>(p, stream);
+    case 3: return launch<OutT, 3>(p, stream);
+    default: return launch<OutT, 4>(p, stream);
+  }
+}
+
+}  // namespace
+
+namespace inference_kernels {
+
+int skinny_gemm_fp8_launch(const SkinnyGemmParams& p, void* stream) {
+  if (p.M <= 0 || p.N <= 0) return cudaSuccess;
+  const auto s = static_cast<cudaStream_t>(stream);
+  int err = cudaErrorInvalidValue;
+  switch (p.out_dtype) {
+    case DType::kBFloat16: err = launch_out<__nv_bfloat16>(p, s); break;
+    case DType::kFloat16: err = launch_out<__half>(p, s); break;
+    default: break;
+  }
+  return err != cudaSuccess ? err : cudaGetLastError();
+}
+
+}  // namespace inference_kernels

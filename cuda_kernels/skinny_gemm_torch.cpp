@@ -1,0 +1,39 @@
+// Torch-facing wrapper of skinny_gemm.cu: check the tensors, pick the stream, launch.
+// Compiled by the host C++ compiler, so no torch header goes through nvcc.
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <algorithm>
+
+#include "gpu_launchers.h"
+#include "skinny_gemm_checks.h"
+#include "torch_binding.h"
+
+using namespace inference_kernels;
+
+// config (benchmarks and tests; empty = the launcher's choice): [tiles_per_block,
+// warps_per_tile, cluster, convert], 0 = the launcher's choice for that field.
+void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
+                          const at::Tensor& scale_a, const at::Tensor& scale_b,
+                          const std::optional<at::Tensor>& bias, at::IntArrayRef config) {
+  SkinnyGemmParams p = skinny_gemm_params(out, a, b, scale_a, scale_b, bias, c10::DeviceType::CUDA);
+  TORCH_CHECK(p.M <= int64_t(65535) * 32, "a may have at most 2097120 rows, got ", num(p.M));
+  TORCH_CHECK(config.size() <= 4, "config holds at most 4 values [tiles_per_block, warps_per_tile, ",
+              "cluster, convert], got ", num(int64_t(config.size())));
+  const auto field = [&](size_t i) { return i < config.size() ? config[i] : int64_t(0); };
+  const int64_t rb = field(0), kw = field(1), nc = field(2), cvt = field(3);
+  TORCH_CHECK(rb >= 0 && kw >= 0 && std::max<int64_t>(rb, 1) * std::max<int64_t>(kw, 1) <= 8,
+              "config: tiles_per_block * warps_per_tile must be at most 8 (0 = automatic), got ",
+              num(rb), " and ", num(kw));
+  TORCH_CHECK(nc >= 0 && nc <= 8, "config: cluster must be 0 (automatic) to 8, got ", num(nc));
+  TORCH_CHECK(cvt >= 0 && cvt <= 2, "config: convert must be 0 (automatic), 1 or 2, got ", num(cvt));
+  p.tiles_per_block = int(rb);
+  p.warps_per_tile = int(kw);
+  p.cluster = int(nc);
+  p.convert = int(cvt);
+  if (p.M == 0 || p.N == 0) return;
+  const c10::cuda::CUDAGuard guard(a.device());
+  C10_CUDA_CHECK(static_cast<cudaError_t>(
+      skinny_gemm_fp8_launch(p, c10::cuda::getCurrentCUDAStream().stream())));
+}

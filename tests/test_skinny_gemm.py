@@ -1,0 +1,357 @@
+"""skinny_gemm_fp8 and fp8_linear through the built kernel: against an fp64 matmul of the
+dequantised fp8 operands (relative error of every output row under 1e-2), odd sizes,
+K tails, strided and misaligned operands, both output dtypes, per-tensor and
+per-channel weight scales, bias; the M > 32 route to torch._scaled_mm (CUDA); CUDA
+graphs; every error path."""
+
+import pytest
+import torch
+
+FP8 = torch.float8_e4m3fn
+ROW_TOL = 1e-2
+MS = [1, 2, 7, 8, 16, 31, 32, 33, 64]
+# (N, K): odd N, K % 64 != 0 (a last partial chunk), K % 16 != 0 (the byte path), K < 64.
+SHAPES = [(129, 4096), (2304 + 13, 1040), (64, 80), (40, 4099), (17, 16)]
+OUT_DTYPES = [torch.bfloat16, torch.float16]
+
+
+def rand_fp8(shape, device, std=3.0):
+    # Values over most of e4m3's exponent range (including subnormals near 0).
+    return (torch.randn(shape, device=device) * std).clamp(-448, 448).to(FP8)
+
+
+def scales(n, device, per_channel):
+    sa = (torch.rand(1, device=device) + 0.5) / 16
+    sb = (torch.rand(n if per_channel else 1, device=device) + 0.5) / 16
+    return sa, sb
+
+
+def reference(a, b, sa, sb, bias=None):
+    y = (a.double() @ b.double().T) * sa.double() * sb.double().reshape(1, -1)
+    return y if bias is None else y + bias.double()
+
+
+def poisoned(m, n, dtype, device):
+    return torch.full((m, n), float("nan"), dtype=dtype, device=device)
+
+
+def assert_rows_close(out, ref, dtype):
+    assert out.dtype == dtype
+    assert torch.isfinite(out).all(), "non-finite output (an element left unwritten?)"
+    o, r = out.double().cpu(), ref.double().cpu()
+    err = ((o - r).norm(dim=1) / r.norm(dim=1).clamp_min(1e-30)).max().item()
+    assert err < ROW_TOL, f"worst row relative error {err:.3g} over {ROW_TOL}"
+
+
+# ---- correctness over M, shapes, dtypes, scales and bias.
+
+@pytest.mark.parametrize("m", MS)
+@pytest.mark.parametrize("n,k", SHAPES)
+def test_skinny_gemm(ik, device, m, n, k):
+    a, b = rand_fp8((m, k), device), rand_fp8((n, k), device)
+    for i, dtype in enumerate(OUT_DTYPES):
+        per_channel = (m + i) % 2 == 0
+        sa, sb = scales(n, device, per_channel)
+        bias = torch.randn(n, device=device).to(dtype) if (m + i) % 3 else None
+        out = poisoned(m, n, dtype, device)
+        y = ik.skinny_gemm_fp8(a, b, sa, sb, out_dtype=dtype, bias=bias, out=out)
+        assert y is out
+        assert_rows_close(out, reference(a, b, sa, sb, bias), dtype)
+
+
+@pytest.mark.parametrize("dtype", OUT_DTYPES)
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("bias", [False, True])
+def test_large_k_and_n(ik, device, dtype, per_channel, bias):
+    """The benchmark's shapes in miniature on the CPU, in full on the GPU."""
+    n, k = (2304, 16384) if device == "cuda" else (96, 16384)
+    a, b = rand_fp8((5, k), device), rand_fp8((n, k), device)
+    sa, sb = scales(n, device, per_channel)
+    bv = torch.randn(n, device=device).to(dtype) if bias else None
+    out = ik.skinny_gemm_fp8(a, b, sa, sb, out_dtype=dtype, bias=bv)
+    assert_rows_close(out, reference(a, b, sa, sb, bv), dtype)
+
+
+def test_zero_sizes_and_empty_k(ik, device):
+    a, b = rand_fp8((0, 64), device), rand_fp8((8, 64), device)
+    sa, sb = scales(8, device, False)
+    assert ik.skinny_gemm_fp8(a, b, sa, sb).shape == (0, 8)
+    a, b = rand_fp8((3, 64), device), rand_fp8((0, 64), device)
+    assert ik.skinny_gemm_fp8(a, b, sa, sb).shape == (3, 0)
+    # K = 0: the sums are empty, the output is the bias.
+    a, b = rand_fp8((3, 0), device), rand_fp8((8, 0), device)
+    bias = torch.randn(8, device=device).bfloat16()
+    out = ik.skinny_gemm_fp8(a, b, sa, sb, bias=bias, out=poisoned(3, 8, torch.bfloat16, device))
+    assert torch.equal(out, bias.expand(3, 8))
+
+
+def test_strided_and_misaligned(ik, device):
+    """Row slices of wider tensors (row stride > K), views starting one byte in (the byte
+    path on CUDA) and an out with a row stride; each against the reference."""
+    m, n, k = 9, 77, 1024
+    a_wide, b_wide = rand_fp8((m, k + 48), device), rand_fp8((n, k + 16), device)
+    out_wide = poisoned(m, n + 5, torch.bfloat16, device)
+    sa, sb = scales(n, device, True)
+    for a, b in ((a_wide[:, :k], b_wide[:, :k]), (a_wide[:, 1:k + 1], b_wide[:, :k]),
+                 (a_wide[:, :k], b_wide[:, 3:k + 3])):
+        out = out_wide[:, 2:n + 2]
+        out.fill_(float("nan"))
+        ik.skinny_gemm_fp8(a, b, sa, sb, out=out)
+        assert_rows_close(out, reference(a, b, sa, sb), torch.bfloat16)
+        assert torch.isnan(out_wide[:, :2]).all() and torch.isnan(out_wide[:, n + 2:]).all(), \
+            "wrote outside out's columns"
+
+
+def test_inputs_not_written_and_deterministic(ik, device):
+    a, b = rand_fp8((16, 8192), device), rand_fp8((1000, 8192), device)
+    sa, sb = scales(1000, device, True)
+    before = [t.clone() for t in (a, b, sa, sb)]
+    y1 = ik.skinny_gemm_fp8(a, b, sa, sb)
+    y2 = ik.skinny_gemm_fp8(a, b, sa, sb)
+    assert torch.equal(y1, y2), "two runs differ (the split-K sums must be in a fixed order)"
+    for t, t0 in zip((a, b, sa, sb), before):
+        assert torch.equal(t.view(torch.uint8) if t.dtype == FP8 else t,
+                           t0.view(torch.uint8) if t0.dtype == FP8 else t0)
+
+
+def test_op_takes_any_m(ik, device):
+    """The op itself (no _scaled_mm route) at M > 32: on CUDA, slices of 32 rows."""
+    a, b = rand_fp8((70, 256), device), rand_fp8((48, 256), device)
+    sa, sb = scales(48, device, False)
+    out = poisoned(70, 48, torch.float16, device)
+    ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None)
+    assert_rows_close(out, reference(a, b, sa, sb), torch.float16)
+
+
+# ---- fp8_linear.
+
+@pytest.mark.parametrize("static", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_fp8_linear(ik, device, static, dtype):
+    n, k = 200, 512
+    x = torch.randn(2, 3, k, device=device, dtype=dtype)
+    w = torch.randn(n, k, device=device) * 0.05
+    w_scale = (w.abs().amax(dim=1) / 448).float()  # per output channel
+    w8 = (w / w_scale[:, None]).clamp(-448, 448).to(FP8)
+    bias = torch.randn(n, device=device)
+    out_dtype = dtype if dtype != torch.float32 else torch.bfloat16
+    s = (x.abs().amax().float() / 448).reshape(1)
+    if static:
+        s = s * 1.5  # a calibrated scale, not the tensor's own
+    y = ik.fp8_linear(x, w8, w_scale, input_scale=s if static else None, bias=bias.to(out_dtype))
+    assert y.shape == (2, 3, n) and y.dtype == out_dtype
+    xq = (x.float().reshape(-1, k) * (1.0 / s)).clamp(-448, 448).to(FP8)
+    ref = reference(xq, w8, s, w_scale, bias.to(out_dtype))
+    assert_rows_close(y.reshape(-1, n), ref, out_dtype)
+    # And close to the unquantised product (fp8's own error, a few percent).
+    exact = x.double().reshape(-1, k) @ w.double().T + bias.to(out_dtype).double()
+    err = ((y.reshape(-1, n).double().cpu() - exact.cpu()).norm() / exact.norm().cpu()).item()
+    assert err < 0.08, err
+
+
+# ---- CUDA only: the _scaled_mm route, graphs, the work-split knobs.
+
+def cuda_only(device):
+    if device != "cuda":
+        pytest.skip("CUDA only")
+
+
+@pytest.mark.parametrize("m", [33, 64, 200])
+def test_large_m_goes_to_scaled_mm(ik, device, m):
+    cuda_only(device)
+    n, k = 512, 1024
+    a, b = rand_fp8((m, k), device), rand_fp8((n, k), device)
+    sa, sb = scales(n, device, False)
+    bias = torch.randn(n, device=device).bfloat16()
+    y = ik.skinny_gemm_fp8(a, b, sa, sb, bias=bias)
+    expect = torch._scaled_mm(a, b.t(), scale_a=sa.reshape(()), scale_b=sb.reshape(()), bias=bias,
+                              out_dtype=torch.bfloat16)
+    assert torch.equal(y, expect), "M > 32 did not go through torch._scaled_mm"
+    # Per channel: row-wise _scaled_mm (bf16) and the bias added after; fp16: our kernel.
+    sa, sb = scales(n, device, True)
+    for dtype in OUT_DTYPES:
+        y = ik.skinny_gemm_fp8(a, b, sa, sb, out_dtype=dtype, bias=bias.to(dtype))
+        assert_rows_close(y, reference(a, b, sa, sb, bias.to(dtype)), dtype)
+
+
+def test_cuda_graph_replays_new_inputs(ik, device):
+    cuda_only(device)
+    n, k = 2304 + 13, 4096
+    a, b = rand_fp8((8, k), device), rand_fp8((n, k), device)
+    sa, sb = scales(n, device, True)
+    out = poisoned(8, n, torch.bfloat16, device)
+    ik.skinny_gemm_fp8(a, b, sa, sb, out=out)  # warm-up (allocations, module load)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        ik.skinny_gemm_fp8(a, b, sa, sb, out=out)
+    for _ in range(2):
+        a.copy_(rand_fp8((8, k), device))
+        sa.copy_(scales(n, device, False)[0])
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_rows_close(out, reference(a, b, sa, sb), torch.bfloat16)
+
+
+# [tiles_per_block, warps_per_tile, cluster, convert]: every split the benchmark sweeps.
+CONFIGS = [[1, 1, 1, 1], [1, 8, 1, 1], [1, 4, 2, 2], [2, 4, 8, 1], [4, 2, 3, 2], [8, 1, 1, 2],
+           [1, 3, 5, 1], [0, 0, 8, 0], [0, 0, 0, 2]]
+
+
+@pytest.mark.parametrize("m", [1, 8, 17, 32])
+def test_every_work_split(ik, device, m):
+    cuda_only(device)
+    n, k = 1000, 64 * 37 + 16
+    a, b = rand_fp8((m, k), device), rand_fp8((n, k), device)
+    sa, sb = scales(n, device, True)
+    bias = torch.randn(n, device=device).half()
+    ref = reference(a, b, sa, sb, bias)
+    for cfg in CONFIGS:
+        out = poisoned(m, n, torch.float16, device)
+        ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, cfg)
+        assert_rows_close(out, ref, torch.float16)
+
+
+def test_fp8_nan_and_extremes(ik, device):
+    """Saturated weights and activations (+-448) and subnormals: exact products in fp32.
+    A NaN weight propagates; an activation NaN propagates on the CPU and, on CUDA, with
+    convert=1 (convert=2 reads it as 480: documented)."""
+    k = 256
+    a = torch.full((2, k), 448.0, device=device).to(FP8)
+    a[1] = torch.tensor(2.0 ** -9, device=device).to(FP8)  # the smallest subnormal
+    b = torch.full((16, k), -448.0, device=device).to(FP8)
+    one = torch.ones(1, device=device)
+    y = ik.skinny_gemm_fp8(a, b, one / 4096, one, out=poisoned(2, 16, torch.bfloat16, device))
+    # Every product and partial sum here is exact in fp32, and the results fit bf16.
+    assert torch.equal(y.cpu(), reference(a, b, one / 4096, one).cpu().to(torch.bfloat16))
+    b_nan = b.clone()
+    b_nan[3, 7] = float("nan")
+    y = ik.skinny_gemm_fp8(a, b_nan, one, one)
+    assert torch.isnan(y[:, 3]).all() and not torch.isnan(y[:, :3]).any()
+    a_nan = a.clone()
+    a_nan[0, 5] = float("nan")
+    if device == "cuda":
+        out = poisoned(2, 16, torch.bfloat16, device)
+        ik.ops.skinny_gemm_fp8(out, a_nan, b, one, one, None, [0, 0, 0, 1])
+    else:
+        out = ik.skinny_gemm_fp8(a_nan, b, one, one)
+    assert torch.isnan(out[0]).all() and not torch.isnan(out[1]).any()
+
+
+# ---- the op as torch sees it.
+
+def test_opcheck(ik, device):
+    a, b = rand_fp8((5, 96), device), rand_fp8((40, 96), device)
+    sa, sb = scales(40, device, True)
+    bias = torch.randn(40, device=device).bfloat16()
+    out = torch.empty(5, 40, device=device, dtype=torch.bfloat16)
+    # test_schema compares fp8 tensors with torch.allclose, which torch does not implement
+    # for float8; inputs are checked unchanged by test_inputs_not_written_and_deterministic.
+    torch.library.opcheck(ik.ops.skinny_gemm_fp8, (out, a, b, sa, sb, bias),
+                          test_utils=("test_autograd_registration", "test_faketensor",
+                                      "test_aot_dispatch_dynamic"))
+
+
+def test_torch_compile_fullgraph(ik, device):
+    torch._dynamo.reset()
+    n, k = 300, 512
+    w = rand_fp8((n, k), device)
+    ws = (torch.rand(n, device=device) + 0.5) / 64
+    x = torch.randn(4, k, device=device, dtype=torch.bfloat16)
+    f = lambda x: ik.fp8_linear(x, w, ws)  # noqa: E731
+    eager = f(x)
+    compiled = torch.compile(f, fullgraph=True)(x)
+    torch.testing.assert_close(compiled, eager, rtol=2e-2, atol=2e-2)
+
+
+# ---- errors: every bad input is refused with a message naming what was expected.
+
+def test_rejects_bad_dtypes(ik, device):
+    a, b = rand_fp8((4, 64), device), rand_fp8((8, 64), device)
+    sa, sb = scales(8, device, False)
+    with pytest.raises(RuntimeError, match="a must be float8_e4m3fn, got Half"):
+        ik.skinny_gemm_fp8(a.half(), b, sa, sb)
+    with pytest.raises(RuntimeError, match="b must be float8_e4m3fn, got Float8_e5m2"):
+        ik.skinny_gemm_fp8(a, b.float().to(torch.float8_e5m2), sa, sb)
+    with pytest.raises(RuntimeError, match="out must be bfloat16 or float16, got Float"):
+        ik.skinny_gemm_fp8(a, b, sa, sb, out_dtype=torch.float32)
+    with pytest.raises(RuntimeError, match="scale_a must be float32, got Half"):
+        ik.skinny_gemm_fp8(a, b, sa.half(), sb)
+    with pytest.raises(RuntimeError, match="scale_b must be float32, got Double"):
+        ik.skinny_gemm_fp8(a, b, sa, sb.double())
+    with pytest.raises(RuntimeError, match=r"bias must have out's dtype \(BFloat16\), got Half"):
+        ik.skinny_gemm_fp8(a, b, sa, sb, bias=torch.zeros(8, device=device).half())
+
+
+def test_rejects_bad_shapes(ik, device):
+    a, b = rand_fp8((4, 64), device), rand_fp8((8, 64), device)
+    sa, sb = scales(8, device, False)
+    with pytest.raises(RuntimeError, match=r"b must have shape \[N, K\] with K = 64 \(a's columns\), got \[8, 48\]"):
+        ik.skinny_gemm_fp8(a, b[:, :48], sa, sb)
+    with pytest.raises(RuntimeError, match=r"a must be 2-D \[M, K\], got shape \[2, 2, 64\]"):
+        ik.skinny_gemm_fp8(a.reshape(2, 2, 64), b, sa, sb)
+    with pytest.raises(RuntimeError, match=r"b must be 2-D \[N, K\], got shape \[512\]"):
+        ik.skinny_gemm_fp8(a, b.reshape(-1), sa, sb)
+    with pytest.raises(RuntimeError, match=r"out must have shape \[4, 8\] \(\[M, N\]\), got \[8, 4\]"):
+        ik.skinny_gemm_fp8(a, b, sa, sb, out=torch.empty(8, 4, device=device, dtype=torch.bfloat16))
+    with pytest.raises(RuntimeError, match=r"scale_a must have 1 element, got shape \[2\]"):
+        ik.skinny_gemm_fp8(a, b, torch.ones(2, device=device), sb)
+    with pytest.raises(RuntimeError, match=r"scale_b must have 1 element \(per tensor\) or N = 8 \(per output channel\), got shape \[7\]"):
+        ik.skinny_gemm_fp8(a, b, sa, torch.ones(7, device=device))
+    with pytest.raises(RuntimeError, match=r"bias must have shape \[8\], got \[4, 2\]"):
+        ik.skinny_gemm_fp8(a, b, sa, sb, bias=torch.zeros(4, 2, device=device).bfloat16())
+
+
+def test_rejects_bad_layouts(ik, device):
+    a = rand_fp8((4, 64), device)
+    sa, sb = scales(8, device, False)
+    b_t = rand_fp8((64, 8), device).t()  # [8, 64] with K strided: a transposed weight
+    with pytest.raises(RuntimeError, match=r"b must be contiguous along its last dimension \[N, K\], "
+                                           r"got strides \[1, 8\] \(nn.Linear's weight layout; a "
+                                           r"transposed weight needs .t\(\).contiguous\(\)\)"):
+        ik.skinny_gemm_fp8(a, b_t, sa, sb)
+    b = rand_fp8((8, 64), device)
+    with pytest.raises(RuntimeError, match=r"a must be contiguous along its last dimension \[M, K\]"):
+        ik.skinny_gemm_fp8(rand_fp8((64, 4), device).t(), b, sa, sb)
+    with pytest.raises(RuntimeError, match=r"a rows overlap \(row stride 0 < row length 64\)"):
+        ik.skinny_gemm_fp8(a[:1].expand(4, 64), b, sa, sb)
+    with pytest.raises(RuntimeError, match="scale_b must be contiguous"):
+        ik.skinny_gemm_fp8(a, b, sa, torch.ones(16, device=device)[::2])
+    with pytest.raises(RuntimeError, match="bias must be contiguous, got stride 2"):
+        ik.skinny_gemm_fp8(a, b, sa, sb, bias=torch.zeros(16, device=device).bfloat16()[::2])
+    out = torch.empty(4, 8, device=device, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="unsupported operation|overlap"):
+        ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, out[0])
+
+
+def test_rejects_wrong_device(ik, device):
+    cuda_only(device)
+    a, b = rand_fp8((4, 64), device), rand_fp8((8, 64), device)
+    sa, sb = scales(8, device, False)
+    with pytest.raises(RuntimeError, match="b must be on the same device as a"):
+        ik.skinny_gemm_fp8(a, b.cpu(), sa, sb)
+    with pytest.raises(RuntimeError, match="scale_a must be on the same device as a"):
+        ik.skinny_gemm_fp8(a, b, sa.cpu(), sb)
+    with pytest.raises(RuntimeError, match="scale_b must be on the same device as a"):
+        ik.skinny_gemm_fp8(a, b, sa, sb.cpu())
+    with pytest.raises(RuntimeError, match="bias must be on the same device as a"):
+        ik.skinny_gemm_fp8(a, b, sa, sb, bias=torch.zeros(8).bfloat16())
+    with pytest.raises(RuntimeError, match="out must be on the same device as a"):
+        ik.skinny_gemm_fp8(a, b, sa, sb, out=torch.empty(4, 8, dtype=torch.bfloat16))
+    with pytest.raises(RuntimeError, match="a must be a CUDA tensor, got one on cpu"):
+        ik.ops.skinny_gemm_fp8(torch.empty(4, 8, device=device, dtype=torch.bfloat16), a.cpu(),
+                               b, sa, sb, None)
+
+
+def test_rejects_bad_config(ik, device):
+    cuda_only(device)
+    a, b = rand_fp8((4, 64), device), rand_fp8((8, 64), device)
+    sa, sb = scales(8, device, False)
+    out = torch.empty(4, 8, device=device, dtype=torch.bfloat16)
+    for cfg, msg in (([3, 3], "tiles_per_block \\* warps_per_tile must be at most 8"),
+                     ([1, 1, 9], "cluster must be 0 \\(automatic\\) to 8, got 9"),
+                     ([1, 1, 1, 3], "convert must be 0 \\(automatic\\), 1 or 2, got 3"),
+                     ([1, 1, 1, 1, 1], "config holds at most 4 values")):
+        with pytest.raises(RuntimeError, match=msg):
+            ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, cfg)
