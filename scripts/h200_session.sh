@@ -211,10 +211,10 @@ sass_gemm() {
     END { if (name) report() }' | tee "$OUT/sass_gemm.txt"
 }
 tests_gpu() {
-  # Every test with a CUDA case, CUDA cases only (-k "not cpu"); CI runs the CPU cases, the
-  # Metal harness, the ROCm ISA checks, the TP script on gloo and the build checks.
+  # The CUDA cases (-k cuda: the device parameter, test_q4k_cuda.py); CI runs the rest: the
+  # CPU cases, the Metal harness, ROCm ISA checks, the TP script on gloo, the build checks.
   step "tests (CUDA cases)"
-  python3 -m pytest tests -q -rfE -p no:cacheprovider -k "not cpu" --ignore=tests/test_metal_harness.py \
+  python3 -m pytest tests -q -rfE -p no:cacheprovider -k cuda --ignore=tests/test_metal_harness.py \
     --ignore=tests/test_metal_host.py --ignore=tests/test_rocm_isa.py --ignore=tests/test_tp.py \
     --ignore=tests/test_build.py --ignore=tests/test_benchmarks_smoke.py --ignore=tests/test_roofline.py \
     2>&1 | tee "$OUT/pytest_gpu.log" | tail -15
@@ -240,7 +240,7 @@ case "$MODE" in
   tp)     tp_decode ;;
   q4k)    tests_q4k; bench_q4k; sass_q4k; sanitizers_q4k ;;
   gemm)   tests_gemm; bench_gemm; sass_gemm; sanitizers_gemm ;;
-  final1) tests_gpu; tp_decode; bench_q4k; bench_gemm ;;
+  final1) tests_gpu; tp_decode; bench_gemm; bench_q4k --quick ;;
   final2) bench_fp8; bench_swiglu; bench_layernorm; bench_quick; sass; sass_q4k; sass_gemm; sanitizers ;;
   gemm_tune) bench_gemm --tune ;;
   all)    tests; error_paths; sass; sanitizers; example; bench_sweep ;;
