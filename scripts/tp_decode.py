@@ -54,10 +54,14 @@ ROOT = Path(__file__).resolve().parent.parent
 REPO_ID = "inference-kernels/inference-kernels"
 
 # bf16 logits: the reference and the TP model round differently (bf16 partial sums
-# all-reduced, another GEMM split, our kernels within one ulp of HF's ops); each
-# rounding is ~2^-9 relative, and a few layers of them leave ~1e-2 on random-weight
-# logits. fp32: reduction order alone, ~1e-6; 1e-4 leaves room (tests/test_kernelize.py).
-TOLERANCE = {"float32": 1e-4, "bfloat16": 5e-2, "float16": 2e-2}
+# all-reduced, another GEMM split); each rounding is ~2^-9 relative, and 8 layers of
+# them on random weights leave several 1e-2: on 2 H200s transformers' own sharded model,
+# un-kernelized, sat 5.5e-2 from the un-sharded one (2026-11-29), so the bound against
+# the un-sharded model is 1e-1. Against the un-kernelized model with the same sharding,
+# only our kernels' roundings differ (within an ulp of HF's ops): 1.4e-2 measured, bound
+# 3e-2. fp32: reduction order alone, ~1e-6; 1e-4 leaves room (tests/test_kernelize.py).
+TOLERANCE = {"float32": 1e-4, "bfloat16": 1e-1, "float16": 5e-2}
+TOLERANCE_SAME_SHARDING = {"float32": 1e-4, "bfloat16": 3e-2, "float16": 1e-2}
 
 
 class SetupError(RuntimeError):
@@ -292,8 +296,9 @@ def session(args, torch, dist, rank, world, device, dtype, dtype_name, backend, 
                              f"{e:.2e}", f"{tol:.0e}", "PASS" if e <= tol else "FAIL"])
         e = rel_err(results["ours"]["no_grad"], results["hf"]["no_grad"])
         errs["tp_ours_vs_tp_hf_no_grad"] = e
-        rows.append([f"TP{world} kernelized vs TP{world} un-kernelized, no_grad", f"{e:.2e}", f"{tol:.0e}",
-                     "PASS" if e <= tol else "FAIL"])
+        tol_same = TOLERANCE_SAME_SHARDING[dtype_name]
+        rows.append([f"TP{world} kernelized vs TP{world} un-kernelized, no_grad", f"{e:.2e}",
+                     f"{tol_same:.0e}", "PASS" if e <= tol_same else "FAIL"])
         logits_ok = all(r[-1] == "PASS" for r in rows)
         harness.print_table(["logits (relative L2 error vs the un-sharded, un-kernelized model)", "error",
                              "tolerance", ""], rows)
@@ -310,7 +315,8 @@ def session(args, torch, dist, rank, world, device, dtype, dtype_name, backend, 
             "config": {"hidden": args.hidden, "heads": args.heads, "kv_heads": args.kv_heads,
                        "head_dim": args.head_dim, "intermediate": intermediate, "layers": args.layers,
                        "vocab": args.vocab, "prompt": args.prompt, "new": args.new},
-            "intermediate_per_rank": shards, "tolerance": tol, "errors": errs, "op_calls_per_rank": per_rank,
+            "intermediate_per_rank": shards, "tolerance": tol,
+            "tolerance_same_sharding": tol_same, "errors": errs, "op_calls_per_rank": per_rank,
             "check_passed": ok[0], "decode": timings.get("ours") and decode_rows(timings),
         }
         write_results(args, harness, report, world)
@@ -452,7 +458,8 @@ def write_results(args, harness, report, world):
                   f"{report['dtype']}, hidden {c['hidden']}, intermediate {c['intermediate']} "
                   f"(per rank {report['intermediate_per_rank']}), {c['layers']} layers, prompt {c['prompt']}, "
                   f"{c['new']} steps; logits check {'PASS' if report['check_passed'] else 'FAIL'}\n\n"
-                  + "".join(f"- {k}: {v:.2e} (tolerance {report['tolerance']:.0e})\n"
+                  + "".join(f"- {k}: {v:.2e} (tolerance "
+                            f"{report['tolerance_same_sharding' if k.startswith('tp_ours_vs_tp_hf') else 'tolerance']:.0e})\n"
                             for k, v in report["errors"].items()))
     if report["decode"]:
         rows = [[r["batch"], f"{r['hf_ms_per_token']:.3f}", f"{r['ours_ms_per_token']:.3f}",
