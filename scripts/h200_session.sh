@@ -8,12 +8,12 @@
 #   final : tests, quick add+RMSNorm+FP8 benchmark, SASS, sanitizers (fits ~6 min)
 #   tests : the test suite only
 #   swiglu: the SwiGLU benchmark (silu_and_mul_fp8, silu_mul)
-#   decode: end-to-end decode tokens/s, ours vs un-kernelized vs Liger (not run yet)
+#   decode: end-to-end decode tokens/s, ours vs un-kernelized vs Liger
 #   layernorm: layer_norm tests, the LayerNorm benchmark (ours, F.layer_norm,
 #           torch.compile, naive), SASS, sanitizers (last: the first cut if 600 s run
-#           out; `verify` runs them too) (not run yet)
+#           out; `verify` runs them too)
 #   roofline: Nsight Compute over every CUDA kernel and its torch baseline; table and
-#           roofline PNG under $OUT (benchmarks/roofline.py; not run yet)
+#           roofline PNG under $OUT (benchmarks/roofline.py)
 #   ln_roof: layer_norm tests, the LayerNorm benchmark, then the roofline report
 #   tune  : norm/activation tests, the norm layout sweep (benchmarks/tune_norms.cu), quick SwiGLU and
 #           add+RMSNorm+FP8 benchmarks, the LayerNorm benchmark
@@ -22,13 +22,13 @@
 #           visible GPU: TP2, TP4, ... up to the GPU count; logits vs the un-sharded model,
 #           ms/token at batch 1 and 32, kernelized vs not. On one GPU: TP1, then TP2 with
 #           both ranks on the GPU through gloo (check only). TP_SIZES / TP_ARGS override.
-#           NVLink multicast stays off (NCCL_NVLS_ENABLE=0). (not run yet)
+#           NVLink multicast stays off (NCCL_NVLS_ENABLE=0).
 #   q4k   : q4k_gemv/q6k_gemv CUDA tests, the Q4_K/Q6_K gemv benchmark (ours, cuBLAS bf16,
-#           dequant+matmul; decode tok/s), SASS, memcheck + racecheck on odd sizes (not run yet)
+#           dequant+matmul; decode tok/s), SASS, memcheck + racecheck on odd sizes
 #   gemm  : skinny_gemm_fp8 tests, its benchmark (vs torch._scaled_mm, decode MLP; md, json
 #           and png under $OUT), its SASS, compute-sanitizer memcheck + racecheck on its odd
-#           sizes (last: the first cut if 600 s run out) (not run yet)
-#   gemm_tune: the skinny GEMM's work-split sweep on the blog's shapes (not run yet)
+#           sizes (last: the first cut if 600 s run out)
+#   gemm_tune: the skinny GEMM's work-split sweep on the blog's shapes
 #   final1: the CUDA test cases, tensor-parallel decode, the Q4_K and FP8 GEMM benchmarks
 #   final2: the norm/SwiGLU/LayerNorm benchmarks, SASS, compute-sanitizer over every kernel
 #   all   : check + bench
