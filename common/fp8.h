@@ -83,6 +83,33 @@ IK_HOST_DEVICE inline uint8_t fp8_fnuz_from_float(float v) {
   return code ? static_cast<uint8_t>(sign | code) : 0;
 }
 
+// Two fnuz codes (bytes 0 and 1 of v) as the bits of two f16 holding value / 128,
+// exactly, subnormals included: fnuz and f16 differ by 7 in exponent bias and fnuz's 3
+// mantissa bits sit at f16's top 3, so sign | (code & 0x7F) << 7 is the value scaled by
+// 2^-7 (an fp8 subnormal becomes an f16 subnormal). The NaN 0x80 comes out as -0; see
+// fp8_fnuz_x4_nan_bits / fp8_fnuz_f16x2_restore_nan. The ROCm GEMM's gfx90a path (no fp8
+// hardware) converts its operands this way; tests/test_fp8_fnuz.py checks all codes.
+IK_HOST_DEVICE inline uint32_t fp8_fnuz_x2_to_f16x2_div128(uint32_t v) {
+  const uint32_t u = ((v & 0xFFu) << 8) | ((v & 0xFF00u) << 16);  // bytes to bits 8-15, 24-31
+  return (u & 0x80008000u) | ((u >> 1) & 0x3F803F80u);
+}
+
+// Non-zero iff any of v's four bytes is the fnuz NaN 0x80 (the zero-byte test of
+// v ^ 0x80808080: which bits are set can be off, whether any is set is exact), so the
+// words of a vector can be OR-ed before one test.
+IK_HOST_DEVICE inline uint32_t fp8_fnuz_x4_nan_bits(uint32_t v) {
+  const uint32_t y = v ^ 0x80808080u;
+  return (y - 0x01010101u) & ~y & 0x80808080u;
+}
+
+// The f16 pair of fp8_fnuz_x2_to_f16x2_div128 with NaN restored: a half that came from
+// 0x80 (bits 0x8000, which no other code gives) becomes the f16 NaN 0x7E00.
+IK_HOST_DEVICE inline uint32_t fp8_fnuz_f16x2_restore_nan(uint32_t h) {
+  if ((h & 0xFFFFu) == 0x8000u) h = (h & 0xFFFF0000u) | 0x7E00u;
+  if ((h >> 16) == 0x8000u) h = (h & 0xFFFFu) | 0x7E000000u;
+  return h;
+}
+
 IK_HOST_DEVICE inline float fp8_fnuz_to_float(uint8_t b) {
   if (b == kFp8FnuzNaN) return __builtin_bit_cast(float, 0x7FC00000u);
   const uint32_t e = (b >> 3) & 0xFu, m = b & 7u;

@@ -1,5 +1,6 @@
 // skinny_gemm_fp8(out, a, b, scale_a, scale_b, bias?): the checks every backend makes
 // before it touches memory, and the operands its kernels take (gpu_launchers.h).
+// Operands are kFp8Type (torch_checks.h): float8_e4m3fn, float8_e4m3fnuz on ROCm.
 #pragma once
 
 #include <ATen/MemoryOverlap.h>
@@ -44,11 +45,11 @@ inline SkinnyGemmParams skinny_gemm_params(at::Tensor& out, const at::Tensor& a,
                                            const std::optional<at::Tensor>& bias,
                                            c10::DeviceType type) {
   check_device(a, type, "a");
-  TORCH_CHECK(a.scalar_type() == at::kFloat8_e4m3fn, "a must be float8_e4m3fn, got ",
+  TORCH_CHECK(a.scalar_type() == kFp8Type, "a must be ", kFp8Name, ", got ",
               c10::toString(a.scalar_type()));
   const int64_t lda = gemm_row_stride(a, "a", "[M, K]", " (call .contiguous())");
   check_same_device(b, a, "b", "a");
-  TORCH_CHECK(b.scalar_type() == at::kFloat8_e4m3fn, "b must be float8_e4m3fn, got ",
+  TORCH_CHECK(b.scalar_type() == kFp8Type, "b must be ", kFp8Name, ", got ",
               c10::toString(b.scalar_type()));
   const int64_t ldb = gemm_row_stride(
       b, "b", "[N, K]", " (nn.Linear's weight layout; a transposed weight needs .t().contiguous())");

@@ -3,7 +3,8 @@
 No AMD GPU here: `tools/build.py --backend rocm --compile-only` turns every .hip file of
 build.toml into device assembly per arch (Debian's clang-19), and this test reads it:
 16-byte loads on the vector paths, wave64, no scratch and no spills, and register use
-that leaves at least 4 waves per SIMD. Skips without the toolchain unless CI is set
+that leaves at least 4 waves per SIMD; the FP8 GEMM's MFMA instructions (fp8 on gfx942,
+f16 on gfx90a). Skips without the toolchain unless CI is set
 (`make test` installs it first: `make rocm-toolchain`).
 """
 
@@ -82,6 +83,51 @@ def test_isa(asm, family, arch):
     assert f"amdgcn-amd-amdhsa--{arch}" in text
 
 
+def gemm_shape(name: str) -> tuple[int, int] | None:
+    """(NW, MT) of a skinny_gemm_kernel<OutT, NW, MT>, None for the byte kernel."""
+    m = re.search(r"Li(\d)ELi(\d)EE", name)
+    return (int(m.group(1)), int(m.group(2))) if "skinny_gemm_kernel" in name and m else None
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_skinny_gemm_isa(asm, arch):
+    """The FP8 GEMM: fp8 MFMA on gfx942 (the fnuz bytes as loaded), f16 MFMA on gfx90a
+    (no fp8 there), the weight in 16-byte loads, wave64, no scratch, 4 waves/SIMD."""
+    text = asm[("skinny_gemm", arch)]
+    ks = kernels(text)
+    assert len(ks) == 2 * (4 + 1)  # 2 out dtypes x ((NW, MT) in {1, 2}^2 + the byte kernel)
+    mfma = {"gfx942": "v_mfma_f32_16x16x32_fp8_fp8", "gfx90a": "v_mfma_f32_16x16x16f16"}[arch]
+    print(f"\nskinny_gemm {arch}: kernel  VGPRs  AGPRs  SGPRs  LDS  MFMAs")
+    for k in ks:
+        name, body = k[".name"], k["body"]
+        print(f"  {short(name)}  {k['.vgpr_count']}  {k['.agpr_count']}  {k['.sgpr_count']}  "
+              f"{k['.group_segment_fixed_size']}  {body.count('v_mfma')}")
+        assert k[".wavefront_size"] == 64, name
+        assert k[".private_segment_fixed_size"] == 0, f"{name} uses scratch"
+        assert k[".vgpr_spill_count"] == 0 and k[".sgpr_spill_count"] == 0, f"{name} spills"
+        assert not SCRATCH.search(body), f"{name}: {SCRATCH.search(body).group(0)}"
+        assert k[".vgpr_count"] + k[".agpr_count"] <= MAX_VGPRS, f"{name}: fewer than 4 waves/SIMD"
+        shape = gemm_shape(name)
+        if shape is None:  # the byte path: no MFMA
+            assert "v_mfma" not in body, name
+            continue
+        nw, mt = shape
+        mfmas = re.findall(r"^\s+(v_mfma\w*)", body, re.M)
+        assert mfmas and set(mfmas) == {mfma}, f"{name}: {sorted(set(mfmas))}"
+        # Per 64-byte chunk and (n-tile, m-tile) pair: 2 fp8 MFMAs (K = 32) or 4 f16 (K = 16),
+        # in the unrolled loop and the tail loop at least.
+        assert len(mfmas) >= 2 * nw * mt * (2 if arch == "gfx942" else 4), name
+        loads = re.findall(r"^\s+(global_load_\w+)", body, re.M)
+        # The weight streams in non-temporal 16-byte loads; no operand load is narrower
+        # than 16 bytes (the scalars are the scales, the bias, the geometry: dword/ushort).
+        nt = "nt" if arch == "gfx942" else "glc slc"
+        assert re.search(rf"global_load_dwordx4 [^\n]*{nt}$", body, re.M), f"{name}: no streamed weight load"
+        assert "global_load_dwordx2" not in loads and "global_load_ubyte" not in loads, f"{name}: {set(loads)}"
+    # f16 denormals on: gfx90a's fp8 subnormals pass through f16 subnormals (x 2^-7).
+    assert ".amdhsa_float_denorm_mode_16_64 3" in text
+    assert f"amdgcn-amd-amdhsa--{arch}" in text
+
+
 def test_rocm_host_wrappers_compile(asm):
     """The host side of a ROCm build (the shared c10/cuda wrappers and the binding, with
     ROCM_KERNEL) compiles against this CPU torch's headers, where the CUDA headers they
@@ -89,7 +135,8 @@ def test_rocm_host_wrappers_compile(asm):
     if not (OBJ / "torch-ext_torch_binding.cpp.o").exists():
         pytest.skip("no CUDA headers here: the ROCm host wrappers were not compiled")
     for src in ("torch-ext_torch_binding.cpp", "cuda_kernels_rms_norm_torch.cpp",
-                "cuda_kernels_activation_torch.cpp", "cuda_kernels_layer_norm_torch.cpp"):
+                "cuda_kernels_activation_torch.cpp", "cuda_kernels_layer_norm_torch.cpp",
+                "cuda_kernels_skinny_gemm_torch.cpp"):
         assert (OBJ / f"{src}.o").stat().st_size > 0
 
 

@@ -46,8 +46,9 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   // (CPU and Metal).
   ops.def("matmul(Tensor! out, Tensor a, Tensor b) -> ()");
   // out [M, N] (bf16/fp16) <- a [M, K] @ b[N, K].T * scale_a * scale_b (+ bias): fp8
-  // e4m3fn operands, fp32 sums; scale_b one element or one per output channel (N).
-  // config: the CUDA kernel's work split (benchmarks; [] = automatic), ignored on the CPU.
+  // e4m3fn operands (e4m3fnuz on ROCm), fp32 sums; scale_b one element or one per output
+  // channel (N). config: the GPU kernel's work split (benchmarks; [] = automatic), ignored
+  // on the CPU.
   ops.def(
       "skinny_gemm_fp8(Tensor! out, Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, "
       "Tensor? bias, int[] config=[]) -> ()");
@@ -84,8 +85,6 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("silu_and_mul_fp8", c10::kCUDA, &silu_and_mul_fp8_cuda);
   ops.impl("silu_mul", c10::kCUDA, &silu_mul_cuda);
   ops.impl("silu", c10::kCUDA, &silu_cuda);
-#endif
-#if defined(CUDA_KERNEL)  // no ROCm kernel yet
   ops.impl("skinny_gemm_fp8", c10::kCUDA, &skinny_gemm_fp8_cuda);
 #endif
 

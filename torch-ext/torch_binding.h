@@ -88,7 +88,8 @@ void q6k_gemv_mps(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
 void matmul_mps(at::Tensor& out, const at::Tensor& a, const at::Tensor& b);
 #endif
 
-#if defined(CUDA_KERNEL)
+// The ROCm build shares this wrapper (rocm_kernels/skinny_gemm.hip's launcher).
+#if defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
 void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
                           const at::Tensor& scale_a, const at::Tensor& scale_b,
                           const std::optional<at::Tensor>& bias, at::IntArrayRef config);

@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 # float8_e4m3fn on the CPU and CUDA, float8_e4m3fnuz on ROCm (see _fp8.py).
-from ._fp8 import FP8_DTYPE  # noqa: E402
+from ._fp8 import FP8_DTYPE, FP8_MAX  # noqa: E402
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
@@ -233,12 +233,12 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: Optional[torch.Tensor] = None)
     return out
 
 
-# FP8 GEMM for decode batch sizes. Operands are float8_e4m3fn (CPU and CUDA; no ROCm
-# kernel yet); the weight keeps nn.Linear's [N, K] layout.
+# FP8 GEMM for decode batch sizes. Operands are FP8_DTYPE: float8_e4m3fn on the CPU and
+# CUDA, float8_e4m3fnuz on ROCm (rocm_kernels/skinny_gemm.hip); the weight keeps
+# nn.Linear's [N, K] layout.
 
 SKINNY_MAX_M = 32  # rows of `a` our CUDA kernel takes; more go to torch._scaled_mm
-_E4M3 = torch.float8_e4m3fn
-_E4M3_MAX = 448.0
+_E4M3 = torch.float8_e4m3fn  # the _scaled_mm route (CUDA only)
 
 
 def _scaled_mm_takes(a: torch.Tensor, b: torch.Tensor, scale_b: torch.Tensor,
@@ -258,8 +258,9 @@ def skinny_gemm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
                     out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """``a @ b.T * scale_a * scale_b (+ bias)`` for fp8 operands, products summed in fp32.
 
-    ``a``: ``[M, K]`` ``torch.float8_e4m3fn`` (K contiguous); ``b``: ``[N, K]``
-    float8_e4m3fn (``nn.Linear``'s weight layout, K contiguous); ``scale_a``: one float32
+    ``a``: ``[M, K]`` ``FP8_DTYPE`` (``torch.float8_e4m3fn``; ``float8_e4m3fnuz`` on ROCm;
+    K contiguous); ``b``: ``[N, K]`` of the same dtype (``nn.Linear``'s weight layout, K
+    contiguous); ``scale_a``: one float32
     element; ``scale_b``: one float32 element, or ``N`` (per output channel); ``bias``:
     ``[N]`` in ``out_dtype``; returns (or fills) ``out`` ``[M, N]``, bfloat16 or float16.
     Scales stay on the device (no host sync; CUDA-graph safe).
@@ -269,7 +270,8 @@ def skinny_gemm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
     operands (see ``_scaled_mm_takes``), else to our kernel, which then reads the weight
     once per 32 rows. Any N and K: rows that are 16-byte aligned with K % 16 == 0 take the
     fast path, anything else a slow byte path (correct, not fast). The CPU runs its own
-    kernel for every M.
+    kernel for every M. ROCm (gfx942: fp8 MFMA; gfx90a: f16 MFMA) runs its kernel for every
+    M (compiled and ISA-checked, never run on AMD hardware by this project).
     """
     M, N = a.shape[0], b.shape[0]
     if (a.device.type == "cuda" and M > SKINNY_MAX_M and a.dtype == _E4M3 and b.dtype == _E4M3
@@ -298,8 +300,8 @@ def fp8_linear(x: torch.Tensor, weight_fp8: torch.Tensor, weight_scale: torch.Te
                out_dtype: Optional[torch.dtype] = None) -> torch.Tensor:
     """An FP8 ``nn.Linear``: quantise ``x`` per tensor, then :func:`skinny_gemm_fp8`.
 
-    ``x``: ``[..., K]`` float32/float16/bfloat16; ``weight_fp8``: ``[N, K]`` float8_e4m3fn
-    with ``weight_scale`` (one float32 element, or ``N``); returns ``[..., N]`` in
+    ``x``: ``[..., K]`` float32/float16/bfloat16; ``weight_fp8``: ``[N, K]`` ``FP8_DTYPE``
+    (float8_e4m3fn; float8_e4m3fnuz, max 240 for 448 below, on ROCm) with ``weight_scale`` (one float32 element, or ``N``); returns ``[..., N]`` in
     ``out_dtype`` (default: x's dtype for fp16/bf16, else bfloat16).
     ``x_q = fp8(clamp(x * (1 / s), -448, 448))`` with ``s = input_scale`` (static, one
     float32 element) or, without one, ``s = max(absmax(x) / 448, 1 / (448 * 512))``
@@ -310,10 +312,10 @@ def fp8_linear(x: torch.Tensor, weight_fp8: torch.Tensor, weight_scale: torch.Te
     K = x.shape[-1]
     x2 = x.reshape(-1, K)
     if input_scale is None:
-        s = torch.clamp(x2.abs().amax().float() / _E4M3_MAX, min=1.0 / (_E4M3_MAX * 512)).reshape(1)
+        s = torch.clamp(x2.abs().amax().float() / FP8_MAX, min=1.0 / (FP8_MAX * 512)).reshape(1)
     else:
         s = input_scale.reshape(1).float()
-    q = (x2.float() * (1.0 / s)).clamp(-_E4M3_MAX, _E4M3_MAX).to(_E4M3)
+    q = (x2.float() * (1.0 / s)).clamp(-FP8_MAX, FP8_MAX).to(FP8_DTYPE)
     if out_dtype is None:
         out_dtype = x.dtype if x.dtype in (torch.float16, torch.bfloat16) else torch.bfloat16
     y = skinny_gemm_fp8(q, weight_fp8, s, weight_scale, out_dtype, bias)
