@@ -128,6 +128,37 @@ def test_skinny_gemm_isa(asm, arch):
     assert f"amdgcn-amd-amdhsa--{arch}" in text
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_isa_kquant_gemv(asm, arch):
+    """q4k.hip: every (dtype, M, rows per wave) gemv streams its weight bytes in 16-byte
+    loads, runs wave64 without scratch, and stays within the register budget it was
+    compiled for (amdgpu_waves_per_eu: 4 waves per SIMD up to M = 3, 3 up to M = 5, 2)."""
+    text = asm[("q4k", arch)]
+    ks = kernels(text)
+    # 3 dtypes x 2 formats x (M = 1 with 2 and 1 rows per wave, M = 2..8 with 1)
+    assert len(ks) == 3 * 2 * 9
+    print(f"\nq4k {arch}: kernel  VGPRs  AGPRs  SGPRs  LDS bytes")
+    for k in ks:
+        name = k[".name"]
+        m = int(re.search(r"Li(\d+)ELi(\d+)EE", name).group(1))  # <T, M, R>
+        budget = 512 // (4 if m <= 3 else 3 if m <= 5 else 2) // 8 * 8
+        print(f"  {short(name)}  {k['.vgpr_count']}  {k['.agpr_count']}  {k['.sgpr_count']}  "
+              f"{k['.group_segment_fixed_size']}")
+        assert k[".wavefront_size"] == 64, name
+        assert k[".private_segment_fixed_size"] == 0, f"{name} uses scratch"
+        assert k[".vgpr_spill_count"] == 0 and k[".sgpr_spill_count"] == 0, f"{name} spills"
+        assert not SCRATCH.search(k["body"]), f"{name}: {SCRATCH.search(k['body']).group(0)}"
+        assert k[".vgpr_count"] + k[".agpr_count"] <= budget, f"{name}: over {budget} VGPRs"
+        assert "global_load_dwordx4" in k["body"], f"{name}: no 16-byte weight load"
+        assert not re.search(r"^\s+flat_load", k["body"], re.M), f"{name}: flat (not global) loads"
+        # levels to floats in one instruction each; Q6_K's 2-aligned words shifted in place
+        if "q4k" in name:
+            assert "v_cvt_f32_ubyte" in k["body"], name
+        else:
+            assert "v_alignbit_b32" in k["body"], name
+    assert ".amdhsa_wavefront_size32" not in text
+
+
 def test_rocm_host_wrappers_compile(asm):
     """The host side of a ROCm build (the shared c10/cuda wrappers and the binding, with
     ROCM_KERNEL) compiles against this CPU torch's headers, where the CUDA headers they
@@ -136,7 +167,8 @@ def test_rocm_host_wrappers_compile(asm):
         pytest.skip("no CUDA headers here: the ROCm host wrappers were not compiled")
     for src in ("torch-ext_torch_binding.cpp", "cuda_kernels_rms_norm_torch.cpp",
                 "cuda_kernels_activation_torch.cpp", "cuda_kernels_layer_norm_torch.cpp",
-                "cuda_kernels_skinny_gemm_torch.cpp"):
+                "cuda_kernels_skinny_gemm_torch.cpp", "cuda_kernels_q4k_torch.cpp",
+                "cpu_kernels_q4k.cpp"):
         assert (OBJ / f"{src}.o").stat().st_size > 0
 
 

@@ -88,9 +88,9 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("skinny_gemm_fp8", c10::kCUDA, &skinny_gemm_fp8_cuda);
 #endif
 
-// GGUF k-quants: the gemv on the GPU (CUDA only, not ROCm yet), and the CPU kernels
-// built into the CUDA variant (see torch_binding.h).
-#if defined(CUDA_KERNEL)
+// GGUF k-quants: the gemv on the GPU (cuda_kernels/q4k.cu or rocm_kernels/q4k.hip behind
+// the same wrapper), and the CPU kernels built into the GPU variant (see torch_binding.h).
+#if defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
   ops.impl("q4k_gemv", c10::kCUDA, &q4k_gemv_cuda);
   ops.impl("q6k_gemv", c10::kCUDA, &q6k_gemv_cuda);
   ops.impl("quantize_q4_k", c10::kCPU, &quantize_q4_k_cpu);

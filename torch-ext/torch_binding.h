@@ -56,10 +56,10 @@ void silu_mul_cuda(at::Tensor& out, const at::Tensor& gate, const at::Tensor& up
 void silu_cuda(at::Tensor& out, const at::Tensor& x);
 #endif
 
-// GGUF k-quants in the CUDA variant: the gemv runs on the GPU; quantisation (and the
-// CPU gemv and dequantisation) come along as CPU kernels (cpu_kernels/q4k.cpp), so a
-// CUDA build can quantise weights and check its gemv against the CPU one.
-#if defined(CUDA_KERNEL)
+// GGUF k-quants in the CUDA and ROCm variants: the gemv runs on the GPU; quantisation (and
+// the CPU gemv and dequantisation) come along as CPU kernels (cpu_kernels/q4k.cpp), so a
+// GPU build can quantise weights and check its gemv against the CPU one.
+#if defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
 void q4k_gemv_cuda(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
 void q6k_gemv_cuda(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
 void quantize_q4_k_cpu(at::Tensor& out, const at::Tensor& weight,
