@@ -10,12 +10,17 @@
 // make_qx_quants for Q6_K). The per-sub-block scales are then quantised the same
 // way (6 bits for Q4_K's scales and mins, 8 bits for Q6_K's), each weighted by what
 // its error costs the weights, the super-block factors rounded to fp16, and every
-// weight re-rounded against the scales as they will be dequantised.
+// weight re-rounded against the scales as they will be dequantised. Q4_K goes
+// further than ggml there: each sub-block tries the neighbours of its rounded 6-bit
+// scale and min (their errors can cancel), and the two fp16 factors are refitted
+// to the chosen integers by least squares, kept when the block's error drops.
 //
 // Weights w_i: imatrix[col] when given (llama.cpp's importance matrix: the mean of
-// the squared activations of that input column). Without one, x_i^2 + sigma^2 with
-// sigma^2 the mean square of the super-block, as ggml weights its k-quants without
-// an imatrix: large weights matter more, and small ones still count.
+// the squared activations of that input column). Without one, 1: with nothing known
+// of the activations (take them isotropic), a layer's expected output error
+// E|dW x|^2 is proportional to sum(dW^2), so plain squared error is the objective
+// (a flat imatrix). ggml weighs by rms + |x| there, a prior that large weights matter
+// more; on the unweighted error that costs it ~2% against us (BENCHMARKS.md).
 //
 // Dequantisation computes (d * sc) * q - (dmin * m) in fp32, in gguf-py's order,
 // so it equals gguf.quants.dequantize bit for bit. That needs the compiler not to
@@ -73,9 +78,10 @@ float fit_affine(const float* x, const float* w, int n, int nmax, uint8_t* L, fl
   for (int i = 0; i < n; ++i) L[i] = std::clamp(round_int((x[i] - lo) / best_scale), 0, nmax);
   float best = error(L, best_scale, best_min);
   uint8_t cand[kQK];
-  // 41 candidate inverse scales from (nmax - 1) / range to (nmax + 1) / range.
-  for (int step = 0; step <= 40; ++step) {
-    const float iscale = (nmax - 1.0f + 0.05f * step) / (hi - lo);
+  // 21 candidate inverse scales from (nmax - 1) / range to (nmax + 1) / range (a finer
+  // grid gained < 0.1% once the 6-bit scales and mins are searched too, at 1.5x the time).
+  for (int step = 0; step <= 20; ++step) {
+    const float iscale = (nmax - 1.0f + 0.1f * step) / (hi - lo);
     float sl = 0, sl2 = 0, sxl = 0;
     for (int i = 0; i < n; ++i) {
       const int l = std::clamp(round_int(iscale * (x[i] - lo)), 0, nmax);
@@ -161,7 +167,7 @@ float fit_nonneg(const float* v, const float* w, int n, int nmax, int* L) {
 }
 
 // Per-weight importance of one super-block (see the file comment).
-void importance(const float* x, const float* imatrix, float* w) {
+void importance(const float* imatrix, float* w) {
   if (imatrix) {
     float s = 0;
     for (int i = 0; i < kQK; ++i) s += imatrix[i];
@@ -171,17 +177,59 @@ void importance(const float* x, const float* imatrix, float* w) {
       return;
     }
   }
-  float s2 = 0;
-  for (int i = 0; i < kQK; ++i) s2 += x[i] * x[i];
-  const float sigma2 = s2 / kQK;
-  for (int i = 0; i < kQK; ++i) w[i] = x[i] * x[i] + sigma2;
+  std::fill(w, w + kQK, 1.0f);
 }
 
 // ---- Q4_K -------------------------------------------------------------------------
 
+// Sub-block j of a Q4_K block, as stored: step ds = d * sc, offset dm = dmin * m. Each
+// weight takes its nearest level (levels into L); returns the weighted squared error of
+// the values as dequantised.
+float subblock_error(const float* x, const float* w, float ds, float dm, uint8_t* L) {
+  float e = 0;
+  const float inv = ds > 0 ? 1.0f / ds : 0.0f;
+  for (int i = 0; i < 32; ++i) {
+    const int l = ds > 0 ? std::clamp(round_int((x[i] + dm) * inv), 0, 15) : 0;
+    L[i] = static_cast<uint8_t>(l);
+    const float diff = ds * l - dm - x[i];
+    e += w[i] * diff * diff;
+  }
+  return e;
+}
+
+// Given the fp16 super-block factors, each sub-block's 6-bit scale and min: the rounded
+// values and their neighbours (9 pairs), keeping the pair whose re-rounded weights have
+// the smallest error. Rounding the scale and the min separately ignores that their errors
+// can cancel. Returns the block's weighted squared error.
+float choose_scale_min(const float* x, const float* w, float d, float dmin, const float* scales,
+                       const float* mins, uint8_t* sc, uint8_t* m, uint8_t* L) {
+  float total = 0;
+  uint8_t cand[32];
+  for (int j = 0; j < 8; ++j) {
+    const int s0 = d > 0 ? std::clamp(round_int(scales[j] / d), 0, 63) : 0;
+    const int m0 = dmin > 0 ? std::clamp(round_int(mins[j] / dmin), 0, 63) : 0;
+    float best = -1;
+    for (int si = std::max(0, s0 - 1); si <= std::min(63, s0 + 1); ++si) {
+      if (si > 0 && !(d > 0)) break;
+      for (int mi = std::max(0, m0 - 1); mi <= std::min(63, m0 + 1); ++mi) {
+        if (mi > 0 && !(dmin > 0)) break;
+        const float e = subblock_error(x + 32 * j, w + 32 * j, d * si, dmin * mi, cand);
+        if (best < 0 || e < best) {
+          best = e;
+          sc[j] = static_cast<uint8_t>(si);
+          m[j] = static_cast<uint8_t>(mi);
+          std::copy(cand, cand + 32, L + 32 * j);
+        }
+      }
+    }
+    total += best;
+  }
+  return total;
+}
+
 void quantize_block_q4k(const float* x, const float* imatrix, BlockQ4K* b) {
   float w[kQK];
-  importance(x, imatrix, w);
+  importance(imatrix, w);
   uint8_t L[kQK];
   float scales[8], mins[8], w_scale[8], w_min[8];
   for (int j = 0; j < 8; ++j) {
@@ -198,22 +246,51 @@ void quantize_block_q4k(const float* x, const float* imatrix, BlockQ4K* b) {
   int ls[8], lm[8];
   const float d = fit_nonneg(scales, w_scale, 8, 63, ls);
   const float dmin = fit_nonneg(mins, w_min, 8, 63, lm);
-  b->d = float_to_half(d);
-  b->dmin = float_to_half(dmin);
-  // Re-round the 6-bit levels against the fp16 factors as they will be read back.
-  const float d16 = half_to_float(b->d), dmin16 = half_to_float(b->dmin);
+  uint16_t dh = float_to_half(d), dminh = float_to_half(dmin);
   uint8_t sc[8], m[8];
-  for (int j = 0; j < 8; ++j) {
-    sc[j] = d16 > 0 ? static_cast<uint8_t>(std::clamp(round_int(scales[j] / d16), 0, 63)) : 0;
-    m[j] = dmin16 > 0 ? static_cast<uint8_t>(std::clamp(round_int(mins[j] / dmin16), 0, 63)) : 0;
+  float err = choose_scale_min(x, w, half_to_float(dh), half_to_float(dminh), scales, mins, sc, m, L);
+  for (int it = 0; it < 2; ++it) {
+    // Refit the two super-block factors to the chosen integers: x_i ~ d * a_i - dmin * b_i
+    // with a_i = sc_j * L_i, b_i = m_j, by weighted least squares.
+    float saa = 0, sab = 0, sbb = 0, sax = 0, sbx = 0;
+    for (int j = 0; j < 8; ++j) {
+      for (int i = 32 * j; i < 32 * j + 32; ++i) {
+        const float a = static_cast<float>(sc[j]) * L[i], bb = m[j];
+        saa += w[i] * a * a;
+        sab += w[i] * a * bb;
+        sbb += w[i] * bb * bb;
+        sax += w[i] * a * x[i];
+        sbx += w[i] * bb * x[i];
+      }
+    }
+    float nd, ndmin;
+    const float det = saa * sbb - sab * sab;
+    if (sbb > 0 && det > 1e-6f * saa * sbb) {
+      nd = (sax * sbb - sbx * sab) / det;
+      ndmin = (sax * sab - sbx * saa) / det;
+    } else if (saa > 0) {
+      nd = sax / saa;
+      ndmin = 0;
+    } else {
+      break;
+    }
+    if (!(nd >= 0) || !(ndmin >= 0)) break;
+    const uint16_t ndh = float_to_half(nd), ndminh = float_to_half(ndmin);
+    if (ndh == dh && ndminh == dminh) break;
+    uint8_t nsc[8], nm[8], nL[kQK];
+    const float e = choose_scale_min(x, w, half_to_float(ndh), half_to_float(ndminh), scales, mins,
+                                     nsc, nm, nL);
+    if (!(e < err)) break;
+    err = e;
+    dh = ndh;
+    dminh = ndminh;
+    std::copy(nsc, nsc + 8, sc);
+    std::copy(nm, nm + 8, m);
+    std::copy(nL, nL + kQK, L);
   }
+  b->d = dh;
+  b->dmin = dminh;
   pack_scale_min(sc, m, b->scales);
-  // Each weight's level, given the dequantised scale and min of its sub-block.
-  for (int j = 0; j < 8; ++j) {
-    const float ds = d16 * sc[j], dm = dmin16 * m[j];
-    for (int i = 32 * j; i < 32 * j + 32; ++i)
-      L[i] = ds > 0 ? static_cast<uint8_t>(std::clamp(round_int((x[i] + dm) / ds), 0, 15)) : 0;
-  }
   std::fill(b->qs, b->qs + kQK / 2, 0);
   for (int e = 0; e < kQK; ++e) {
     const Q4KPos p = q4k_pos(e);
@@ -237,7 +314,7 @@ void dequantize_block_q4k(const BlockQ4K& b, float* out) {
 
 void quantize_block_q6k(const float* x, const float* imatrix, BlockQ6K* b) {
   float w[kQK];
-  importance(x, imatrix, w);
+  importance(imatrix, w);
   int L[kQK];
   float scales[16], w_scale[16];
   for (int j = 0; j < 16; ++j) {

@@ -187,8 +187,11 @@ def test_quantiser_beats_naive_rtn(ik, device, fmt, kind, record_property):
         if have_ggml:
             ref = weighted_rel_rmse(w, dequantize(ggml_quantize(w, fmt, im).to(device)).cpu(), col)
             line += f"  ggml {ref:.5f}"
-            # Within 5% of ggml's own quantiser (they weigh differently without an imatrix).
-            assert ours < 1.05 * ref, line
+            # Issue 6: no worse than ggml's own quantiser on every tensor, strictly (no
+            # slack needed): over 12 seeds every row sat 1.2% or more below ggml; the
+            # noisiest row, Q4_K Student-t(3) plain, was 2.2% below on average over 40
+            # seeds (std 0.4%, closest 1.0%).
+            assert ours <= ref, line
         print(line)
         record_property(f"{fmt}/{kind}/{label}", line)
         assert ours < base, line

@@ -182,8 +182,8 @@ def quantize_q4_k(weight: torch.Tensor, imatrix: Optional[torch.Tensor] = None) 
 
     Each 32-weight sub-block's scale and min minimise ``sum(w * (x - deq)^2)`` with
     ``w = imatrix[col]`` (llama.cpp's importance matrix: the mean squared activation
-    of each input column, see ``quant.collect_imatrix``) or, without one,
-    ``x^2 + mean(x^2)`` over the 256-weight super-block. The weight is read as float32.
+    of each input column, see ``quant.collect_imatrix``) or, without one, ``w = 1``
+    (the plain squared error). The weight is read as float32.
     """
     return quant.quantize(weight, "Q4_K", imatrix)
 
