@@ -310,6 +310,8 @@ def test_kernelize_layer_norm(ik, device, dtype):
                 if m.bias is not None:
                     m.bias.normal_()
     x = rand((2, 9, 320), dtype, device)
+    first = {}
+    model[1].register_forward_hook(lambda m, i, o: first.__setitem__(len(first), o))
     with torch.no_grad():
         ref = model(x)
     kernelize_with(model, device, LayerNorm="LayerNorm")
@@ -318,4 +320,10 @@ def test_kernelize_layer_norm(ik, device, dtype):
     if dtype == torch.float32:
         torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-5)
     else:
-        assert ulps_apart(y, ref, dtype).max().item() <= 1
+        # The first LayerNorm sees the same input either way: within one ulp (the op's
+        # contract). The second sees that output after GELU, where a one-ulp change of
+        # an input near the row's mean is many ulps of a small output: bound the chain's
+        # error by a few ulps of the largest output instead.
+        assert ulps_apart(first[1], first[0], dtype).max().item() <= 1
+        eps = torch.finfo(dtype).eps
+        assert (y.float() - ref.float()).abs().max().item() <= 4 * eps * ref.float().abs().max().item()
