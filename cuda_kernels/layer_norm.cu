@@ -175,7 +175,7 @@ template <typename T, int VEC>
 cudaError_t launch_width(const LayerNormParams& p, const RowConfig* forced, cudaStream_t stream) {
   const int64_t nvec = p.d / VEC;
   RowConfig c = forced ? *forced : pick_layout(nvec);
-  if (c.items > 0 && (p.rows * c.cluster > INT32_MAX || int64_t{c.tx} * c.cluster * c.items < nvec)) {
+  if (c.items > 0 && !fits(c, p.rows, nvec)) {
     if (forced) return cudaErrorInvalidConfiguration;
     c.items = 0;
   }

@@ -243,9 +243,7 @@ template <typename T, int VEC, bool FUSED, NormOut MODE>
 cudaError_t launch_width(const NormParams& p, const RowConfig* forced, cudaStream_t stream) {
   const int64_t nvec = p.d / VEC;
   RowConfig c = forced ? *forced : pick_layout(p.rows, nvec);
-  // The grid is rows x cluster blocks (int), and the row group must cover the row.
-  if (c.items > 0 && (p.rows * c.cluster > INT32_MAX ||
-                      int64_t{c.tx} * c.cluster * c.items < nvec)) {
+  if (c.items > 0 && !fits(c, p.rows, nvec)) {
     if (forced) return cudaErrorInvalidConfiguration;
     c.items = 0;
   }

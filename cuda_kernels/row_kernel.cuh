@@ -23,6 +23,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 
 #include "reduce_ops.h"
@@ -43,15 +44,11 @@ struct RowConfig {
 };
 
 inline int round_up(int64_t v, int m) { return static_cast<int>((v + m - 1) / m * m); }
-inline int pow2_at_least(int64_t v) {
-  int p = 1;
-  while (p < v) p *= 2;
-  return p;
-}
-inline int pow2_at_most(int64_t v) {
-  int p = 1;
-  while (p * 2 <= v) p *= 2;
-  return p;
+
+// Whether layout c can run `rows` rows of nvec vectors: its grid (rows x cluster
+// blocks) fits an int, and its row group covers the row.
+inline bool fits(const RowConfig& c, int64_t rows, int64_t nvec) {
+  return rows * c.cluster <= INT32_MAX && int64_t{c.tx} * c.cluster * c.items >= nvec;
 }
 
 // Where this thread sits in its row group.

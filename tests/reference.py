@@ -1,5 +1,11 @@
 """fp64 references and comparison helpers shared by the tests."""
 
+import ctypes
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -86,3 +92,18 @@ def layer_norm_ref(x: torch.Tensor, weight=None, bias=None, eps: float = 1e-5) -
 # 16384 vectors (140000).
 LAYOUT_SHAPES = [(300, 1000), (3, 2056), (300, 4104), (300, 16384), (5, 16384), (9, 1030),
                  (2, 140000)]
+
+
+def header_lib(tmp_dir: Path, source: str) -> ctypes.CDLL:
+    """Compiles `source` (C++ wrapping headers of common/ in extern "C" functions) with the
+    host compiler and loads it: the device-independent code the GPU kernels include, run
+    on the CPU. Skips when there is no C++ compiler."""
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if not cxx:
+        pytest.skip("no host C++ compiler")
+    root = Path(__file__).resolve().parent.parent
+    (tmp_dir / "w.cpp").write_text(source)
+    so = tmp_dir / "libheader.so"
+    subprocess.run([cxx, "-std=c++20", "-O2", "-Wall", "-Werror", "-shared", "-fPIC",
+                    f"-I{root / 'common'}", str(tmp_dir / "w.cpp"), "-o", str(so)], check=True)
+    return ctypes.CDLL(str(so))

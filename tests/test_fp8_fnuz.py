@@ -4,13 +4,11 @@ tiny shared library and called through ctypes: the same integer code runs on the
 """
 
 import ctypes
-import shutil
-import subprocess
 
 import pytest
 import torch
 
-from conftest import ROOT
+from reference import header_lib
 
 FNUZ = torch.float8_e4m3fnuz
 WRAPPER = """
@@ -28,15 +26,7 @@ extern "C" float fnuz_scale(float absmax) { return dynamic_fp8_fnuz_scale(absmax
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    cxx = shutil.which("g++") or shutil.which("c++")
-    if not cxx:
-        pytest.skip("no host C++ compiler")
-    d = tmp_path_factory.mktemp("fnuz")
-    (d / "w.cpp").write_text(WRAPPER)
-    so = d / "libfnuz.so"
-    subprocess.run([cxx, "-std=c++20", "-O2", "-Wall", "-Werror", "-shared", "-fPIC",
-                    f"-I{ROOT / 'common'}", str(d / "w.cpp"), "-o", str(so)], check=True)
-    lib = ctypes.CDLL(str(so))
+    lib = header_lib(tmp_path_factory.mktemp("fnuz"), WRAPPER)
     lib.encode.restype, lib.encode.argtypes = ctypes.c_ubyte, [ctypes.c_float]
     lib.decode.restype, lib.decode.argtypes = ctypes.c_float, [ctypes.c_ubyte]
     lib.encode_n.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]

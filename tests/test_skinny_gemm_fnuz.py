@@ -11,13 +11,11 @@ tolerance.
 """
 
 import ctypes
-import shutil
-import subprocess
 
 import pytest
 import torch
 
-from conftest import ROOT
+from reference import header_lib
 
 FNUZ = torch.float8_e4m3fnuz
 ROW_TOL = 1e-2  # as tests/test_skinny_gemm.py
@@ -47,15 +45,7 @@ extern "C" void nan_bits_n(const uint32_t* v, uint8_t* out, long n) {
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    cxx = shutil.which("g++") or shutil.which("c++")
-    if not cxx:
-        pytest.skip("no host C++ compiler")
-    d = tmp_path_factory.mktemp("fnuz_gemm")
-    (d / "w.cpp").write_text(WRAPPER)
-    so = d / "libfnuzgemm.so"
-    subprocess.run([cxx, "-std=c++20", "-O2", "-Wall", "-Werror", "-shared", "-fPIC",
-                    f"-I{ROOT / 'common'}", str(d / "w.cpp"), "-o", str(so)], check=True)
-    lib = ctypes.CDLL(str(so))
+    lib = header_lib(tmp_path_factory.mktemp("fnuz_gemm"), WRAPPER)
     lib.decode_f16_div128.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
     lib.nan_bits_n.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
     return lib

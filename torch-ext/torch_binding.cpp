@@ -63,12 +63,6 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("silu_and_mul_fp8", c10::kCPU, &silu_and_mul_fp8_cpu);
   ops.impl("silu_mul", c10::kCPU, &silu_mul_cpu);
   ops.impl("silu", c10::kCPU, &silu_cpu);
-  ops.impl("quantize_q4_k", c10::kCPU, &quantize_q4_k_cpu);
-  ops.impl("quantize_q6_k", c10::kCPU, &quantize_q6_k_cpu);
-  ops.impl("dequantize_q4_k", c10::kCPU, &dequantize_q4_k_cpu);
-  ops.impl("dequantize_q6_k", c10::kCPU, &dequantize_q6_k_cpu);
-  ops.impl("q4k_gemv", c10::kCPU, &q4k_gemv_cpu);
-  ops.impl("q6k_gemv", c10::kCPU, &q6k_gemv_cpu);
   ops.impl("matmul", c10::kCPU, &matmul_cpu);
   ops.impl("skinny_gemm_fp8", c10::kCPU, &skinny_gemm_fp8_cpu);
 #endif
@@ -86,13 +80,13 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("silu_mul", c10::kCUDA, &silu_mul_cuda);
   ops.impl("silu", c10::kCUDA, &silu_cuda);
   ops.impl("skinny_gemm_fp8", c10::kCUDA, &skinny_gemm_fp8_cuda);
-#endif
-
-// GGUF k-quants: the gemv on the GPU (cuda_kernels/q4k.cu or rocm_kernels/q4k.hip behind
-// the same wrapper), and the CPU kernels built into the GPU variant (see torch_binding.h).
-#if defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
+  // The k-quant gemv: cuda_kernels/q4k.cu or rocm_kernels/q4k.hip behind one wrapper.
   ops.impl("q4k_gemv", c10::kCUDA, &q4k_gemv_cuda);
   ops.impl("q6k_gemv", c10::kCUDA, &q6k_gemv_cuda);
+#endif
+
+// GGUF k-quants on the CPU, in every variant but Metal's (see torch_binding.h).
+#if defined(CPU_KERNEL) || defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
   ops.impl("quantize_q4_k", c10::kCPU, &quantize_q4_k_cpu);
   ops.impl("quantize_q6_k", c10::kCPU, &quantize_q6_k_cpu);
   ops.impl("dequantize_q4_k", c10::kCPU, &dequantize_q4_k_cpu);

@@ -22,14 +22,6 @@ void silu_and_mul_cpu(at::Tensor& out, const at::Tensor& x);
 void silu_and_mul_fp8_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& scale);
 void silu_mul_cpu(at::Tensor& out, const at::Tensor& gate, const at::Tensor& up);
 void silu_cpu(at::Tensor& out, const at::Tensor& x);
-void quantize_q4_k_cpu(at::Tensor& out, const at::Tensor& weight,
-                       const std::optional<at::Tensor>& imatrix);
-void quantize_q6_k_cpu(at::Tensor& out, const at::Tensor& weight,
-                       const std::optional<at::Tensor>& imatrix);
-void dequantize_q4_k_cpu(at::Tensor& out, const at::Tensor& q);
-void dequantize_q6_k_cpu(at::Tensor& out, const at::Tensor& q);
-void q4k_gemv_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
-void q6k_gemv_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
 void matmul_cpu(at::Tensor& out, const at::Tensor& a, const at::Tensor& b);
 void skinny_gemm_fp8_cpu(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
                          const at::Tensor& scale_a, const at::Tensor& scale_b,
@@ -54,14 +46,16 @@ void silu_and_mul_cuda(at::Tensor& out, const at::Tensor& x);
 void silu_and_mul_fp8_cuda(at::Tensor& out, const at::Tensor& x, const at::Tensor& scale);
 void silu_mul_cuda(at::Tensor& out, const at::Tensor& gate, const at::Tensor& up);
 void silu_cuda(at::Tensor& out, const at::Tensor& x);
-#endif
-
-// GGUF k-quants in the CUDA and ROCm variants: the gemv runs on the GPU; quantisation (and
-// the CPU gemv and dequantisation) come along as CPU kernels (cpu_kernels/q4k.cpp), so a
-// GPU build can quantise weights and check its gemv against the CPU one.
-#if defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
 void q4k_gemv_cuda(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
 void q6k_gemv_cuda(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
+void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
+                          const at::Tensor& scale_a, const at::Tensor& scale_b,
+                          const std::optional<at::Tensor>& bias, at::IntArrayRef config);
+#endif
+
+// GGUF k-quants: the CPU kernels (cpu_kernels/q4k.cpp) are in every variant but Metal's.
+// A GPU build quantises weights on the CPU and checks its gemv against the CPU one.
+#if defined(CPU_KERNEL) || defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
 void quantize_q4_k_cpu(at::Tensor& out, const at::Tensor& weight,
                        const std::optional<at::Tensor>& imatrix);
 void quantize_q6_k_cpu(at::Tensor& out, const at::Tensor& weight,
@@ -86,11 +80,4 @@ void silu_mps(at::Tensor& out, const at::Tensor& x);
 void q4k_gemv_mps(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
 void q6k_gemv_mps(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
 void matmul_mps(at::Tensor& out, const at::Tensor& a, const at::Tensor& b);
-#endif
-
-// The ROCm build shares this wrapper (rocm_kernels/skinny_gemm.hip's launcher).
-#if defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
-void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
-                          const at::Tensor& scale_a, const at::Tensor& scale_b,
-                          const std::optional<at::Tensor>& bias, at::IntArrayRef config);
 #endif
