@@ -75,8 +75,7 @@ int silu_mul_launch(DType dtype, DType out_dtype, const SiluOperands& a, const f
 // GGUF k-quant mat-vec: out [m, n] <- x [m, k] @ dequantize(q).T, m in 1..8, fp32
 // accumulation, out in x's dtype. q: n rows of k / 256 ggml blocks back to back
 // (common/ggml_blocks.h), 16-byte aligned for Q4_K, 2-byte aligned for Q6_K. x: rows
-// x_stride elements apart, contiguous within a row, 4-element (8 or 16 byte) aligned
-// rows. out: contiguous.
+// x_stride elements apart, contiguous within a row, 16-byte aligned rows. out: contiguous.
 enum class KQuant : int { kQ4K = 0, kQ6K = 1 };
 
 struct KQuantGemvParams {

@@ -2,43 +2,61 @@
 // m = 1..8 (decode). Torch-free; q4k_torch.cpp checks the tensors. The weight is
 // dequantised in registers as it streams past and never written anywhere.
 //
-// Arithmetic: fp32 FMAs on the unpacked levels, not ggml's int8 route (x quantised to
-// q8_1 by a second kernel, then dp4a). The op is memory-bound at m = 1 (4.5 or 6.56
-// bits per weight against ~1 FMA), so the int8 route would buy issue slots we do not
-// need there, and it costs an extra launch (~2 us inside a graph, a quarter of the
-// 7.8 us floor of a 14336x4096 Q4_K weight) and ~0.5% error per output from rounding x
-// to 8 bits; here x is used as given and everything accumulates in fp32. The price is
-// paid at larger m: each weight costs m FMAs plus ~2.5 shared instructions, so from
-// m ~ 3 on the SM's issue rate, not HBM, is the limit (see the benchmark).
+// Why tensor cores in a mat-vec: the levels are small integers, exact in bf16/f16, so an
+// MMA can take them as they are and the sub-block factors can wait until a sub-block's
+// sum is done. Each weight then costs about half an integer instruction to unpack and
+// nothing per activation row: m = 8 costs what m = 1 costs. (The previous kernel did m
+// fp32 FMAs per weight and was issue-bound from m = 3 on; it also read x with lanes 128
+// to 512 bytes apart, 32 cache lines per load instruction, which held it to 20-44% of
+// the bandwidth even at m = 1.)
 //
-// Unpacking without integer-to-float conversions: a 4-bit level q becomes the float
-// 16 + q by placing its bits in the mantissa of 16.0 (one PRMT per weight, after two
-// shift+mask ops per 8 weights); Q6_K's 6-bit q becomes 2^23 + q (PRMT) and q - 32
-// after one exact FADD. For Q4_K the offset 16 is removed per sub-block instead:
-// sum(x (16 + q)) - 16 sum(x) = sum(x q), with sum(x) needed anyway for the min term
-// (weight = d*sc*q - dmin*m). That subtraction loses ~2 bits of the 24 of the partial
-// sum, far below fp32's test budget (1e-5 relative).
+// Fragments (mma.m16n8k16, PTX ISA): a warp owns a tile of 16 weight rows (the A
+// operand) and up to 8 activation rows (B's 8 columns; columns past m repeat row m - 1,
+// whose outputs are never stored). Lane (g = lane / 4, t = lane % 4) supplies rows g, g + 8
+// of A and column g of B. A sub-block's dot product does not depend on the order of
+// its K positions, so each MMA takes K in whatever order the lanes' bytes come in, the
+// same order in A and in B:
+// - Q4_K: for chunk c (qs bytes 32c..32c+31: sub-blocks 2c low nibbles, 2c+1 high),
+//   lane t reads 8 bytes, 8t..8t+7, of both its rows: one 8-byte load each, every row's
+//   32 bytes one whole sector. Byte pairs (8t+2i, 8t+2i+1) are bf16/f16 pairs of A, and
+//   the lane's 16 bytes of x at 8t (and 32 + 8t for the high nibbles) are B's pairs as
+//   they lie in memory: x is read in 16-byte loads, 4 lanes per 64 contiguous bytes.
+// - Q6_K: sub-blocks are 16 weights, one MMA each; lane t reads 4 bytes at 4t of each
+//   16-byte ql range and of the qh range (210-byte blocks are only 2-byte aligned, so
+//   these are 4-byte words shifted into place when a block is not 4-aligned).
 //
-// Work split: each warp owns R consecutive weight rows and walks their full K; its 32
-// lanes split the K axis, 4 lanes per 256-weight block (8 blocks per step). A Q4_K lane
-// reads 32 bytes of qs (64 weights, two sub-blocks) with two 16-byte loads plus the
-// block's 16-byte header (d, dmin, 12 scale bytes; the 4 lanes of a block share that
-// transaction). Q6_K blocks are 210 bytes, so only 2-byte aligned: a Q6_K lane reads
-// its three 16-byte ranges (ql, ql, qh: 64 weights) as aligned 4-byte words, shifted
-// into place when the block is not 4-aligned. Weight loads bypass L1
-// (L1::no_allocate: each byte is used once), so L1 keeps x, which every row on the
-// SM re-reads: each lane loads the x values of its 64 K positions once per step and
-// uses them for all R rows. Lanes' partial sums meet in a butterfly of shuffles.
-// No shared memory, no block-wide barrier, no atomics: any N (rows past N are
-// clamped on load and not stored), deterministic, and CUDA-graph capturable.
+// Unpacking: a level q placed in the low mantissa bits of 128.0 (bf16 0x4300) or 1024.0
+// (f16 0x6400) reads as 128 + q or 1024 + q: one PRMT and one LOP3 per two weights. The
+// offset comes off per sub-block with the activation sum X = sum x, which the min term
+// needs anyway (weight = ds q - dm, so sum w x = ds S - (offset ds + dm) X with S =
+// sum (offset + q) x) and which one more MMA (A all ones) gives in the same fragment
+// layout. Cancelling the offset costs ~4 (bf16) to ~7 (f16) of fp32's 24 bits, far below
+// those dtypes' rounding. fp32 activations take exact levels (the offset subtracted in
+// bf16, exactly) and are split into three bf16 parts, x = h + m + l to within 2^-25 |x|,
+// three MMAs each: fp32-grade sums at three times the tensor work, still bandwidth-bound.
+//
+// Scales: each lane turns half of one row's packed 6-bit scales (Q4_K) or 8 int8 scales
+// (Q6_K) into floats, and the warp trades them through 1.25 KB of shared memory per
+// block, instead of every lane decoding the 16 values its two rows need (4x the work).
+//
+// Work split: one 16-row tile per CTA; its warps split K into contiguous ranges and meet
+// in shared memory at the end (fixed order: deterministic). The launcher takes the most
+// K splits (up to 8) whose grid still runs in one wave. Each warp keeps the next block's
+// loads in flight while it works on the current one. Weight loads skip L1 (read once);
+// x goes through L1, where the CTA's warps and neighbouring CTAs re-read it. No atomics,
+// no workspace, CUDA-graph capturable; rows past N are clamped on load and not stored.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstdint>
+#include <type_traits>
 
 #include "ggml_blocks.h"
 #include "gpu_launchers.h"
+#include "device_info.cuh"
 #include "vec_io.cuh"
 
 namespace {
@@ -51,11 +69,9 @@ using inference_kernels::ggml::BlockQ4K;
 using inference_kernels::ggml::BlockQ6K;
 using inference_kernels::ggml::kQK;
 
-constexpr int kWarps = 4;                              // warps per CTA
-constexpr int kLanesPerBlock = 4;                      // lanes sharing one 256-weight block
-constexpr int kBlocksPerStep = 32 / kLanesPerBlock;    // blocks a warp covers per step
-// Below this many warps in the grid (~16 per SM of an H200) the launcher halves R.
-constexpr int64_t kMinWarps = 2048;
+constexpr int kTile = 16;     // weight rows per CTA (the MMA's A rows)
+constexpr int kMaxWarps = 8;  // K splits per CTA
+constexpr int kScaleStride = 20;  // floats per row of the scale table: conflict-free reads
 
 // ---- loads ---------------------------------------------------------------------------
 
@@ -67,326 +83,550 @@ __device__ __forceinline__ uint4 ld_stream16(const uint8_t* p) {
   return v;
 }
 
+__device__ __forceinline__ uint2 ld_stream8(const uint8_t* p) {
+  uint2 v;
+  asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  return v;
+}
+
 __device__ __forceinline__ uint32_t ld_u32(const uint8_t* p) {
   return __ldg(reinterpret_cast<const unsigned int*>(p));
 }
 
-// NW * 4 bytes starting 2 bytes into the aligned word at `base` when shift == 16 (or at
-// base itself when shift == 0), as NW words: the aligned words covering them,
-// funnel-shifted into place. The extra word after the range is read only when shifted,
-// so the read never passes the range's last byte. An unaligned range's first word
-// starts 2 bytes before it: inside the previous block, or, for a tensor starting 2
-// bytes into a word (a view: fresh allocations are aligned), inside its storage.
-template <int NW>
-__device__ __forceinline__ void ld_unaligned(const uint8_t* base, uint32_t shift, uint32_t (&w)[NW]) {
-  uint32_t v[NW + 1];
-#pragma unroll
-  for (int i = 0; i < NW; ++i) v[i] = ld_u32(base + 4 * i);
-  v[NW] = shift ? ld_u32(base + 4 * NW) : 0u;
-#pragma unroll
-  for (int i = 0; i < NW; ++i) w[i] = __funnelshift_r(v[i], v[i + 1], shift);
+// The 4 bytes at base + off + shift / 8, where base is 4-aligned and shift is 0 or 16:
+// aligned words, funnel-shifted into place when the block is 2 mod 4. The second word
+// is read only when shifted, so the read never passes the range's last byte.
+__device__ __forceinline__ uint32_t ld_word(const uint8_t* base, int off, uint32_t shift) {
+  const uint32_t lo = ld_u32(base + off);
+  return shift ? __funnelshift_r(lo, ld_u32(base + off + 4), shift) : lo;
 }
 
-// Four consecutive elements of x (4-element aligned) as floats, through L1.
-__device__ __forceinline__ void load_x4(const float* p, float (&v)[4]) {
-  const float4 t = __ldg(reinterpret_cast<const float4*>(p));
-  v[0] = t.x;
-  v[1] = t.y;
-  v[2] = t.z;
-  v[3] = t.w;
-}
-
-__device__ __forceinline__ void load_x4(const __nv_bfloat16* p, float (&v)[4]) {
-  const uint2 t = __ldg(reinterpret_cast<const uint2*>(p));
-  v[0] = __uint_as_float(t.x << 16);
-  v[1] = __uint_as_float(t.x & 0xFFFF0000u);
-  v[2] = __uint_as_float(t.y << 16);
-  v[3] = __uint_as_float(t.y & 0xFFFF0000u);
-}
-
-__device__ __forceinline__ void load_x4(const __half* p, float (&v)[4]) {
-  const uint2 t = __ldg(reinterpret_cast<const uint2*>(p));
-  const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&t.x));
-  const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&t.y));
-  v[0] = a.x;
-  v[1] = a.y;
-  v[2] = b.x;
-  v[3] = b.y;
-}
-
-// (a & mask) | bits in one LOP3 (the compiler emits two for two immediates).
+// (a & mask) | bits in one LOP3 (with two immediates the compiler emits two).
 __device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t mask, uint32_t bits) {
   uint32_t d;
   asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(mask), "r"(bits));
   return d;
 }
 
-__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-
 __device__ __forceinline__ float half_bits_to_float(uint32_t bits) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
 }
 
-// ---- the end of a warp's rows: sum the lanes, lane 0 stores -----------------------------
+// Byte i of w (unsigned) as a float, exactly: 2^23 + byte, minus 2^23.
+__device__ __forceinline__ float byte_to_float(uint32_t w, int i) {
+  return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7440u | i)) - 8388608.0f;
+}
 
-template <typename T, int M, int R>
-__device__ __forceinline__ void store_rows(const KQuantGemvParams& p, int64_t row0, int lane,
-                                           float (&acc)[R][M]) {
+// ---- operand types -------------------------------------------------------------------
+
+// How the activation dtype meets the tensor cores: the MMA input type, the magic that
+// turns a level into (offset + level), and the bf16 parts x is split into.
+template <typename T>
+struct Operand;
+
+template <>
+struct Operand<__nv_bfloat16> {
+  static constexpr bool kBf16 = true;
+  static constexpr int kParts = 1;
+  static constexpr float kOffset = 128.0f;
+  static constexpr uint32_t kMagic = 0x43004300u;  // bf16 128.0, twice
+};
+
+template <>
+struct Operand<__half> {
+  static constexpr bool kBf16 = false;
+  static constexpr int kParts = 1;
+  static constexpr float kOffset = 1024.0f;
+  static constexpr uint32_t kMagic = 0x64006400u;  // f16 1024.0, twice
+};
+
+template <>
+struct Operand<float> {
+  static constexpr bool kBf16 = true;
+  static constexpr int kParts = 3;
+  static constexpr float kOffset = 0.0f;  // exact levels: see level_pair
+  static constexpr uint32_t kMagic = 0x43004300u;
+};
+
+// A pair of levels (bits 0-5 and 16-21 of v & mask) as an A-operand pair.
+template <typename T>
+__device__ __forceinline__ uint32_t level_pair(uint32_t v, uint32_t mask) {
+  const uint32_t a = and_or(v, mask, Operand<T>::kMagic);
+  if constexpr (Operand<T>::kOffset == 0.0f) {
+    // 128 + q minus 128, in bf16: exact.
+    __nv_bfloat162 h = *reinterpret_cast<const __nv_bfloat162*>(&a);
+    h = __hsub2(h, __floats2bfloat162_rn(128.0f, 128.0f));
+    return *reinterpret_cast<const uint32_t*>(&h);
+  } else {
+    return a;
+  }
+}
+
+constexpr uint32_t kOnesBf16 = 0x3F803F80u, kOnesF16 = 0x3C003C00u;
+
+// d += A (16 x 16) * B (16 x 8), fp32 accumulators. This lane holds A rows g (a0, a2)
+// and g + 8 (a1, a3), k 2t, 2t + 1 (a0, a1, b0) and 2t + 8, 2t + 9 (a2, a3, b1).
+template <bool BF16>
+__device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                    uint32_t a3, uint32_t b0, uint32_t b1) {
+  if constexpr (BF16) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+}
+
+// ---- activations: B-operand pairs ----------------------------------------------------
+
+// N consecutive elements of one activation row as B pairs (element 2i in the low half
+// of pair i), in each of the type's parts.
+template <typename T, int N>
+struct XPairs {
+  uint32_t v[Operand<T>::kParts][N / 2];
+};
+
+// Three bf16 parts of an fp32 pair: x = h + m + l to within 2^-25 |x| (each residual is
+// exact in fp32).
+__device__ __forceinline__ void split3(float x0, float x1, uint32_t& h, uint32_t& m, uint32_t& l) {
+  __nv_bfloat162 p = __floats2bfloat162_rn(x0, x1);
+  h = *reinterpret_cast<uint32_t*>(&p);
+  x0 -= __uint_as_float(h << 16);
+  x1 -= __uint_as_float(h & 0xFFFF0000u);
+  p = __floats2bfloat162_rn(x0, x1);
+  m = *reinterpret_cast<uint32_t*>(&p);
+  x0 -= __uint_as_float(m << 16);
+  x1 -= __uint_as_float(m & 0xFFFF0000u);
+  p = __floats2bfloat162_rn(x0, x1);
+  l = *reinterpret_cast<uint32_t*>(&p);
+}
+
+// N = 4 or 8 elements at p (8- or 16-byte aligned).
+template <typename T, int N>
+__device__ __forceinline__ XPairs<T, N> load_x(const T* p) {
+  XPairs<T, N> r;
+  if constexpr (std::is_same_v<T, float>) {
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-      float v = acc[r][m];
-#pragma unroll
-      for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, off);
-      acc[r][m] = v;
+    for (int i = 0; i < N / 4; ++i) {
+      const float4 f = __ldg(reinterpret_cast<const float4*>(p) + i);
+      split3(f.x, f.y, r.v[0][2 * i], r.v[1][2 * i], r.v[2][2 * i]);
+      split3(f.z, f.w, r.v[0][2 * i + 1], r.v[1][2 * i + 1], r.v[2][2 * i + 1]);
     }
+  } else if constexpr (N == 8) {
+    const uint4 w = __ldg(reinterpret_cast<const uint4*>(p));
+    r.v[0][0] = w.x;
+    r.v[0][1] = w.y;
+    r.v[0][2] = w.z;
+    r.v[0][3] = w.w;
+  } else {
+    const uint2 w = __ldg(reinterpret_cast<const uint2*>(p));
+    r.v[0][0] = w.x;
+    r.v[0][1] = w.y;
   }
-  if (lane != 0) return;
-  T* out = static_cast<T*>(p.out);
+  return r;
+}
+
+// One k16 step of a sub-block: the level pairs of rows g and g + 8 (k 2t.. in [0], 2t +
+// 8.. in [1]) against B pairs b0, b1 of every part: S += A B, X += ones B.
+template <typename T, int N>
+__device__ __forceinline__ void mma_step(float (&s)[4], float (&xs)[4], const uint32_t (&ag)[2],
+                                         const uint32_t (&ah)[2], const XPairs<T, N>& x, int i) {
+  constexpr bool kBf16 = Operand<T>::kBf16;
+  constexpr uint32_t kOnes = kBf16 ? kOnesBf16 : kOnesF16;
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-    if (row0 + r >= p.n) break;
-#pragma unroll
-    for (int m = 0; m < M; ++m) out[m * p.n + row0 + r] = from_float<T>(acc[r][m]);
+  for (int part = 0; part < Operand<T>::kParts; ++part) {
+    mma<kBf16>(s, ag[0], ah[0], ag[1], ah[1], x.v[part][2 * i], x.v[part][2 * i + 1]);
+    mma<kBf16>(xs, kOnes, kOnes, kOnes, kOnes, x.v[part][2 * i], x.v[part][2 * i + 1]);
   }
+}
+
+// acc += ds S - dc X for a finished sub-block: fragment elements 0, 1 are row g's (ds
+// and dc from sc_g), 2, 3 row g + 8's.
+__device__ __forceinline__ void apply(float (&acc)[4], const float (&s)[4], const float (&xs)[4],
+                                      float ds_g, float dc_g, float ds_h, float dc_h) {
+  acc[0] = fmaf(ds_g, s[0], fmaf(-dc_g, xs[0], acc[0]));
+  acc[1] = fmaf(ds_g, s[1], fmaf(-dc_g, xs[1], acc[1]));
+  acc[2] = fmaf(ds_h, s[2], fmaf(-dc_h, xs[2], acc[2]));
+  acc[3] = fmaf(ds_h, s[3], fmaf(-dc_h, xs[3], acc[3]));
+}
+
+// ---- where a lane reads -----------------------------------------------------------------
+
+// Pointers at the current block of each row the lane reads, moved on a step at a time
+// (constant offsets from there fold into the loads).
+struct Lane {
+  int lane, g, t;
+  const uint8_t* row_g;  // this lane's A rows (g, g + 8), clamped to the last row
+  const uint8_t* row_h;
+  const uint8_t* row_s;  // the row whose scales this lane decodes: lane / 2
+  __device__ __forceinline__ void advance(int64_t bytes) {
+    row_g += bytes;
+    row_h += bytes;
+    row_s += bytes;
+  }
+};
+
+// a_lane: where in a block lane t's A bytes start (row_g and row_h point there).
+__device__ __forceinline__ Lane lane_rows(const KQuantGemvParams& p, int64_t row_bytes, int a_lane) {
+  Lane l;
+  l.lane = threadIdx.x & 31;
+  l.g = l.lane >> 2;
+  l.t = l.lane & 3;
+  const int64_t row0 = int64_t(blockIdx.x) * kTile;
+  const auto* q = static_cast<const uint8_t*>(p.q);
+  const auto row = [&](int64_t r) { return q + std::min(r, p.n - 1) * row_bytes; };
+  l.row_g = row(row0 + l.g) + a_lane;
+  l.row_h = row(row0 + l.g + 8) + a_lane;
+  l.row_s = row(row0 + (l.lane >> 1));
+  return l;
 }
 
 // ---- Q4_K ------------------------------------------------------------------------------
 
-// Lane (block b, chunk c = lane % 4): weights 64c + l (sub-block 2c, low nibble of
-// qs[32c + l]) and 64c + 32 + l (sub-block 2c + 1, high nibble), l = 0..31.
-template <typename T, int M, int R>
-__global__ void __launch_bounds__(kWarps * 32) q4k_gemv_kernel(const KQuantGemvParams p) {
+struct Q4KRaw {
+  uint2 wg[4], wh[4];  // qs bytes 32c + 8t .. + 7 of rows g and g + 8, chunk c
+  uint4 head;          // row lane / 2: d, dmin, scales
+};
+
+__device__ __forceinline__ Q4KRaw q4k_load(const Lane& l, int b) {
   constexpr int kBytes = sizeof(BlockQ4K);
-  const int lane = threadIdx.x & 31;
-  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * R;
-  if (row0 >= p.n) return;  // the whole warp: nothing below waits for other warps
-  const int64_t nb = p.k / kQK;
-  const int c = lane % kLanesPerBlock;
-  const uint8_t* rows[R];
+  Q4KRaw r;
+  r.head = ld_stream16(l.row_s + b * kBytes);
 #pragma unroll
-  for (int r = 0; r < R; ++r)
-    rows[r] = static_cast<const uint8_t*>(p.q) + (row0 + r < p.n ? row0 + r : p.n - 1) * nb * kBytes;
-  const T* x = static_cast<const T*>(p.x);
-
-  float acc[R][M] = {};
-  for (int64_t b = lane / kLanesPerBlock; b < nb; b += kBlocksPerStep) {
-    uint4 head[R], lo[R], hi[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* blk = rows[r] + b * kBytes;
-      head[r] = ld_stream16(blk);  // d, dmin, scales[12]
-      lo[r] = ld_stream16(blk + 16 + 32 * c);
-      hi[r] = ld_stream16(blk + 32 + 32 * c);
-    }
-    const int64_t k0 = b * kQK + 64 * c;
-    float sl[R][M] = {}, sh[R][M] = {};  // sum x (16 + q) over each sub-block
-    float xl[M] = {}, xh[M] = {};        // sum x
-#pragma unroll
-    for (int w = 0; w < 8; ++w) {  // qs bytes 4w..4w+3 of the chunk
-      float fl[R][4], fh[R][4];
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const uint32_t v = word(w < 4 ? lo[r] : hi[r], w % 4);
-        // Each byte becomes 0x80 | q << 3: bits 16..23 of the float 16 + q.
-        const uint32_t a = and_or(v << 3, 0x78787878u, 0x80808080u);
-        const uint32_t e = and_or(v >> 1, 0x78787878u, 0x80808080u);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          fl[r][i] = __uint_as_float(__byte_perm(a, 0x41000000u, 0x7054u | (i << 8)));
-          fh[r][i] = __uint_as_float(__byte_perm(e, 0x41000000u, 0x7054u | (i << 8)));
-        }
-      }
-#pragma unroll
-      for (int m = 0; m < M; ++m) {
-        float xa[4], xb[4];
-        load_x4(x + m * p.x_stride + k0 + 4 * w, xa);
-        load_x4(x + m * p.x_stride + k0 + 32 + 4 * w, xb);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          xl[m] += xa[i];
-          xh[m] += xb[i];
-#pragma unroll
-          for (int r = 0; r < R; ++r) {
-            sl[r][m] = fmaf(fl[r][i], xa[i], sl[r][m]);
-            sh[r][m] = fmaf(fh[r][i], xb[i], sh[r][m]);
-          }
-        }
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      // Scales and mins of sub-blocks 2c and 2c+1 (ggml's get_scale_min_k4, four at a
-      // time: bytes j of these words are sub-block j's, or j + 4's for c >= 2).
-      const uint32_t s0 = head[r].y, s1 = head[r].z, s2 = head[r].w;
-      const uint32_t scw = c < 2 ? s0 & 0x3F3F3F3Fu
-                                 : (s2 & 0x0F0F0F0Fu) | ((s0 >> 2) & 0x30303030u);
-      const uint32_t mnw = c < 2 ? s1 & 0x3F3F3F3Fu
-                                 : ((s2 >> 4) & 0x0F0F0F0Fu) | ((s1 >> 2) & 0x30303030u);
-      const int at = 16 * (c & 1);
-      const float d = half_bits_to_float(head[r].x), dmin = half_bits_to_float(head[r].x >> 16);
-      const float ds0 = d * static_cast<float>((scw >> at) & 0xFF);
-      const float ds1 = d * static_cast<float>((scw >> (at + 8)) & 0xFF);
-      const float dm0 = dmin * static_cast<float>((mnw >> at) & 0xFF);
-      const float dm1 = dmin * static_cast<float>((mnw >> (at + 8)) & 0xFF);
-#pragma unroll
-      for (int m = 0; m < M; ++m) {
-        // sum x q = sum x (16 + q) - 16 sum x; weight = ds q - dm.
-        float a = acc[r][m];
-        a = fmaf(ds0, fmaf(-16.0f, xl[m], sl[r][m]), a);
-        a = fmaf(-dm0, xl[m], a);
-        a = fmaf(ds1, fmaf(-16.0f, xh[m], sh[r][m]), a);
-        a = fmaf(-dm1, xh[m], a);
-        acc[r][m] = a;
-      }
-    }
+  for (int c = 0; c < 4; ++c) {
+    r.wg[c] = ld_stream8(l.row_g + b * kBytes + 32 * c);  // row_g: qs + 8t
+    r.wh[c] = ld_stream8(l.row_h + b * kBytes + 32 * c);
   }
-  store_rows<T, M, R>(p, row0, lane, acc);
+  return r;
 }
 
-// ---- Q6_K ------------------------------------------------------------------------------
-
-// Lane (block b, h = (lane / 2) % 2, g = lane % 2): weights 128h + 32s + 16g + i for
-// s = 0..3, i = 0..15, whose low 4 bits are in ql[64h + 32(s % 2) + 16g + i] (nibble
-// s / 2), top 2 bits in qh[32h + 16g + i] (bits 2s), scale scales[8h + 2s + g].
-template <typename T, int M, int R>
-__global__ void __launch_bounds__(kWarps * 32) q6k_gemv_kernel(const KQuantGemvParams p) {
-  constexpr int kBytes = sizeof(BlockQ6K);
-  const int lane = threadIdx.x & 31;
-  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * R;
-  if (row0 >= p.n) return;
-  const int64_t nb = p.k / kQK;
-  const int h = (lane >> 1) & 1, g = lane & 1;
-  // A warp step moves 8 blocks (1680 bytes, a multiple of 4) on, so whether a lane's
-  // blocks in a row are 4-aligned never changes: the lane's aligned-down block address
-  // and shift are set once per row. Every range the lane reads (at block offsets
-  // 64h + 16g, +32, 128 + 32h + 16g, 192 + 8h: all multiples of 4) shares them.
-  const uint8_t* blk[R];
-  uint32_t shift[R];
-  int64_t b = lane / kLanesPerBlock;
+// Lane pair half h = lane % 2 of row lane / 2: ds and dc = offset ds + dm of sub-blocks
+// 4h..4h+3 (ggml's get_scale_min_k4, four at a time) into the row's table entry.
+template <typename T>
+__device__ __forceinline__ void q4k_scales(const Lane& l, const uint4& head, float* table) {
+  const uint32_t s0 = head.y, s1 = head.z, s2 = head.w;
+  const bool h = l.lane & 1;
+  const uint32_t scw = h ? (s2 & 0x0F0F0F0Fu) | ((s0 >> 2) & 0x30303030u) : s0 & 0x3F3F3F3Fu;
+  const uint32_t mnw = h ? ((s2 >> 4) & 0x0F0F0F0Fu) | ((s1 >> 2) & 0x30303030u) : s1 & 0x3F3F3F3Fu;
+  const float d = half_bits_to_float(head.x), dmin = half_bits_to_float(head.x >> 16);
+  float ds[4], dc[4];
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const uintptr_t a = reinterpret_cast<uintptr_t>(static_cast<const uint8_t*>(p.q) +
-        (row0 + r < p.n ? row0 + r : p.n - 1) * nb * kBytes + b * kBytes);
-    blk[r] = reinterpret_cast<const uint8_t*>(a & ~uintptr_t(3));
-    shift[r] = static_cast<uint32_t>(a & 2) * 8;
+  for (int i = 0; i < 4; ++i) {
+    ds[i] = d * byte_to_float(scw, i);
+    dc[i] = fmaf(Operand<T>::kOffset, ds[i], dmin * byte_to_float(mnw, i));
   }
-  const int ofs_ql = 64 * h + 16 * g, ofs_qh = 128 + 32 * h + 16 * g, ofs_sc = 192 + 8 * h;
-  const T* x = static_cast<const T*>(p.x);
-  // Scale bytes g, g + 2, g + 4, g + 6 of the 8 at scales[8h].
-  const uint32_t scale_sel = 0x6420u + 0x1111u * g;
-
-  float acc[R][M] = {};
-  for (; b < nb; b += kBlocksPerStep) {
-    uint32_t qa[R][4], qb[R][4], qh[R][4];
-    float ds[R][4];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      ld_unaligned(blk[r] + ofs_ql, shift[r], qa[r]);
-      ld_unaligned(blk[r] + ofs_ql + 32, shift[r], qb[r]);
-      ld_unaligned(blk[r] + ofs_qh, shift[r], qh[r]);
-      uint32_t sc[2];
-      ld_unaligned(blk[r] + ofs_sc, shift[r], sc);
-      const uint32_t s4 = __byte_perm(sc[0], sc[1], scale_sel);
-      // d sits 208 bytes into the block, 2-aligned: 208 from the aligned-down address
-      // plus the shift's 2 bytes.
-      const float d = half_bits_to_float(
-          __ldg(reinterpret_cast<const unsigned short*>(blk[r] + 208 + shift[r] / 8)));
-      blk[r] += kBlocksPerStep * kBytes;
-#pragma unroll
-      for (int s = 0; s < 4; ++s)
-        ds[r][s] = d * static_cast<float>(static_cast<int8_t>((s4 >> (8 * s)) & 0xFF));
-    }
-    const int64_t k0 = b * kQK + 128 * h + 16 * g;
-    float part[R][M][4] = {};  // per s: sum (q - 32) x
-#pragma unroll
-    for (int w = 0; w < 4; ++w) {  // bytes 4w..4w+3 of each range: i = 4w..4w+3
-#pragma unroll
-      for (int s = 0; s < 4; ++s) {
-        float f[R][4];
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          const uint32_t l = s % 2 ? qb[r][w] : qa[r][w];
-          const uint32_t lo4 = (s < 2 ? l : l >> 4) & 0x0F0F0F0Fu;
-          const uint32_t hi2 = s == 0 ? qh[r][w] << 4 : s == 1 ? qh[r][w] << 2
-                             : s == 2 ? qh[r][w] : qh[r][w] >> 2;
-          const uint32_t q6 = lo4 | (hi2 & 0x30303030u);
-          // 2^23 + q, exactly; minus 2^23 + 32 is q - 32, exactly.
-#pragma unroll
-          for (int i = 0; i < 4; ++i)
-            f[r][i] = __uint_as_float(__byte_perm(q6, 0x4B000000u, 0x7440u | i)) - 8388640.0f;
-        }
-#pragma unroll
-        for (int m = 0; m < M; ++m) {
-          float xv[4];
-          load_x4(x + m * p.x_stride + k0 + 32 * s + 4 * w, xv);
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-#pragma unroll
-            for (int r = 0; r < R; ++r) part[r][m][s] = fmaf(f[r][i], xv[i], part[r][m][s]);
-          }
-        }
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-#pragma unroll
-      for (int m = 0; m < M; ++m) {
-#pragma unroll
-        for (int s = 0; s < 4; ++s) acc[r][m] = fmaf(ds[r][s], part[r][m][s], acc[r][m]);
-      }
-    }
-  }
-  store_rows<T, M, R>(p, row0, lane, acc);
+  float* row = table + (l.lane >> 1) * kScaleStride + 4 * h;
+  *reinterpret_cast<float4*>(row) = make_float4(ds[0], ds[1], ds[2], ds[3]);
+  *reinterpret_cast<float4*>(row + 8) = make_float4(dc[0], dc[1], dc[2], dc[3]);
 }
 
-// ---- launch ----------------------------------------------------------------------------
-
-template <typename T, int M, int R>
-void launch_rows(const KQuantGemvParams& p, cudaStream_t stream) {
-  constexpr int64_t kRowsPerCta = kWarps * R;
-  const dim3 grid(static_cast<unsigned>((p.n + kRowsPerCta - 1) / kRowsPerCta));
-  if (p.format == KQuant::kQ4K) {
-    q4k_gemv_kernel<T, M, R><<<grid, kWarps * 32, 0, stream>>>(p);
-  } else {
-    q6k_gemv_kernel<T, M, R><<<grid, kWarps * 32, 0, stream>>>(p);
-  }
-}
-
-// Rows per warp: more rows reuse each x value a lane loads and converts, fewer cost
-// fewer registers (m x R accumulators, R rows of loads in flight) and give small N
-// more warps to hide memory latency with. Q6_K lanes hold 48 bytes of a row (Q4_K:
-// 48 too, but Q6_K's per-s partial sums are 4 per row and m), so it takes half the rows.
-template <typename T, int M>
-void launch_m(const KQuantGemvParams& p, cudaStream_t stream) {
-  constexpr int kR = M <= 2 ? 4 : (M <= 4 ? 2 : 1);
-  const int r = p.format == KQuant::kQ4K ? kR : kR / 2;
-  if (r >= 4 && p.n / 4 >= kMinWarps) {
-    launch_rows<T, M, (kR >= 4 ? 4 : 1)>(p, stream);
-  } else if (r >= 2 && p.n / 2 >= kMinWarps / 2) {
-    launch_rows<T, M, (kR >= 2 ? 2 : 1)>(p, stream);
-  } else {
-    launch_rows<T, M, 1>(p, stream);
+// A pairs of one qs word (bytes 0..3 at positions p..p+3): lo[i] the low nibbles of
+// bytes 2i, 2i + 1, hi[i] their high nibbles.
+template <typename T>
+__device__ __forceinline__ void q4k_pairs(uint32_t v, uint32_t (&lo)[2], uint32_t (&hi)[2]) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const uint32_t b = __byte_perm(v, 0u, i ? 0x4342u : 0x4140u);  // bytes 2i, 2i+1 -> 0, 2
+    lo[i] = level_pair<T>(b, 0x000F000Fu);
+    hi[i] = level_pair<T>(b >> 4, 0x000F000Fu);
   }
 }
 
 template <typename T>
-int launch_dtype(const KQuantGemvParams& p, cudaStream_t stream) {
-  switch (p.m) {
-    case 1: launch_m<T, 1>(p, stream); break;
-    case 2: launch_m<T, 2>(p, stream); break;
-    case 3: launch_m<T, 3>(p, stream); break;
-    case 4: launch_m<T, 4>(p, stream); break;
-    case 5: launch_m<T, 5>(p, stream); break;
-    case 6: launch_m<T, 6>(p, stream); break;
-    case 7: launch_m<T, 7>(p, stream); break;
-    case 8: launch_m<T, 8>(p, stream); break;
-    default: return cudaErrorInvalidValue;  // the wrapper refuses first
+__device__ __forceinline__ void q4k_block(const Lane& l, const Q4KRaw& r, const float* table,
+                                          const T* x, float (&acc)[4]) {
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    // Sub-blocks 2c (low nibbles, x at 64c + 8t) and 2c + 1 (high, x at 64c + 32 + 8t).
+    const XPairs<T, 8> xl = load_x<T, 8>(x + 64 * c);
+    const XPairs<T, 8> xh = load_x<T, 8>(x + 64 * c + 32);
+    float sl[4] = {}, xsl[4] = {}, sh[4] = {}, xsh[4] = {};
+#pragma unroll
+    for (int w = 0; w < 2; ++w) {  // bytes 8t + 4w .. + 3: B pairs 2w, 2w + 1
+      uint32_t gl[2], gh[2], hl[2], hh[2];
+      q4k_pairs<T>(w ? r.wg[c].y : r.wg[c].x, gl, gh);
+      q4k_pairs<T>(w ? r.wh[c].y : r.wh[c].x, hl, hh);
+      mma_step<T, 8>(sl, xsl, gl, hl, xl, w);
+      mma_step<T, 8>(sh, xsh, gh, hh, xh, w);
+    }
+    const float2 dsg = *reinterpret_cast<const float2*>(table + l.g * kScaleStride + 2 * c);
+    const float2 dcg = *reinterpret_cast<const float2*>(table + l.g * kScaleStride + 8 + 2 * c);
+    const float2 dsh = *reinterpret_cast<const float2*>(table + (l.g + 8) * kScaleStride + 2 * c);
+    const float2 dch = *reinterpret_cast<const float2*>(table + (l.g + 8) * kScaleStride + 8 + 2 * c);
+    apply(acc, sl, xsl, dsg.x, dcg.x, dsh.x, dch.x);
+    apply(acc, sh, xsh, dsg.y, dcg.y, dsh.y, dch.y);
   }
+}
+
+// ---- Q6_K ------------------------------------------------------------------------------
+
+// Lane t's words of a block row: for half n (128 weights) and h (which 16 of each 32),
+// ql[n][h][s] holds ql bytes 64n + 32s + 16h + 4t.. (levels' low 4 bits: nibble 0 for
+// j = s, nibble 1 for j = s + 2) and qh[n][h] qh bytes 32n + 16h + 4t.. (bits 2j, 2j + 1
+// for each j): 16 sub-blocks (n, j, h) of 4 levels each, sub-block 8n + 2j + h.
+struct Q6KRow {
+  uint32_t ql[2][2][2], qh[2][2];
+};
+
+struct Q6KRaw {
+  Q6KRow g, h;
+  uint32_t sc[2];  // row lane / 2: scales 8n .. 8n + 7, n = lane % 2
+  uint32_t d;      // its fp16 d
+};
+
+// A block's 4-aligned base and the shift that puts its bytes in place (ld_word).
+__device__ __forceinline__ const uint8_t* q6k_base(const uint8_t* block, uint32_t& shift) {
+  const auto a = reinterpret_cast<uintptr_t>(block);
+  shift = static_cast<uint32_t>(a & 2) * 8;
+  return reinterpret_cast<const uint8_t*>(a & ~uintptr_t(3));
+}
+
+// at: the block's byte 4t (4t from a block start keeps its alignment mod 4).
+__device__ __forceinline__ Q6KRow q6k_row(const uint8_t* at4t) {
+  uint32_t shift;
+  const uint8_t* base = q6k_base(at4t, shift);
+  Q6KRow r;
+#pragma unroll
+  for (int n = 0; n < 2; ++n) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int at = 16 * h;
+      r.ql[n][h][0] = ld_word(base, 64 * n + at, shift);
+      r.ql[n][h][1] = ld_word(base, 64 * n + 32 + at, shift);
+      r.qh[n][h] = ld_word(base, 128 + 32 * n + at, shift);
+    }
+  }
+  return r;
+}
+
+__device__ __forceinline__ Q6KRaw q6k_load(const Lane& l, int b) {
+  constexpr int kBytes = sizeof(BlockQ6K);
+  Q6KRaw r;
+  r.g = q6k_row(l.row_g + b * kBytes);  // row_g: the block's byte 4t
+  r.h = q6k_row(l.row_h + b * kBytes);
+  const uint8_t* s = l.row_s + b * kBytes;
+  uint32_t shift;
+  const uint8_t* base = q6k_base(s, shift);
+  const int n = l.lane & 1;
+  r.sc[0] = ld_word(base, 192 + 8 * n, shift);
+  r.sc[1] = ld_word(base, 196 + 8 * n, shift);
+  r.d = __ldg(reinterpret_cast<const unsigned short*>(s + 208));
+  return r;
+}
+
+// Row lane / 2, half n = lane % 2: d * scales[8n + e] for e = 2j + h at table column
+// 8n + 4h + j, so that a lane reads one (n, h)'s four j as one float4.
+__device__ __forceinline__ void q6k_scales(const Lane& l, const Q6KRaw& r, float* table) {
+  const float d = half_bits_to_float(r.d);
+  float ds[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    // int8 byte as a float, exactly: 2^23 + (byte ^ 0x80), minus 2^23 + 128.
+    const uint32_t w = r.sc[e / 4] ^ 0x80808080u;
+    ds[e] = d * (__uint_as_float(__byte_perm(w, 0x4B000000u, 0x7440u | (e % 4))) - 8388736.0f);
+  }
+  float* row = table + (l.lane >> 1) * kScaleStride + 8 * (l.lane & 1);
+  *reinterpret_cast<float4*>(row) = make_float4(ds[0], ds[2], ds[4], ds[6]);
+  *reinterpret_cast<float4*>(row + 4) = make_float4(ds[1], ds[3], ds[5], ds[7]);
+}
+
+// Levels of sub-block (n, j, h) of one row as A pairs (positions 4t, 4t + 1 and 4t + 2,
+// 4t + 3).
+template <typename T>
+__device__ __forceinline__ void q6k_pairs(const Q6KRow& r, int n, int j, int h, uint32_t (&a)[2]) {
+  const uint32_t lo = (r.ql[n][h][j & 1] >> (4 * (j >> 1))) & 0x0F0F0F0Fu;
+  const uint32_t q = lo | (((r.qh[n][h] >> (2 * j)) << 4) & 0x30303030u);
+  a[0] = level_pair<T>(__byte_perm(q, 0u, 0x4140u), 0x003F003Fu);
+  a[1] = level_pair<T>(__byte_perm(q, 0u, 0x4342u), 0x003F003Fu);
+}
+
+template <typename T>
+__device__ __forceinline__ void q6k_block(const Lane& l, const Q6KRaw& r, const float* table,
+                                          const T* x, float (&acc)[4]) {
+  // weight = ds (q - 32): sum w x = ds (S - (offset + 32) X).
+  constexpr float kShift = Operand<T>::kOffset + 32.0f;
+#pragma unroll
+  for (int n = 0; n < 2; ++n) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float4 dg = *reinterpret_cast<const float4*>(table + l.g * kScaleStride + 8 * n + 4 * h);
+      const float4 dh =
+          *reinterpret_cast<const float4*>(table + (l.g + 8) * kScaleStride + 8 * n + 4 * h);
+      const float fg[4] = {dg.x, dg.y, dg.z, dg.w}, fh[4] = {dh.x, dh.y, dh.z, dh.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const XPairs<T, 4> xv = load_x<T, 4>(x + 128 * n + 32 * j + 16 * h);
+        uint32_t ag[2], ah[2];
+        q6k_pairs<T>(r.g, n, j, h, ag);
+        q6k_pairs<T>(r.h, n, j, h, ah);
+        float s[4] = {}, xs[4] = {};
+        mma_step<T, 4>(s, xs, ag, ah, xv, 0);
+        apply(acc, s, xs, fg[j], kShift * fg[j], fh[j], kShift * fh[j]);
+      }
+    }
+  }
+}
+
+// ---- the kernel ------------------------------------------------------------------------
+
+// The raw bytes of U consecutive blocks of this lane's rows.
+template <KQuant F, int U>
+struct Raw {
+  std::conditional_t<F == KQuant::kQ4K, Q4KRaw, Q6KRaw> r[U];
+};
+
+template <KQuant F, int U>
+__device__ __forceinline__ Raw<F, U> load(const Lane& l) {
+  Raw<F, U> raw;
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    if constexpr (F == KQuant::kQ4K) {
+      raw.r[u] = q4k_load(l, u);
+    } else {
+      raw.r[u] = q6k_load(l, u);
+    }
+  }
+  return raw;
+}
+
+template <typename T, KQuant F, int U>
+__device__ __forceinline__ void compute(const Lane& l, const Raw<F, U>& raw, float* tables, const T* x,
+                                        float (&acc)[4]) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    if constexpr (F == KQuant::kQ4K) {
+      q4k_scales<T>(l, raw.r[u].head, tables + u * kTile * kScaleStride);
+    } else {
+      q6k_scales(l, raw.r[u], tables + u * kTile * kScaleStride);
+    }
+  }
+  __syncwarp();
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    if constexpr (F == KQuant::kQ4K) {
+      q4k_block<T>(l, raw.r[u], tables + u * kTile * kScaleStride, x + u * kQK, acc);
+    } else {
+      q6k_block<T>(l, raw.r[u], tables + u * kTile * kScaleStride, x + u * kQK, acc);
+    }
+  }
+  __syncwarp();  // the tables are rewritten by the next step
+}
+
+// Steps of U blocks; with PF the next step's loads are issued before this step's
+// arithmetic (two steps of registers).
+template <typename T, KQuant F, int U, bool PF, int MINB>
+__global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const KQuantGemvParams p) {
+  __shared__ __align__(16) float tables[kMaxWarps][U * kTile * kScaleStride];
+  __shared__ float partial[kMaxWarps][4][32];
+  constexpr int64_t kBytes = F == KQuant::kQ4K ? sizeof(BlockQ4K) : sizeof(BlockQ6K);
+  const int64_t nb = p.k / kQK;
+  Lane l = lane_rows(p, nb * kBytes, F == KQuant::kQ4K ? 16 + 8 * (threadIdx.x & 3) : 4 * (threadIdx.x & 3));
+  const int warp = threadIdx.x >> 5, kw = blockDim.x >> 5;
+  // Lane t's activation elements start at 8t (Q4_K) or 4t (Q6_K) of each range. B
+  // columns past m read the last row again: a column only reaches its own outputs,
+  // which are not stored.
+  const T* x = static_cast<const T*>(p.x) + std::min<int64_t>(l.g, p.m - 1) * p.x_stride +
+               (F == KQuant::kQ4K ? 8 : 4) * l.t;
+
+  float acc[4] = {};
+  int64_t b = warp * nb / kw;
+  const int64_t end = (warp + 1) * nb / kw;
+  l.advance(b * kBytes);
+  x += b * kQK;
+  if constexpr (PF) {
+    if (b + U <= end) {
+      Raw<F, U> cur = load<F, U>(l);
+      for (;;) {
+        b += U;
+        l.advance(U * kBytes);
+        const bool more = b + U <= end;
+        Raw<F, U> next;
+        if (more) next = load<F, U>(l);
+        compute<T, F, U>(l, cur, tables[warp], x, acc);
+        x += U * kQK;
+        if (!more) break;
+        cur = next;
+      }
+    }
+  } else {
+    for (; b + U <= end; b += U, l.advance(U * kBytes), x += U * kQK)
+      compute<T, F, U>(l, load<F, U>(l), tables[warp], x, acc);
+  }
+  for (; b < end; ++b, l.advance(kBytes), x += kQK) compute<T, F, 1>(l, load<F, 1>(l), tables[warp], x, acc);
+
+#pragma unroll
+  for (int i = 0; i < 4; ++i) partial[warp][i][l.lane] = acc[i];
+  __syncthreads();
+  // Element (register i, lane j) of the tile: row (j / 4) + 8 (i / 2), activation row
+  // 2 (j % 4) + i % 2, summed over the warps in a fixed order.
+  const int64_t row0 = int64_t(blockIdx.x) * kTile;
+  for (int e = threadIdx.x; e < 4 * 32; e += blockDim.x) {
+    const int i = e / 32, j = e % 32;
+    const int64_t row = row0 + j / 4 + 8 * (i / 2);
+    const int64_t m = 2 * (j % 4) + i % 2;
+    if (row >= p.n || m >= p.m) continue;
+    float sum = 0.0f;
+    for (int w = 0; w < kw; ++w) sum += partial[w][i][j];
+    static_cast<T*>(p.out)[m * p.n + row] = from_float<T>(sum);
+  }
+}
+
+// Warps per tile (K splits): the most, up to 8 and one block each, whose grid still
+// fits on the GPU at once. A second, partial wave would run alone at the end: with
+// kw = 3 at 14336 x 4096 (896 tiles, 5 blocks of 3 warps per SM by registers) it took
+// 1.36 waves and Nsight Compute put the tail at up to half the time. Huge N (the
+// 128256-row head) runs in waves at kw = 1 anyway.
+template <typename T, KQuant F, int U, bool PF, int MINB>
+int launch_with(const KQuantGemvParams& p, cudaStream_t stream) {
+  const auto kernel = kquant_gemv_kernel<T, F, U, PF, MINB>;
+  static int resident[kMaxWarps + 1] = {};  // blocks of kw warps per SM, asked once
+  const int64_t tiles = (p.n + kTile - 1) / kTile, nb = p.k / kQK;
+  const int64_t sms = inference_kernels::cuda::sm_count();
+  int kw = 1;
+  for (int w = int(std::min<int64_t>(kMaxWarps, nb)); w > 1; --w) {
+    if (!resident[w] && cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident[w], kernel, w * 32, 0) != cudaSuccess)
+      resident[w] = 1;
+    if (tiles <= sms * std::max(resident[w], 1)) {
+      kw = w;
+      break;
+    }
+  }
+  kernel<<<dim3(unsigned(tiles)), kw * 32, 0, stream>>>(p);
   return cudaGetLastError();
+}
+
+// IK_KQUANT_VARIANT (benchmarking only, read once): the step shapes compared in
+// BENCHMARKS.md. 0 is the default.
+int variant() {
+  static const int v = [] {
+    const char* e = std::getenv("IK_KQUANT_VARIANT");
+    return e ? std::atoi(e) : 0;
+  }();
+  return v;
+}
+
+template <typename T, KQuant F>
+int launch(const KQuantGemvParams& p, cudaStream_t stream) {
+  switch (variant()) {
+    case 1: return launch_with<T, F, 1, false, 3>(p, stream);
+    case 2: return launch_with<T, F, 2, false, 1>(p, stream);
+    case 4: return launch_with<T, F, 1, true, 1>(p, stream);
+    case 5: return launch_with<T, F, 2, true, 1>(p, stream);
+    case 6: return launch_with<T, F, 2, false, 2>(p, stream);
+    default: break;
+  }
+  // Variant 3 of the sweep: one block a step, the next one's loads in flight.
+  return launch_with<T, F, 1, true, 2>(p, stream);
+}
+
+template <typename T>
+int launch_dtype(const KQuantGemvParams& p, cudaStream_t stream) {
+  return p.format == KQuant::kQ4K ? launch<T, KQuant::kQ4K>(p, stream) : launch<T, KQuant::kQ6K>(p, stream);
 }
 
 }  // namespace
@@ -395,7 +635,8 @@ namespace inference_kernels {
 
 int kquant_gemv_launch(const KQuantGemvParams& p, void* stream) {
   if (p.n <= 0) return cudaSuccess;
-  if (p.k <= 0 || p.k % kQK != 0 || (p.n + 3) / 4 > INT32_MAX) return cudaErrorInvalidValue;
+  if (p.m < 1 || p.m > 8 || p.k <= 0 || p.k % kQK != 0 || (p.n + kTile - 1) / kTile > INT32_MAX)
+    return cudaErrorInvalidValue;
   const auto s = static_cast<cudaStream_t>(stream);
   switch (p.dtype) {
     case DType::kFloat32: return launch_dtype<float>(p, s);

@@ -60,13 +60,13 @@ void gemv(at::Tensor& out, const at::Tensor& x, const at::Tensor& q, KQuant form
   if (n == 0) return;
 
   const c10::cuda::CUDAGuard guard(x.device());
-  // The kernel reads x in 4-element vectors: rows must start 4-element aligned. Other
+  // The kernel reads x in 16-byte vectors: rows must start 16-byte aligned. Other
   // layouts (a view a column in, an odd row stride) are copied first: x is at most
   // 8 x K, tiny next to the weight.
   at::Tensor xs = x;
-  const int64_t vec_bytes = 4 * x.element_size();
-  if (reinterpret_cast<uintptr_t>(x.const_data_ptr()) % vec_bytes != 0 ||
-      (m > 1 && (x.stride(0) * x.element_size()) % vec_bytes != 0)) {
+  constexpr int64_t kVecBytes = 16;
+  if (reinterpret_cast<uintptr_t>(x.const_data_ptr()) % kVecBytes != 0 ||
+      (m > 1 && (x.stride(0) * x.element_size()) % kVecBytes != 0)) {
     xs = at::empty({m, k}, x.options());
     xs.copy_(x);
   }

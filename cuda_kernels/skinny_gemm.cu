@@ -41,6 +41,7 @@
 #include <cstdint>
 
 #include "gpu_launchers.h"
+#include "device_info.cuh"
 #include "vec_io.cuh"
 
 namespace {
@@ -316,18 +317,6 @@ __global__ void skinny_gemm_bytes_kernel(SkinnyGemmParams p) {
 template <typename OutT, int NT>
 auto kernel_for(int convert) {
   return convert == kIntOps ? skinny_gemm_kernel<OutT, NT, kIntOps> : skinny_gemm_kernel<OutT, NT, kCvt>;
-}
-
-int sm_count() {
-  static int counts[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
-  if (!counts[dev]) {
-    int n = 0;
-    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
-    counts[dev] = n > 0 ? n : 132;
-  }
-  return counts[dev];
 }
 
 // Resident blocks of `threads` per SM for this kernel (registers and shared memory).

@@ -25,6 +25,9 @@
 #           NVLink multicast stays off (NCCL_NVLS_ENABLE=0).
 #   q4k   : q4k_gemv/q6k_gemv CUDA tests, the Q4_K/Q6_K gemv benchmark (ours, cuBLAS bf16,
 #           dequant+matmul; decode tok/s), SASS, memcheck + racecheck on odd sizes
+#   q4k_tune: the k-quant gemv's step shapes (IK_KQUANT_VARIANT 0-5): tests + quick bench each
+#   q4k_prof: variant 1's failing test, then Nsight Compute stall reasons of the default
+#   q4k_final: the q4k mode with the CUDA tests three times, variant 6 for comparison, ncu
 #   gemm  : skinny_gemm_fp8 tests, its benchmark (vs torch._scaled_mm, decode MLP; md, json
 #           and png under $OUT), its SASS, compute-sanitizer memcheck + racecheck on its odd
 #           sizes (last: the first cut if 600 s run out)
@@ -170,11 +173,35 @@ tests_q4k() {
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 }
 bench_q4k() { step "Q4_K/Q6_K gemv benchmark"; timeout 240 python3 benchmarks/bench_q4k.py "$@" 2>&1 | tee "$OUT/bench_q4k.log" | tail -60; }
+# The k-quant gemv's step shapes (IK_KQUANT_VARIANT, cuda_kernels/q4k.cu): tests and the
+# quick benchmark under each.
+tune_q4k() {
+  local v
+  for v in ${Q4K_VARIANTS:-0 1 2 4 5 6}; do
+    step "k-quant variant $v: tests and quick benchmark"
+    IK_KQUANT_VARIANT=$v python3 -m pytest tests/test_q4k_cuda.py -q -p no:cacheprovider 2>&1 | tail -1
+    IK_KQUANT_VARIANT=$v timeout 200 python3 benchmarks/bench_q4k.py --quick --name "bench_q4k_v$v" 2>&1 \
+      | grep -E "^ +[0-9]+x[0-9]+ +[18] |tok/s" | tee "$OUT/tune_q4k_v$v.txt"
+  done
+}
+# Where the k-quant gemv's warps stall (Nsight Compute), the large Llama shapes at M = 1.
+profile_q4k() {
+  step "Nsight Compute: k-quant gemv"
+  export PATH="$PATH:/usr/local/cuda/bin"
+  local args
+  for args in "Q4_K 14336 4096 1" "Q4_K 4096 14336 1" "Q6_K 14336 4096 1"; do
+    echo "--- $args" | tee -a "$OUT/ncu_q4k.txt"
+    timeout 120 ncu --kernel-name regex:kquant --launch-skip 3 --launch-count 1 --section SpeedOfLight \
+      --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
+      python3 benchmarks/profile_q4k.py $args 2>&1 | grep -vE "^==PROF==|^\s*$" >> "$OUT/ncu_q4k.txt"
+  done
+  grep -E "^---|Duration|Memory Throughput|DRAM Through|Issued Warp|No Eligible|Active Warps Per|Achieved Occ|Stall|Registers|Warp Cycles Per Issued" "$OUT/ncu_q4k.txt" | head -80
+}
 sass_q4k() {
   step "SASS of the k-quant gemv: loads and register use"
-  cuobjdump -sass "$SO" | awk '/Function : .*q[46]k_gemv_kernel/{f=1} /Function : /{if ($0 !~ /q[46]k_gemv_kernel/) f=0} f' \
+  cuobjdump -sass "$SO" | awk '/Function : .*kquant_gemv_kernel/{f=1} /Function : /{if ($0 !~ /kquant_gemv_kernel/) f=0} f' \
     | grep -oE "(LDG|STG)\.E[.A-Z0-9]*" | sort | uniq -c | tee "$OUT/sass_q4k.txt"
-  cuobjdump -res-usage "$SO" 2>/dev/null | grep -A1 -E "q[46]k_gemv_kernel" | grep -oE "REG:[0-9]+" | sort | uniq -c | tee -a "$OUT/sass_q4k.txt"
+  cuobjdump -res-usage "$SO" 2>/dev/null | grep -A1 -E "kquant_gemv_kernel" | grep -oE "REG:[0-9]+" | sort | uniq -c | tee -a "$OUT/sass_q4k.txt"
 }
 sanitizers_q4k() {
   step "compute-sanitizer (k-quant gemv)"
@@ -239,6 +266,10 @@ case "$MODE" in
   tune)   tests_norms; tune; bench_swiglu; bench_fp8 --quick; bench_layernorm ;;
   tp)     tp_decode ;;
   q4k)    tests_q4k; bench_q4k; sass_q4k; sanitizers_q4k ;;
+  q4k_tune) tune_q4k ;;
+  q4k_prof) IK_KQUANT_VARIANT=1 python3 -m pytest tests/test_q4k_cuda.py -q -rfE -x -p no:cacheprovider 2>&1 | tail -30; profile_q4k ;;
+  q4k_final) tests_q4k; for i in 1 2; do python3 -m pytest tests/test_q4k_cuda.py -q -rfE -p no:cacheprovider 2>&1 | tail -4; done
+             bench_q4k; Q4K_VARIANTS="6" tune_q4k; sass_q4k; sanitizers_q4k; profile_q4k ;;
   gemm)   tests_gemm; bench_gemm; sass_gemm; sanitizers_gemm ;;
   final1) tests_gpu; tp_decode; bench_gemm; bench_q4k --quick ;;
   final2) bench_fp8; bench_swiglu; bench_layernorm; bench_quick; sass; sass_q4k; sass_gemm; sanitizers ;;

@@ -2,10 +2,11 @@
 against the CPU kernel (the CUDA variant carries the CPU k-quant ops). Skips without a GPU.
 
 Weights are either quantised Gaussians (the CPU quantiser) or random bytes with finite
-scales (every bit pattern of levels, scales and mins). Sizes cover every rows-per-warp
-path of the launcher (R = 4 needs N >= 8192, R = 2 N >= 2048), odd N (the last warp's
-rows clamp), K of one block (fewer blocks than a warp step covers) and of 17 blocks
-(odd: Q6_K rows alternate 4-aligned and 2 mod 4), and strided or misaligned x.
+scales (every bit pattern of levels, scales and mins). Sizes cover the launcher's K
+splits (8 warps over 17 blocks: uneven ranges, the prefetching loop and its last block;
+one warp per tile when K is one block), odd N (the last 16-row tile's rows clamp), K of
+one block and of 17 blocks (odd: Q6_K rows alternate 4-aligned and 2 mod 4), every M
+(B columns past M repeat row M - 1 and are not stored), and strided or misaligned x.
 """
 
 import pytest
@@ -79,7 +80,7 @@ def test_gemv_matches_fp64(ik_cuda, fmt, dtype, m, n, k):
 @pytest.mark.parametrize("fmt", ["Q4_K", "Q6_K"])
 @pytest.mark.parametrize("m", [1, 2, 3, 5, 8])
 def test_gemv_large_n_all_row_paths(ik_cuda, fmt, m):
-    # 8195 rows: R = 4 (Q4_K, m <= 2) with a partial last warp; the other m take R = 2 or 1.
+    # 8195 rows: 513 tiles of one warp (K = 256), the last tile 3 rows.
     q = make_q(ik_cuda, 8195, 256, fmt, "random bytes")
     w = dequant_cpu(ik_cuda, q, fmt).double()
     x = torch.randn(m, 256, device="cuda")
