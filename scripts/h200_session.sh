@@ -28,6 +28,7 @@
 #   q4k_tune: the k-quant gemv's step shapes (IK_KQUANT_VARIANT 0-5): tests + quick bench each
 #   q4k_prof: variant 1's failing test, then Nsight Compute stall reasons of the default
 #   q4k_final: the q4k mode with the CUDA tests three times, variant 6 for comparison, ncu
+#   gpu_tests: every CUDA test case, then compute-sanitizer over the FP8 GEMM's launches
 #   gemm  : skinny_gemm_fp8 tests, its benchmark (vs torch._scaled_mm, decode MLP; md, json
 #           and png under $OUT), its SASS, compute-sanitizer memcheck + racecheck on its odd
 #           sizes (last: the first cut if 600 s run out)
@@ -268,6 +269,7 @@ case "$MODE" in
   q4k)    tests_q4k; bench_q4k; sass_q4k; sanitizers_q4k ;;
   q4k_tune) tune_q4k ;;
   q4k_prof) IK_KQUANT_VARIANT=1 python3 -m pytest tests/test_q4k_cuda.py -q -rfE -x -p no:cacheprovider 2>&1 | tail -30; profile_q4k ;;
+  gpu_tests) tests_gpu; sanitizers_gemm ;;
   q4k_final) tests_q4k; for i in 1 2; do python3 -m pytest tests/test_q4k_cuda.py -q -rfE -p no:cacheprovider 2>&1 | tail -4; done
              bench_q4k; Q4K_VARIANTS="6" tune_q4k; sass_q4k; sanitizers_q4k; profile_q4k ;;
   gemm)   tests_gemm; bench_gemm; sass_gemm; sanitizers_gemm ;;
