@@ -50,7 +50,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdint>
 #include <type_traits>
 
@@ -600,28 +599,17 @@ int launch_with(const KQuantGemvParams& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// IK_KQUANT_VARIANT (benchmarking only, read once): the step shapes compared in
-// BENCHMARKS.md. 0 is the default.
-int variant() {
-  static const int v = [] {
-    const char* e = std::getenv("IK_KQUANT_VARIANT");
-    return e ? std::atoi(e) : 0;
-  }();
-  return v;
-}
-
+// The step shape measured best in the sweep of BENCHMARKS.md (variant 3 there; commit
+// 96e3a95 has the others behind IK_KQUANT_VARIANT): one block a step, the next one's
+// loads in flight, two 256-thread blocks per SM asked of ptxas (128 registers). fp32 x
+// (three bf16 parts) would spill there: it takes the registers of one block per SM.
 template <typename T, KQuant F>
 int launch(const KQuantGemvParams& p, cudaStream_t stream) {
-  switch (variant()) {
-    case 1: return launch_with<T, F, 1, false, 3>(p, stream);
-    case 2: return launch_with<T, F, 2, false, 1>(p, stream);
-    case 4: return launch_with<T, F, 1, true, 1>(p, stream);
-    case 5: return launch_with<T, F, 2, true, 1>(p, stream);
-    case 6: return launch_with<T, F, 2, false, 2>(p, stream);
-    default: break;
+  if constexpr (std::is_same_v<T, float>) {
+    return launch_with<T, F, 1, true, 1>(p, stream);
+  } else {
+    return launch_with<T, F, 1, true, 2>(p, stream);
   }
-  // Variant 3 of the sweep: one block a step, the next one's loads in flight.
-  return launch_with<T, F, 1, true, 2>(p, stream);
 }
 
 template <typename T>

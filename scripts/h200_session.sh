@@ -25,7 +25,7 @@
 #           NVLink multicast stays off (NCCL_NVLS_ENABLE=0).
 #   q4k   : q4k_gemv/q6k_gemv CUDA tests, the Q4_K/Q6_K gemv benchmark (ours, cuBLAS bf16,
 #           dequant+matmul; decode tok/s), SASS, memcheck + racecheck on odd sizes
-#   q4k_tune: the k-quant gemv's step shapes (IK_KQUANT_VARIANT 0-5): tests + quick bench each
+#   q4k_tune: the k-quant gemv's step shapes (IK_KQUANT_VARIANT 0-5, at commit 96e3a95 only)
 #   q4k_prof: variant 1's failing test, then Nsight Compute stall reasons of the default
 #   q4k_final: the q4k mode with the CUDA tests three times, variant 6 for comparison, ncu
 #   gpu_tests: every CUDA test case, then compute-sanitizer over the FP8 GEMM's launches
