@@ -25,9 +25,9 @@
 #           NVLink multicast stays off (NCCL_NVLS_ENABLE=0).
 #   q4k   : q4k_gemv/q6k_gemv CUDA tests, the Q4_K/Q6_K gemv benchmark (ours, cuBLAS bf16,
 #           dequant+matmul; decode tok/s), SASS, memcheck + racecheck on odd sizes
-#   q4k_tune: the k-quant gemv's step shapes (IK_KQUANT_VARIANT 0-5, at commit 96e3a95 only)
-#   q4k_prof: variant 1's failing test, then Nsight Compute stall reasons of the default
-#   q4k_final: the q4k mode with the CUDA tests three times, variant 6 for comparison, ncu
+#   q4k_prof: Nsight Compute stall reasons of the k-quant gemv (the step-shape sweep,
+#           q4k_tune, lives at commit 96e3a95 with the knob it needs)
+#   q4k_final: the q4k mode with the CUDA tests three times, and Nsight Compute
 #   gpu_tests: every CUDA test case, then compute-sanitizer over the FP8 GEMM's launches
 #   gemm  : skinny_gemm_fp8 tests, its benchmark (vs torch._scaled_mm, decode MLP; md, json
 #           and png under $OUT), its SASS, compute-sanitizer memcheck + racecheck on its odd
@@ -174,17 +174,6 @@ tests_q4k() {
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 }
 bench_q4k() { step "Q4_K/Q6_K gemv benchmark"; timeout 240 python3 benchmarks/bench_q4k.py "$@" 2>&1 | tee "$OUT/bench_q4k.log" | tail -60; }
-# The k-quant gemv's step shapes (IK_KQUANT_VARIANT, cuda_kernels/q4k.cu): tests and the
-# quick benchmark under each.
-tune_q4k() {
-  local v
-  for v in ${Q4K_VARIANTS:-0 1 2 4 5 6}; do
-    step "k-quant variant $v: tests and quick benchmark"
-    IK_KQUANT_VARIANT=$v python3 -m pytest tests/test_q4k_cuda.py -q -p no:cacheprovider 2>&1 | tail -1
-    IK_KQUANT_VARIANT=$v timeout 200 python3 benchmarks/bench_q4k.py --quick --name "bench_q4k_v$v" 2>&1 \
-      | grep -E "^ +[0-9]+x[0-9]+ +[18] |tok/s" | tee "$OUT/tune_q4k_v$v.txt"
-  done
-}
 # Where the k-quant gemv's warps stall (Nsight Compute), the large Llama shapes at M = 1.
 profile_q4k() {
   step "Nsight Compute: k-quant gemv"
@@ -267,11 +256,10 @@ case "$MODE" in
   tune)   tests_norms; tune; bench_swiglu; bench_fp8 --quick; bench_layernorm ;;
   tp)     tp_decode ;;
   q4k)    tests_q4k; bench_q4k; sass_q4k; sanitizers_q4k ;;
-  q4k_tune) tune_q4k ;;
-  q4k_prof) IK_KQUANT_VARIANT=1 python3 -m pytest tests/test_q4k_cuda.py -q -rfE -x -p no:cacheprovider 2>&1 | tail -30; profile_q4k ;;
+  q4k_prof) profile_q4k ;;
   gpu_tests) tests_gpu; sanitizers_gemm ;;
   q4k_final) tests_q4k; for i in 1 2; do python3 -m pytest tests/test_q4k_cuda.py -q -rfE -p no:cacheprovider 2>&1 | tail -4; done
-             bench_q4k; Q4K_VARIANTS="6" tune_q4k; sass_q4k; sanitizers_q4k; profile_q4k ;;
+             bench_q4k; sass_q4k; sanitizers_q4k; profile_q4k ;;
   gemm)   tests_gemm; bench_gemm; sass_gemm; sanitizers_gemm ;;
   final1) tests_gpu; tp_decode; bench_gemm; bench_q4k --quick ;;
   final2) bench_fp8; bench_swiglu; bench_layernorm; bench_quick; sass; sass_q4k; sass_gemm; sanitizers ;;
