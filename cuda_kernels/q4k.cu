@@ -56,6 +56,7 @@
 #include "ggml_blocks.h"
 #include "gpu_launchers.h"
 #include "device_info.cuh"
+#include "ptx.cuh"
 #include "vec_io.cuh"
 
 namespace {
@@ -64,6 +65,9 @@ using inference_kernels::DType;
 using inference_kernels::KQuant;
 using inference_kernels::KQuantGemvParams;
 using inference_kernels::cuda::from_float;
+using inference_kernels::cuda::ld_stream16;
+using inference_kernels::cuda::ld_stream8;
+using inference_kernels::cuda::mma_m16n8k16;
 using inference_kernels::ggml::BlockQ4K;
 using inference_kernels::ggml::BlockQ6K;
 using inference_kernels::ggml::kQK;
@@ -73,20 +77,6 @@ constexpr int kMaxWarps = 8;  // K splits per CTA
 constexpr int kScaleStride = 20;  // floats per row of the scale table: conflict-free reads
 
 // ---- loads ---------------------------------------------------------------------------
-
-__device__ __forceinline__ uint4 ld_stream16(const uint8_t* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
-
-__device__ __forceinline__ uint2 ld_stream8(const uint8_t* p) {
-  uint2 v;
-  asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
-  return v;
-}
 
 __device__ __forceinline__ uint32_t ld_u32(const uint8_t* p) {
   return __ldg(reinterpret_cast<const unsigned int*>(p));
@@ -118,33 +108,17 @@ __device__ __forceinline__ float byte_to_float(uint32_t w, int i) {
 
 // ---- operand types -------------------------------------------------------------------
 
-// How the activation dtype meets the tensor cores: the MMA input type, the magic that
-// turns a level into (offset + level), and the bf16 parts x is split into.
+// How the activation dtype meets the tensor cores: the MMA input type (f16 for fp16 x,
+// bf16 otherwise), the offset a level reads with (the magic bits of 128.0 in bf16 or
+// 1024.0 in f16: the level sits in the low mantissa bits), and the bf16 parts x is
+// split into. fp32 x takes exact levels (offset 0: see level_pair) and three parts.
 template <typename T>
-struct Operand;
-
-template <>
-struct Operand<__nv_bfloat16> {
-  static constexpr bool kBf16 = true;
-  static constexpr int kParts = 1;
-  static constexpr float kOffset = 128.0f;
-  static constexpr uint32_t kMagic = 0x43004300u;  // bf16 128.0, twice
-};
-
-template <>
-struct Operand<__half> {
-  static constexpr bool kBf16 = false;
-  static constexpr int kParts = 1;
-  static constexpr float kOffset = 1024.0f;
-  static constexpr uint32_t kMagic = 0x64006400u;  // f16 1024.0, twice
-};
-
-template <>
-struct Operand<float> {
-  static constexpr bool kBf16 = true;
-  static constexpr int kParts = 3;
-  static constexpr float kOffset = 0.0f;  // exact levels: see level_pair
-  static constexpr uint32_t kMagic = 0x43004300u;
+struct Operand {
+  static constexpr bool kF16 = std::is_same_v<T, __half>;
+  static constexpr bool kBf16 = !kF16;
+  static constexpr int kParts = std::is_same_v<T, float> ? 3 : 1;
+  static constexpr float kOffset = std::is_same_v<T, float> ? 0.0f : kF16 ? 1024.0f : 128.0f;
+  static constexpr uint32_t kMagic = kF16 ? 0x64006400u : 0x43004300u;
 };
 
 // A pair of levels (bits 0-5 and 16-21 of v & mask) as an A-operand pair.
@@ -162,24 +136,6 @@ __device__ __forceinline__ uint32_t level_pair(uint32_t v, uint32_t mask) {
 }
 
 constexpr uint32_t kOnesBf16 = 0x3F803F80u, kOnesF16 = 0x3C003C00u;
-
-// d += A (16 x 16) * B (16 x 8), fp32 accumulators. This lane holds A rows g (a0, a2)
-// and g + 8 (a1, a3), k 2t, 2t + 1 (a0, a1, b0) and 2t + 8, 2t + 9 (a2, a3, b1).
-template <bool BF16>
-__device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                    uint32_t a3, uint32_t b0, uint32_t b1) {
-  if constexpr (BF16) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  } else {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  }
-}
 
 // ---- activations: B-operand pairs ----------------------------------------------------
 
@@ -239,8 +195,8 @@ __device__ __forceinline__ void mma_step(float (&s)[4], float (&xs)[4], const ui
   constexpr uint32_t kOnes = kBf16 ? kOnesBf16 : kOnesF16;
 #pragma unroll
   for (int part = 0; part < Operand<T>::kParts; ++part) {
-    mma<kBf16>(s, ag[0], ah[0], ag[1], ah[1], x.v[part][2 * i], x.v[part][2 * i + 1]);
-    mma<kBf16>(xs, kOnes, kOnes, kOnes, kOnes, x.v[part][2 * i], x.v[part][2 * i + 1]);
+    mma_m16n8k16<kBf16>(s, ag[0], ah[0], ag[1], ah[1], x.v[part][2 * i], x.v[part][2 * i + 1]);
+    mma_m16n8k16<kBf16>(xs, kOnes, kOnes, kOnes, kOnes, x.v[part][2 * i], x.v[part][2 * i + 1]);
   }
 }
 
@@ -292,14 +248,13 @@ struct Q4KRaw {
   uint4 head;          // row lane / 2: d, dmin, scales
 };
 
-__device__ __forceinline__ Q4KRaw q4k_load(const Lane& l, int b) {
-  constexpr int kBytes = sizeof(BlockQ4K);
+__device__ __forceinline__ Q4KRaw q4k_load(const Lane& l) {
   Q4KRaw r;
-  r.head = ld_stream16(l.row_s + b * kBytes);
+  r.head = ld_stream16(l.row_s);
 #pragma unroll
   for (int c = 0; c < 4; ++c) {
-    r.wg[c] = ld_stream8(l.row_g + b * kBytes + 32 * c);  // row_g: qs + 8t
-    r.wh[c] = ld_stream8(l.row_h + b * kBytes + 32 * c);
+    r.wg[c] = ld_stream8(l.row_g + 32 * c);  // row_g: qs + 8t
+    r.wh[c] = ld_stream8(l.row_h + 32 * c);
   }
   return r;
 }
@@ -403,12 +358,11 @@ __device__ __forceinline__ Q6KRow q6k_row(const uint8_t* at4t) {
   return r;
 }
 
-__device__ __forceinline__ Q6KRaw q6k_load(const Lane& l, int b) {
-  constexpr int kBytes = sizeof(BlockQ6K);
+__device__ __forceinline__ Q6KRaw q6k_load(const Lane& l) {
   Q6KRaw r;
-  r.g = q6k_row(l.row_g + b * kBytes);  // row_g: the block's byte 4t
-  r.h = q6k_row(l.row_h + b * kBytes);
-  const uint8_t* s = l.row_s + b * kBytes;
+  r.g = q6k_row(l.row_g);  // row_g: the block's byte 4t
+  r.h = q6k_row(l.row_h);
+  const uint8_t* s = l.row_s;
   uint32_t shift;
   const uint8_t* base = q6k_base(s, shift);
   const int n = l.lane & 1;
@@ -473,54 +427,42 @@ __device__ __forceinline__ void q6k_block(const Lane& l, const Q6KRaw& r, const 
 
 // ---- the kernel ------------------------------------------------------------------------
 
-// The raw bytes of U consecutive blocks of this lane's rows.
-template <KQuant F, int U>
-struct Raw {
-  std::conditional_t<F == KQuant::kQ4K, Q4KRaw, Q6KRaw> r[U];
-};
+// The raw bytes of one block of this lane's rows.
+template <KQuant F>
+using Raw = std::conditional_t<F == KQuant::kQ4K, Q4KRaw, Q6KRaw>;
 
-template <KQuant F, int U>
-__device__ __forceinline__ Raw<F, U> load(const Lane& l) {
-  Raw<F, U> raw;
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    if constexpr (F == KQuant::kQ4K) {
-      raw.r[u] = q4k_load(l, u);
-    } else {
-      raw.r[u] = q6k_load(l, u);
-    }
+template <KQuant F>
+__device__ __forceinline__ Raw<F> load(const Lane& l) {
+  if constexpr (F == KQuant::kQ4K) {
+    return q4k_load(l);
+  } else {
+    return q6k_load(l);
   }
-  return raw;
 }
 
-template <typename T, KQuant F, int U>
-__device__ __forceinline__ void compute(const Lane& l, const Raw<F, U>& raw, float* tables, const T* x,
+template <typename T, KQuant F>
+__device__ __forceinline__ void compute(const Lane& l, const Raw<F>& raw, float* table, const T* x,
                                         float (&acc)[4]) {
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    if constexpr (F == KQuant::kQ4K) {
-      q4k_scales<T>(l, raw.r[u].head, tables + u * kTile * kScaleStride);
-    } else {
-      q6k_scales(l, raw.r[u], tables + u * kTile * kScaleStride);
-    }
+  if constexpr (F == KQuant::kQ4K) {
+    q4k_scales<T>(l, raw.head, table);
+  } else {
+    q6k_scales(l, raw, table);
   }
   __syncwarp();
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    if constexpr (F == KQuant::kQ4K) {
-      q4k_block<T>(l, raw.r[u], tables + u * kTile * kScaleStride, x + u * kQK, acc);
-    } else {
-      q6k_block<T>(l, raw.r[u], tables + u * kTile * kScaleStride, x + u * kQK, acc);
-    }
+  if constexpr (F == KQuant::kQ4K) {
+    q4k_block<T>(l, raw, table, x, acc);
+  } else {
+    q6k_block<T>(l, raw, table, x, acc);
   }
-  __syncwarp();  // the tables are rewritten by the next step
+  __syncwarp();  // the table is rewritten for the next block
 }
 
-// Steps of U blocks; with PF the next step's loads are issued before this step's
-// arithmetic (two steps of registers).
-template <typename T, KQuant F, int U, bool PF, int MINB>
+// A block at a time, the next block's loads issued before this one's arithmetic (two
+// blocks of registers; the best of the step shapes measured, BENCHMARKS.md). MINB:
+// blocks per SM asked of ptxas.
+template <typename T, KQuant F, int MINB>
 __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const KQuantGemvParams p) {
-  __shared__ __align__(16) float tables[kMaxWarps][U * kTile * kScaleStride];
+  __shared__ __align__(16) float tables[kMaxWarps][kTile * kScaleStride];
   __shared__ float partial[kMaxWarps][4][32];
   constexpr int64_t kBytes = F == KQuant::kQ4K ? sizeof(BlockQ4K) : sizeof(BlockQ6K);
   const int64_t nb = p.k / kQK;
@@ -537,26 +479,19 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
   const int64_t end = (warp + 1) * nb / kw;
   l.advance(b * kBytes);
   x += b * kQK;
-  if constexpr (PF) {
-    if (b + U <= end) {
-      Raw<F, U> cur = load<F, U>(l);
-      for (;;) {
-        b += U;
-        l.advance(U * kBytes);
-        const bool more = b + U <= end;
-        Raw<F, U> next;
-        if (more) next = load<F, U>(l);
-        compute<T, F, U>(l, cur, tables[warp], x, acc);
-        x += U * kQK;
-        if (!more) break;
-        cur = next;
-      }
+  if (b < end) {
+    Raw<F> cur = load<F>(l);
+    for (;;) {
+      l.advance(kBytes);
+      const bool more = ++b < end;
+      Raw<F> next;
+      if (more) next = load<F>(l);
+      compute<T, F>(l, cur, tables[warp], x, acc);
+      x += kQK;
+      if (!more) break;
+      cur = next;
     }
-  } else {
-    for (; b + U <= end; b += U, l.advance(U * kBytes), x += U * kQK)
-      compute<T, F, U>(l, load<F, U>(l), tables[warp], x, acc);
   }
-  for (; b < end; ++b, l.advance(kBytes), x += kQK) compute<T, F, 1>(l, load<F, 1>(l), tables[warp], x, acc);
 
 #pragma unroll
   for (int i = 0; i < 4; ++i) partial[warp][i][l.lane] = acc[i];
@@ -580,9 +515,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
 // kw = 3 at 14336 x 4096 (896 tiles, 5 blocks of 3 warps per SM by registers) it took
 // 1.36 waves and Nsight Compute put the tail at up to half the time. Huge N (the
 // 128256-row head) runs in waves at kw = 1 anyway.
-template <typename T, KQuant F, int U, bool PF, int MINB>
-int launch_with(const KQuantGemvParams& p, cudaStream_t stream) {
-  const auto kernel = kquant_gemv_kernel<T, F, U, PF, MINB>;
+template <typename T, KQuant F>
+int launch(const KQuantGemvParams& p, cudaStream_t stream) {
+  // fp32 x (three bf16 parts) would spill at two 256-thread blocks per SM (128
+  // registers): it takes the registers of one.
+  const auto kernel = kquant_gemv_kernel<T, F, std::is_same_v<T, float> ? 1 : 2>;
   static int resident[kMaxWarps + 1] = {};  // blocks of kw warps per SM, asked once
   const int64_t tiles = (p.n + kTile - 1) / kTile, nb = p.k / kQK;
   const int64_t sms = inference_kernels::cuda::sm_count();
@@ -597,19 +534,6 @@ int launch_with(const KQuantGemvParams& p, cudaStream_t stream) {
   }
   kernel<<<dim3(unsigned(tiles)), kw * 32, 0, stream>>>(p);
   return cudaGetLastError();
-}
-
-// The step shape measured best in the sweep of BENCHMARKS.md (variant 3 there; commit
-// 96e3a95 has the others behind IK_KQUANT_VARIANT): one block a step, the next one's
-// loads in flight, two 256-thread blocks per SM asked of ptxas (128 registers). fp32 x
-// (three bf16 parts) would spill there: it takes the registers of one block per SM.
-template <typename T, KQuant F>
-int launch(const KQuantGemvParams& p, cudaStream_t stream) {
-  if constexpr (std::is_same_v<T, float>) {
-    return launch_with<T, F, 1, true, 1>(p, stream);
-  } else {
-    return launch_with<T, F, 1, true, 2>(p, stream);
-  }
 }
 
 template <typename T>

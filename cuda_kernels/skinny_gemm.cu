@@ -42,6 +42,7 @@
 
 #include "gpu_launchers.h"
 #include "device_info.cuh"
+#include "ptx.cuh"
 #include "vec_io.cuh"
 
 namespace {
@@ -68,22 +69,12 @@ struct Geometry {
   int cluster;         // K splits across the blocks of a cluster
 };
 
-// 16 bytes that are read once: skip L1, and let L2 fetch 256-byte blocks (the warp walks
-// each row forward).
-__device__ __forceinline__ uint4 ldg_stream(const uint8_t* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
-
 // 16 bytes of a row at p (16-byte aligned), or zeros when the segment lies past K
 // (avail <= 0; K % 16 == 0, so a segment is all inside or all outside).
 template <bool STREAM>
 __device__ __forceinline__ uint4 load16(const uint8_t* p, int64_t avail) {
   if (avail <= 0) return make_uint4(0, 0, 0, 0);
-  return STREAM ? ldg_stream(p) : __ldg(reinterpret_cast<const uint4*>(p));
+  return STREAM ? ld_stream16(p) : __ldg(reinterpret_cast<const uint4*>(p));
 }
 
 __device__ __forceinline__ float fp8_to_float(uint8_t v) {
@@ -146,16 +137,6 @@ __device__ __forceinline__ F16x8 activation_to_f16(const uint4& v) {
   }
 }
 
-// d += A (16 x 16, f16) * B (16 x 8, f16), fp32 accumulators. This lane holds A rows g
-// (a0, a2) and g + 8 (a1, a3) and B column g (PTX ISA, mma.m16n8k16 fragments).
-__device__ __forceinline__ void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                        uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 // One 64-byte chunk of K, converted to f16. Lane (g, t) holds bytes [16t, 16t + 16) of
 // weight rows g (lo) and g + 8 (hi) and of activation row g (x), as 8 f16 pairs each.
 // The fragments want k = 2t, 2t + 1 in a0/a1/b0 and 2t + 8, 2t + 9 in a2/a3/b1; MMA q
@@ -166,7 +147,7 @@ __device__ __forceinline__ void mma_chunk(float (&d)[4], const F16x8& lo, const 
                                           const F16x8& x) {
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
-    mma_f16(d, lo.f[2 * q], hi.f[2 * q], lo.f[2 * q + 1], hi.f[2 * q + 1], x.f[2 * q],
+    mma_m16n8k16<false>(d, lo.f[2 * q], hi.f[2 * q], lo.f[2 * q + 1], hi.f[2 * q + 1], x.f[2 * q],
             x.f[2 * q + 1]);
   }
 }

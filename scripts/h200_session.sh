@@ -29,6 +29,8 @@
 #           q4k_tune, lives at commit 96e3a95 with the knob it needs)
 #   q4k_final: the q4k mode with the CUDA tests three times, and Nsight Compute
 #   gpu_tests: every CUDA test case, then compute-sanitizer over the FP8 GEMM's launches
+#   recheck: every CUDA test case, the quick k-quant benchmark, the gemv's and the GEMM's
+#           launches under compute-sanitizer
 #   gemm  : skinny_gemm_fp8 tests, its benchmark (vs torch._scaled_mm, decode MLP; md, json
 #           and png under $OUT), its SASS, compute-sanitizer memcheck + racecheck on its odd
 #           sizes (last: the first cut if 600 s run out)
@@ -95,14 +97,18 @@ sass() {
   cuobjdump -sass "$SO" | grep -oE "(LDG|STG)\.E[.A-Z0-9]*" | sort | uniq -c | tee "$OUT/sass_summary.txt"
 }
 
-sanitizers() {
-  step "compute-sanitizer"
+# memcheck + racecheck over scripts/sanitize_cuda.py's launches (all, or those its
+# arguments select); logs sanitizer_<label>_<tool>.log.
+sanitize() {
+  local label=$1 tool rc; shift
+  step "compute-sanitizer ($label)"
   for tool in memcheck racecheck; do
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 \
-      python3 scripts/sanitize_cuda.py > "$OUT/sanitizer_$tool.log" 2>&1
-    local rc=$?; tail -3 "$OUT/sanitizer_$tool.log"; echo "$tool exit $rc"; [ $rc = 0 ] || status=1
+      python3 scripts/sanitize_cuda.py "$@" > "$OUT/sanitizer_${label}_$tool.log" 2>&1
+    rc=$?; tail -3 "$OUT/sanitizer_${label}_$tool.log"; echo "$tool exit $rc"; [ $rc = 0 ] || status=1
   done
 }
+sanitizers() { sanitize all; }
 
 example() {
   step "example (make demo's script) and the kernels-benchmark classes"
@@ -193,14 +199,7 @@ sass_q4k() {
     | grep -oE "(LDG|STG)\.E[.A-Z0-9]*" | sort | uniq -c | tee "$OUT/sass_q4k.txt"
   cuobjdump -res-usage "$SO" 2>/dev/null | grep -A1 -E "kquant_gemv_kernel" | grep -oE "REG:[0-9]+" | sort | uniq -c | tee -a "$OUT/sass_q4k.txt"
 }
-sanitizers_q4k() {
-  step "compute-sanitizer (k-quant gemv)"
-  for tool in memcheck racecheck; do
-    PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool $tool --error-exitcode 9 \
-      python3 scripts/sanitize_cuda.py --only-kquants > "$OUT/sanitizer_q4k_$tool.log" 2>&1
-    local rc=$?; tail -3 "$OUT/sanitizer_q4k_$tool.log"; echo "$tool exit $rc"; [ $rc = 0 ] || status=1
-  done
-}
+sanitizers_q4k() { sanitize q4k --only-kquants; }
 tests_gemm() {
   step "skinny_gemm_fp8 tests"
   python3 -m pytest tests/test_skinny_gemm.py -q -rfE -p no:cacheprovider 2>&1 | tee "$OUT/pytest_skinny_gemm.log" | tail -8
@@ -211,14 +210,7 @@ bench_gemm() {
   timeout 300 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" "$@" 2>&1 | tee "$OUT/bench_skinny_gemm.log" | tail -150
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 }
-sanitizers_gemm() {
-  step "compute-sanitizer (skinny_gemm_fp8)"
-  for tool in memcheck racecheck; do
-    PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 \
-      python3 scripts/sanitize_cuda.py skinny_gemm > "$OUT/sanitizer_gemm_$tool.log" 2>&1
-    local rc=$?; tail -3 "$OUT/sanitizer_gemm_$tool.log"; echo "$tool exit $rc"; [ $rc = 0 ] || status=1
-  done
-}
+sanitizers_gemm() { sanitize gemm skinny_gemm; }
 sass_gemm() {
   step "SASS of skinny_gemm_fp8 (per kernel: loads, MMAs, conversions, local memory)"
   cuobjdump -sass "$SO" | awk '
@@ -258,6 +250,7 @@ case "$MODE" in
   q4k)    tests_q4k; bench_q4k; sass_q4k; sanitizers_q4k ;;
   q4k_prof) profile_q4k ;;
   gpu_tests) tests_gpu; sanitizers_gemm ;;
+  recheck) tests_gpu; bench_q4k --quick; sanitizers_q4k; sanitizers_gemm ;;
   q4k_final) tests_q4k; for i in 1 2; do python3 -m pytest tests/test_q4k_cuda.py -q -rfE -p no:cacheprovider 2>&1 | tail -4; done
              bench_q4k; sass_q4k; sanitizers_q4k; profile_q4k ;;
   gemm)   tests_gemm; bench_gemm; sass_gemm; sanitizers_gemm ;;
