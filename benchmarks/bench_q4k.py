@@ -184,15 +184,17 @@ def decode_model(ik, rows, bw, md):
 
 def main(argv=None) -> int:
     p = harness.bench_parser(__doc__, "bench_q4k")
+    p.add_argument("--formats", nargs="+", choices=sorted(SHAPES), default=sorted(SHAPES),
+                   help="which formats to time (default: both)")
     args = p.parse_args(argv)
     dev = harness.bench_device(args.cpu_smoke, "bench_q4k")
     if dev is None:
         return 0
     ms = [1, 4, 8] if args.quick else list(range(1, 9))
-    shapes = SHAPES
+    shapes = {f: SHAPES[f] for f in args.formats}
     if dev == "cpu":
         ms = [1, 2]
-        shapes = {"Q4_K": [(64, 512)], "Q6_K": [(64, 512)]}
+        shapes = {f: [(64, 512)] for f in args.formats}
     ik = harness.load_kernel()
     torch.manual_seed(0)
     bw = harness.copy_bandwidth(device=dev)

@@ -23,6 +23,25 @@ __device__ __forceinline__ uint2 ld_stream8(const uint8_t* p) {
   return v;
 }
 
+// Asynchronous 16-byte copy global -> shared (cp.async, LDGSTS): no registers held while
+// the bytes are in flight, so a warp can keep several blocks of weights on the way.
+// L1 is skipped (.cg) and L2 fetches 256-byte blocks, as ld_stream16. Both addresses
+// 16-byte aligned.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+}
+
+// Closes this thread's current group of cp.async copies.
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+
+// Waits until at most N of this thread's groups are still in flight. Other threads see
+// the bytes only after a barrier (__syncwarp for a warp's own buffer).
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
 // d += A (16 x 16) * B (16 x 8), bf16 (BF16) or f16 inputs, fp32 accumulators. This lane
 // (g = lane / 4, t = lane % 4) holds A rows g (a0, a2) and g + 8 (a1, a3) and B column
 // g; k 2t, 2t + 1 in a0, a1, b0 and 2t + 8, 2t + 9 in a2, a3, b1 (PTX ISA, mma.m16n8k16

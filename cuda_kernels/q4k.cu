@@ -51,6 +51,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "ggml_blocks.h"
@@ -64,9 +65,10 @@ namespace {
 using inference_kernels::DType;
 using inference_kernels::KQuant;
 using inference_kernels::KQuantGemvParams;
+using inference_kernels::cuda::cp_async16;
+using inference_kernels::cuda::cp_async_commit;
+using inference_kernels::cuda::cp_async_wait;
 using inference_kernels::cuda::from_float;
-using inference_kernels::cuda::ld_stream16;
-using inference_kernels::cuda::ld_stream8;
 using inference_kernels::cuda::mma_m16n8k16;
 using inference_kernels::ggml::BlockQ4K;
 using inference_kernels::ggml::BlockQ6K;
@@ -243,20 +245,25 @@ __device__ __forceinline__ Lane lane_rows(const KQuantGemvParams& p, int64_t row
 
 // ---- Q4_K ------------------------------------------------------------------------------
 
-struct Q4KRaw {
-  uint2 wg[4], wh[4];  // qs bytes 32c + 8t .. + 7 of rows g and g + 8, chunk c
-  uint4 head;          // row lane / 2: d, dmin, scales
-};
+// Q4_K blocks reach the warp through shared memory: a stage holds one block of the
+// warp's 16 rows (row r at kStageRow * r; the 160-byte stride puts rows g = 0..3 of a
+// half-warp's 8-byte reads in four different 32-byte bank windows, so those reads and
+// the head's 16-byte ones are conflict-free). cp.async holds no registers while the
+// bytes are on the way, so a warp keeps S - 1 blocks in flight (S stages): with two blocks
+// of registers (the previous design) the SMs kept too few bytes in flight to cover
+// HBM latency (DRAM 32% busy under Nsight Compute).
+constexpr int kStageRow = 160;
+constexpr int kStageBytes = kTile * kStageRow;
 
-__device__ __forceinline__ Q4KRaw q4k_load(const Lane& l) {
-  Q4KRaw r;
-  r.head = ld_stream16(l.row_s);
+// Lanes 2r and 2r + 1 copy row r's block (9 pieces of 16 bytes: 5 and 4); src: that
+// row's block (the lane's row_s). 144-byte blocks keep 16-byte alignment.
+__device__ __forceinline__ void q4k_issue(const Lane& l, uint8_t* stage) {
+  const int first = (l.lane & 1) * 5;
+  uint8_t* dst = stage + (l.lane >> 1) * kStageRow + 16 * first;
+  const uint8_t* src = l.row_s + 16 * first;
 #pragma unroll
-  for (int c = 0; c < 4; ++c) {
-    r.wg[c] = ld_stream8(l.row_g + 32 * c);  // row_g: qs + 8t
-    r.wh[c] = ld_stream8(l.row_h + 32 * c);
-  }
-  return r;
+  for (int i = 0; i < 5; ++i)
+    if (i < 4 || first == 0) cp_async16(dst + 16 * i, src + 16 * i);
 }
 
 // Lane pair half h = lane % 2 of row lane / 2: ds and dc = offset ds + dm of sub-blocks
@@ -291,20 +298,25 @@ __device__ __forceinline__ void q4k_pairs(uint32_t v, uint32_t (&lo)[2], uint32_
   }
 }
 
-template <typename T>
-__device__ __forceinline__ void q4k_block(const Lane& l, const Q4KRaw& r, const float* table,
+// A staged block (head already in the table): each chunk's bytes are read from shared
+// memory just before its MMAs, so no more than a chunk of levels lives in registers.
+template <typename T, int U>
+__device__ __forceinline__ void q4k_block(const Lane& l, const uint8_t* stage, const float* table,
                                           const T* x, float (&acc)[4]) {
-#pragma unroll
+  const uint8_t* qg = stage + l.g * kStageRow + 16 + 8 * l.t;  // qs bytes 8t.. of row g
+#pragma unroll U
   for (int c = 0; c < 4; ++c) {
     // Sub-blocks 2c (low nibbles, x at 64c + 8t) and 2c + 1 (high, x at 64c + 32 + 8t).
+    const uint2 wg = *reinterpret_cast<const uint2*>(qg + 32 * c);
+    const uint2 wh = *reinterpret_cast<const uint2*>(qg + 8 * kStageRow + 32 * c);
     const XPairs<T, 8> xl = load_x<T, 8>(x + 64 * c);
     const XPairs<T, 8> xh = load_x<T, 8>(x + 64 * c + 32);
     float sl[4] = {}, xsl[4] = {}, sh[4] = {}, xsh[4] = {};
 #pragma unroll
     for (int w = 0; w < 2; ++w) {  // bytes 8t + 4w .. + 3: B pairs 2w, 2w + 1
       uint32_t gl[2], gh[2], hl[2], hh[2];
-      q4k_pairs<T>(w ? r.wg[c].y : r.wg[c].x, gl, gh);
-      q4k_pairs<T>(w ? r.wh[c].y : r.wh[c].x, hl, hh);
+      q4k_pairs<T>(w ? wg.y : wg.x, gl, gh);
+      q4k_pairs<T>(w ? wh.y : wh.x, hl, hh);
       mma_step<T, 8>(sl, xsl, gl, hl, xl, w);
       mma_step<T, 8>(sh, xsh, gh, hh, xh, w);
     }
@@ -427,47 +439,45 @@ __device__ __forceinline__ void q6k_block(const Lane& l, const Q6KRaw& r, const 
 
 // ---- the kernel ------------------------------------------------------------------------
 
-// The raw bytes of one block of this lane's rows.
-template <KQuant F>
-using Raw = std::conditional_t<F == KQuant::kQ4K, Q4KRaw, Q6KRaw>;
+// Shared memory a warp uses: Q4_K's stages, then the scale table. The partial sums of
+// the end (kPartialBytes) reuse the start once the warp's blocks are done.
+constexpr int kTableBytes = kTile * kScaleStride * 4;
+constexpr int kPartialBytes = 4 * 32 * 4;
+template <KQuant F, int S>
+constexpr int kWarpSmem = (F == KQuant::kQ4K ? S * kStageBytes : kPartialBytes) + kTableBytes;
 
-template <KQuant F>
-__device__ __forceinline__ Raw<F> load(const Lane& l) {
-  if constexpr (F == KQuant::kQ4K) {
-    return q4k_load(l);
-  } else {
-    return q6k_load(l);
-  }
-}
-
-template <typename T, KQuant F>
-__device__ __forceinline__ void compute(const Lane& l, const Raw<F>& raw, float* table, const T* x,
+// One block: its scales into the warp's table, then its MMAs. Q4_K reads the block from
+// its stage, Q6_K from the registers it was loaded into.
+template <typename T, KQuant F, int U, typename Src>
+__device__ __forceinline__ void compute(const Lane& l, const Src& src, float* table, const T* x,
                                         float (&acc)[4]) {
   if constexpr (F == KQuant::kQ4K) {
-    q4k_scales<T>(l, raw.head, table);
+    q4k_scales<T>(l, *reinterpret_cast<const uint4*>(src + (l.lane >> 1) * kStageRow), table);
   } else {
-    q6k_scales(l, raw, table);
+    q6k_scales(l, src, table);
   }
   __syncwarp();
   if constexpr (F == KQuant::kQ4K) {
-    q4k_block<T>(l, raw, table, x, acc);
+    q4k_block<T, U>(l, src, table, x, acc);
   } else {
-    q6k_block<T>(l, raw, table, x, acc);
+    q6k_block<T>(l, src, table, x, acc);
   }
-  __syncwarp();  // the table is rewritten for the next block
+  __syncwarp();  // the table (and Q4_K's stage) is rewritten for a later block
 }
 
-// A block at a time, the next block's loads issued before this one's arithmetic (two
-// blocks of registers; the best of the step shapes measured, BENCHMARKS.md). MINB:
-// blocks per SM asked of ptxas.
-template <typename T, KQuant F, int MINB>
+// A block at a time. Q4_K: S - 1 blocks ahead in shared memory (cp.async).
+// Q6_K (210-byte blocks, only 2-byte aligned: no 16-byte copies): the next block's
+// loads in registers, issued before this block's arithmetic. MINB: blocks per SM asked
+// of ptxas.
+template <typename T, KQuant F, int MINB, int S, int U>
 __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const KQuantGemvParams p) {
-  __shared__ __align__(16) float tables[kMaxWarps][kTile * kScaleStride];
-  __shared__ float partial[kMaxWarps][4][32];
+  extern __shared__ __align__(16) uint8_t smem[];
   constexpr int64_t kBytes = F == KQuant::kQ4K ? sizeof(BlockQ4K) : sizeof(BlockQ6K);
   const int64_t nb = p.k / kQK;
-  Lane l = lane_rows(p, nb * kBytes, F == KQuant::kQ4K ? 16 + 8 * (threadIdx.x & 3) : 4 * (threadIdx.x & 3));
+  Lane l = lane_rows(p, nb * kBytes, F == KQuant::kQ4K ? 0 : 4 * (threadIdx.x & 3));
   const int warp = threadIdx.x >> 5, kw = blockDim.x >> 5;
+  uint8_t* region = smem + warp * kWarpSmem<F, S>;
+  float* table = reinterpret_cast<float*>(region + kWarpSmem<F, S> - kTableBytes);
   // Lane t's activation elements start at 8t (Q4_K) or 4t (Q6_K) of each range. B
   // columns past m read the last row again: a column only reaches its own outputs,
   // which are not stored.
@@ -479,22 +489,46 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
   const int64_t end = (warp + 1) * nb / kw;
   l.advance(b * kBytes);
   x += b * kQK;
-  if (b < end) {
-    Raw<F> cur = load<F>(l);
+  if constexpr (F == KQuant::kQ4K) {
+    const int n = int(end - b);
+    // One commit per block, empty past the end, so the wait below always leaves the
+    // newest S - 1 groups in flight and has block i's bytes in place.
+#pragma unroll
+    for (int s = 0; s < S - 1; ++s) {
+      if (s < n) {
+        q4k_issue(l, region + s * kStageBytes);
+        l.advance(kBytes);
+      }
+      cp_async_commit();
+    }
+    for (int i = 0; i < n; ++i) {
+      if (i + S - 1 < n) {
+        q4k_issue(l, region + (i + S - 1) % S * kStageBytes);
+        l.advance(kBytes);
+      }
+      cp_async_commit();
+      cp_async_wait<S - 1>();
+      __syncwarp();  // every lane's copies of block i visible to the warp
+      compute<T, F, U>(l, static_cast<const uint8_t*>(region + i % S * kStageBytes), table, x, acc);
+      x += kQK;
+    }
+  } else if (b < end) {
+    Q6KRaw cur = q6k_load(l);
     for (;;) {
       l.advance(kBytes);
       const bool more = ++b < end;
-      Raw<F> next;
-      if (more) next = load<F>(l);
-      compute<T, F>(l, cur, tables[warp], x, acc);
+      Q6KRaw next;
+      if (more) next = q6k_load(l);
+      compute<T, F, U>(l, cur, table, x, acc);
       x += kQK;
       if (!more) break;
       cur = next;
     }
   }
 
+  float* partial = reinterpret_cast<float*>(region);
 #pragma unroll
-  for (int i = 0; i < 4; ++i) partial[warp][i][l.lane] = acc[i];
+  for (int i = 0; i < 4; ++i) partial[i * 32 + l.lane] = acc[i];
   __syncthreads();
   // Element (register i, lane j) of the tile: row (j / 4) + 8 (i / 2), activation row
   // 2 (j % 4) + i % 2, summed over the warps in a fixed order.
@@ -505,7 +539,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
     const int64_t m = 2 * (j % 4) + i % 2;
     if (row >= p.n || m >= p.m) continue;
     float sum = 0.0f;
-    for (int w = 0; w < kw; ++w) sum += partial[w][i][j];
+    for (int w = 0; w < kw; ++w) sum += reinterpret_cast<const float*>(smem + w * kWarpSmem<F, S>)[i * 32 + j];
     static_cast<T*>(p.out)[m * p.n + row] = from_float<T>(sum);
   }
 }
@@ -515,25 +549,61 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
 // kw = 3 at 14336 x 4096 (896 tiles, 5 blocks of 3 warps per SM by registers) it took
 // 1.36 waves and Nsight Compute put the tail at up to half the time. Huge N (the
 // 128256-row head) runs in waves at kw = 1 anyway.
-template <typename T, KQuant F>
-int launch(const KQuantGemvParams& p, cudaStream_t stream) {
-  // fp32 x (three bf16 parts) would spill at two 256-thread blocks per SM (128
-  // registers): it takes the registers of one.
-  const auto kernel = kquant_gemv_kernel<T, F, std::is_same_v<T, float> ? 1 : 2>;
+template <typename T, KQuant F, int MINB, int S, int U>
+int launch_shape(const KQuantGemvParams& p, cudaStream_t stream) {
+  const auto kernel = kquant_gemv_kernel<T, F, MINB, S, U>;
+  constexpr int kSmem = kWarpSmem<F, S>, kMaxSmem = kMaxWarps * kSmem;
   static int resident[kMaxWarps + 1] = {};  // blocks of kw warps per SM, asked once
+  static bool opted_in[64] = {};            // per device: kMaxSmem allowed
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return cudaErrorInvalidDevice;
+  if (kMaxSmem > 48 * 1024 && !opted_in[dev]) {
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem);
+    if (e != cudaSuccess) return e;
+    opted_in[dev] = true;
+  }
   const int64_t tiles = (p.n + kTile - 1) / kTile, nb = p.k / kQK;
   const int64_t sms = inference_kernels::cuda::sm_count();
   int kw = 1;
   for (int w = int(std::min<int64_t>(kMaxWarps, nb)); w > 1; --w) {
-    if (!resident[w] && cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident[w], kernel, w * 32, 0) != cudaSuccess)
+    if (!resident[w] &&
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident[w], kernel, w * 32, w * kSmem) != cudaSuccess)
       resident[w] = 1;
     if (tiles <= sms * std::max(resident[w], 1)) {
       kw = w;
       break;
     }
   }
-  kernel<<<dim3(unsigned(tiles)), kw * 32, 0, stream>>>(p);
+  kernel<<<dim3(unsigned(tiles)), kw * 32, kw * kSmem, stream>>>(p);
   return cudaGetLastError();
+}
+
+// TEMPORARY sweep knob (IK_KQUANT_VARIANT, read once): Q4_K's step shape.
+inline int variant() {
+  static const int v = [] {
+    const char* e = std::getenv("IK_KQUANT_VARIANT");
+    return e ? std::atoi(e) : 0;
+  }();
+  return v;
+}
+
+template <typename T, KQuant F>
+int launch(const KQuantGemvParams& p, cudaStream_t stream) {
+  // fp32 x (three bf16 parts) takes the registers of one 256-thread block per SM.
+  if constexpr (std::is_same_v<T, float>) {
+    return launch_shape<T, F, 1, 3, 1>(p, stream);
+  } else if constexpr (F == KQuant::kQ6K) {
+    return launch_shape<T, F, 2, 1, 1>(p, stream);
+  } else {
+    switch (variant()) {
+      case 1: return launch_shape<T, F, 4, 4, 1>(p, stream);
+      case 2: return launch_shape<T, F, 4, 2, 1>(p, stream);
+      case 3: return launch_shape<T, F, 3, 3, 2>(p, stream);
+      case 4: return launch_shape<T, F, 3, 4, 2>(p, stream);
+      case 5: return launch_shape<T, F, 4, 6, 1>(p, stream);
+      default: return launch_shape<T, F, 4, 3, 1>(p, stream);
+    }
+  }
 }
 
 template <typename T>
