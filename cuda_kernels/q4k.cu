@@ -501,15 +501,22 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
       }
       cp_async_commit();
     }
+    // Rolling stage pointers (no modulo in the loop): block i is read from rd, block
+    // i + S - 1 written to wr.
+    uint8_t* const last = region + (S - 1) * kStageBytes;
+    const uint8_t* rd = region;
+    uint8_t* wr = last;
     for (int i = 0; i < n; ++i) {
       if (i + S - 1 < n) {
-        q4k_issue(l, region + (i + S - 1) % S * kStageBytes);
+        q4k_issue(l, wr);
         l.advance(kBytes);
       }
+      wr = wr == last ? region : wr + kStageBytes;
       cp_async_commit();
       cp_async_wait<S - 1>();
       __syncwarp();  // every lane's copies of block i visible to the warp
-      compute<T, F, U>(l, static_cast<const uint8_t*>(region + i % S * kStageBytes), table, x, acc);
+      compute<T, F, U>(l, rd, table, x, acc);  // ends with __syncwarp: the stage is free
+      rd = rd == last ? region : rd + kStageBytes;
       x += kQK;
     }
   } else if (b < end) {
@@ -596,12 +603,12 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
     return launch_shape<T, F, 2, 1, 1>(p, stream);
   } else {
     switch (variant()) {
-      case 1: return launch_shape<T, F, 4, 4, 1>(p, stream);
-      case 2: return launch_shape<T, F, 4, 2, 1>(p, stream);
+      case 1: return launch_shape<T, F, 2, 4, 4>(p, stream);
+      case 2: return launch_shape<T, F, 2, 2, 4>(p, stream);
       case 3: return launch_shape<T, F, 3, 3, 2>(p, stream);
-      case 4: return launch_shape<T, F, 3, 4, 2>(p, stream);
-      case 5: return launch_shape<T, F, 4, 6, 1>(p, stream);
-      default: return launch_shape<T, F, 4, 3, 1>(p, stream);
+      case 4: return launch_shape<T, F, 2, 6, 4>(p, stream);
+      case 5: return launch_shape<T, F, 4, 4, 1>(p, stream);
+      default: return launch_shape<T, F, 2, 3, 4>(p, stream);
     }
   }
 }
