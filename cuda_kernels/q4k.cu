@@ -42,7 +42,9 @@
 // Work split: one 16-row tile per CTA; its warps split K into contiguous ranges and meet
 // in shared memory at the end (fixed order: deterministic). The launcher takes the most
 // K splits (up to 8) whose grid still runs in one wave. Each warp keeps the next block's
-// loads in flight while it works on the current one. Weight loads skip L1 (read once);
+// loads in flight while it works on the current one: in registers, or for Q4_K tiles
+// that run in several waves (the vocabulary head), in shared memory through cp.async
+// (the kernel's comment says why). Weight loads skip L1 (read once);
 // x goes through L1, where the CTA's warps and neighbouring CTAs re-read it. No atomics,
 // no workspace, CUDA-graph capturable; rows past N are clamped on load and not stored.
 #include <cuda_bf16.h>
@@ -51,7 +53,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 
 #include "ggml_blocks.h"
@@ -69,6 +70,8 @@ using inference_kernels::cuda::cp_async16;
 using inference_kernels::cuda::cp_async_commit;
 using inference_kernels::cuda::cp_async_wait;
 using inference_kernels::cuda::from_float;
+using inference_kernels::cuda::ld_stream16;
+using inference_kernels::cuda::ld_stream8;
 using inference_kernels::cuda::mma_m16n8k16;
 using inference_kernels::ggml::BlockQ4K;
 using inference_kernels::ggml::BlockQ6K;
@@ -245,13 +248,27 @@ __device__ __forceinline__ Lane lane_rows(const KQuantGemvParams& p, int64_t row
 
 // ---- Q4_K ------------------------------------------------------------------------------
 
-// Q4_K blocks reach the warp through shared memory: a stage holds one block of the
-// warp's 16 rows (row r at kStageRow * r; the 160-byte stride puts rows g = 0..3 of a
-// half-warp's 8-byte reads in four different 32-byte bank windows, so those reads and
-// the head's 16-byte ones are conflict-free). cp.async holds no registers while the
-// bytes are on the way, so a warp keeps S - 1 blocks in flight (S stages): with two blocks
-// of registers (the previous design) the SMs kept too few bytes in flight to cover
-// HBM latency (DRAM 32% busy under Nsight Compute).
+// A block's bytes for this lane, loaded straight into registers (the direct path).
+struct Q4KRaw {
+  uint2 wg[4], wh[4];  // qs bytes 32c + 8t .. + 7 of rows g and g + 8, chunk c
+  uint4 head;          // row lane / 2: d, dmin, scales
+};
+
+__device__ __forceinline__ Q4KRaw q4k_load(const Lane& l) {
+  Q4KRaw r;
+  r.head = ld_stream16(l.row_s);
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    r.wg[c] = ld_stream8(l.row_g + 32 * c);  // row_g: qs + 8t
+    r.wh[c] = ld_stream8(l.row_h + 32 * c);
+  }
+  return r;
+}
+
+// The staged path: blocks reach the warp through shared memory (cp.async), a stage
+// holding one block of the warp's 16 rows (row r at kStageRow * r; the 160-byte stride
+// puts rows g = 0..3 of a half-warp's 8-byte reads in four different 32-byte bank
+// windows, so those reads and the head's 16-byte ones are conflict-free).
 constexpr int kStageRow = 160;
 constexpr int kStageBytes = kTile * kStageRow;
 
@@ -264,6 +281,19 @@ __device__ __forceinline__ void q4k_issue(const Lane& l, uint8_t* stage) {
 #pragma unroll
   for (int i = 0; i < 5; ++i)
     if (i < 4 || first == 0) cp_async16(dst + 16 * i, src + 16 * i);
+}
+
+// A block's bytes as q4k_block reads them, from registers or from a stage: the head of
+// row lane / 2, and qs bytes 32c + 8t .. + 7 of rows g (h = 0) and g + 8 (h = 1).
+__device__ __forceinline__ uint4 q4k_head(const Lane&, const Q4KRaw& r) { return r.head; }
+__device__ __forceinline__ uint4 q4k_head(const Lane& l, const uint8_t* stage) {
+  return *reinterpret_cast<const uint4*>(stage + (l.lane >> 1) * kStageRow);
+}
+__device__ __forceinline__ uint2 q4k_qs(const Lane&, const Q4KRaw& r, int h, int c) {
+  return h ? r.wh[c] : r.wg[c];
+}
+__device__ __forceinline__ uint2 q4k_qs(const Lane& l, const uint8_t* stage, int h, int c) {
+  return *reinterpret_cast<const uint2*>(stage + (l.g + 8 * h) * kStageRow + 16 + 8 * l.t + 32 * c);
 }
 
 // Lane pair half h = lane % 2 of row lane / 2: ds and dc = offset ds + dm of sub-blocks
@@ -298,17 +328,16 @@ __device__ __forceinline__ void q4k_pairs(uint32_t v, uint32_t (&lo)[2], uint32_
   }
 }
 
-// A staged block (head already in the table): each chunk's bytes are read from shared
-// memory just before its MMAs, so no more than a chunk of levels lives in registers.
-template <typename T, int U>
-__device__ __forceinline__ void q4k_block(const Lane& l, const uint8_t* stage, const float* table,
+// One block (its scales already in the table). U: chunks unrolled (a staged block
+// can be read a chunk at a time; registers hold all of it anyway).
+template <typename T, int U, typename Src>
+__device__ __forceinline__ void q4k_block(const Lane& l, const Src& src, const float* table,
                                           const T* x, float (&acc)[4]) {
-  const uint8_t* qg = stage + l.g * kStageRow + 16 + 8 * l.t;  // qs bytes 8t.. of row g
 #pragma unroll U
   for (int c = 0; c < 4; ++c) {
     // Sub-blocks 2c (low nibbles, x at 64c + 8t) and 2c + 1 (high, x at 64c + 32 + 8t).
-    const uint2 wg = *reinterpret_cast<const uint2*>(qg + 32 * c);
-    const uint2 wh = *reinterpret_cast<const uint2*>(qg + 8 * kStageRow + 32 * c);
+    const uint2 wg = q4k_qs(l, src, 0, c);
+    const uint2 wh = q4k_qs(l, src, 1, c);
     const XPairs<T, 8> xl = load_x<T, 8>(x + 64 * c);
     const XPairs<T, 8> xh = load_x<T, 8>(x + 64 * c + 32);
     float sl[4] = {}, xsl[4] = {}, sh[4] = {}, xsh[4] = {};
@@ -443,16 +472,16 @@ __device__ __forceinline__ void q6k_block(const Lane& l, const Q6KRaw& r, const 
 // the end (kPartialBytes) reuse the start once the warp's blocks are done.
 constexpr int kTableBytes = kTile * kScaleStride * 4;
 constexpr int kPartialBytes = 4 * 32 * 4;
-template <KQuant F, int S>
-constexpr int kWarpSmem = (F == KQuant::kQ4K ? S * kStageBytes : kPartialBytes) + kTableBytes;
+template <int S>
+constexpr int kWarpSmem = (S > 0 ? S * kStageBytes : kPartialBytes) + kTableBytes;
 
-// One block: its scales into the warp's table, then its MMAs. Q4_K reads the block from
-// its stage, Q6_K from the registers it was loaded into.
+// One block: its scales into the warp's table, then its MMAs. Src: the block's bytes
+// (Q4KRaw, Q6KRaw: registers; const uint8_t*: a Q4_K stage).
 template <typename T, KQuant F, int U, typename Src>
 __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* table, const T* x,
                                         float (&acc)[4]) {
   if constexpr (F == KQuant::kQ4K) {
-    q4k_scales<T>(l, *reinterpret_cast<const uint4*>(src + (l.lane >> 1) * kStageRow), table);
+    q4k_scales<T>(l, q4k_head(l, src), table);
   } else {
     q6k_scales(l, src, table);
   }
@@ -465,19 +494,23 @@ __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* ta
   __syncwarp();  // the table (and Q4_K's stage) is rewritten for a later block
 }
 
-// A block at a time. Q4_K: S - 1 blocks ahead in shared memory (cp.async).
-// Q6_K (210-byte blocks, only 2-byte aligned: no 16-byte copies): the next block's
-// loads in registers, issued before this block's arithmetic. MINB: blocks per SM asked
-// of ptxas.
+// A block at a time, two ways (the launcher picks, BENCHMARKS.md has the numbers):
+// - direct (S = 0): the next block's loads go to registers before this block's
+//   arithmetic. Best when each warp streams a few blocks (one wave of K-split tiles).
+// - staged (S >= 2, Q4_K only): S - 1 blocks ahead in shared memory through cp.async,
+//   which holds no registers in flight. Best when each warp streams a whole row range
+//   (the 128256-row head: 146 us against 197 us). Q6_K's 210-byte blocks are only
+//   2-byte aligned: no 16-byte copies, so Q6_K is direct only.
+// MINB: blocks per SM asked of ptxas; U: Q4_K chunks unrolled.
 template <typename T, KQuant F, int MINB, int S, int U>
 __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const KQuantGemvParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int64_t kBytes = F == KQuant::kQ4K ? sizeof(BlockQ4K) : sizeof(BlockQ6K);
   const int64_t nb = p.k / kQK;
-  Lane l = lane_rows(p, nb * kBytes, F == KQuant::kQ4K ? 0 : 4 * (threadIdx.x & 3));
+  Lane l = lane_rows(p, nb * kBytes, F == KQuant::kQ4K ? 16 + 8 * (threadIdx.x & 3) : 4 * (threadIdx.x & 3));
   const int warp = threadIdx.x >> 5, kw = blockDim.x >> 5;
-  uint8_t* region = smem + warp * kWarpSmem<F, S>;
-  float* table = reinterpret_cast<float*>(region + kWarpSmem<F, S> - kTableBytes);
+  uint8_t* region = smem + warp * kWarpSmem<S>;
+  float* table = reinterpret_cast<float*>(region + kWarpSmem<S> - kTableBytes);
   // Lane t's activation elements start at 8t (Q4_K) or 4t (Q6_K) of each range. B
   // columns past m read the last row again: a column only reaches its own outputs,
   // which are not stored.
@@ -489,7 +522,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
   const int64_t end = (warp + 1) * nb / kw;
   l.advance(b * kBytes);
   x += b * kQK;
-  if constexpr (F == KQuant::kQ4K) {
+  if constexpr (S > 0) {
+    static_assert(F == KQuant::kQ4K, "only Q4_K blocks can be staged");
     const int n = int(end - b);
     // One commit per block, empty past the end, so the wait below always leaves the
     // newest S - 1 groups in flight and has block i's bytes in place.
@@ -520,12 +554,20 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
       x += kQK;
     }
   } else if (b < end) {
-    Q6KRaw cur = q6k_load(l);
+    using Raw = std::conditional_t<F == KQuant::kQ4K, Q4KRaw, Q6KRaw>;
+    const auto load = [](const Lane& l) {
+      if constexpr (F == KQuant::kQ4K) {
+        return q4k_load(l);
+      } else {
+        return q6k_load(l);
+      }
+    };
+    Raw cur = load(l);
     for (;;) {
       l.advance(kBytes);
       const bool more = ++b < end;
-      Q6KRaw next;
-      if (more) next = q6k_load(l);
+      Raw next;
+      if (more) next = load(l);
       compute<T, F, U>(l, cur, table, x, acc);
       x += kQK;
       if (!more) break;
@@ -546,7 +588,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
     const int64_t m = 2 * (j % 4) + i % 2;
     if (row >= p.n || m >= p.m) continue;
     float sum = 0.0f;
-    for (int w = 0; w < kw; ++w) sum += reinterpret_cast<const float*>(smem + w * kWarpSmem<F, S>)[i * 32 + j];
+    for (int w = 0; w < kw; ++w) sum += reinterpret_cast<const float*>(smem + w * kWarpSmem<S>)[i * 32 + j];
     static_cast<T*>(p.out)[m * p.n + row] = from_float<T>(sum);
   }
 }
@@ -555,61 +597,54 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
 // fits on the GPU at once. A second, partial wave would run alone at the end: with
 // kw = 3 at 14336 x 4096 (896 tiles, 5 blocks of 3 warps per SM by registers) it took
 // 1.36 waves and Nsight Compute put the tail at up to half the time. Huge N (the
-// 128256-row head) runs in waves at kw = 1 anyway.
+// 128256-row head) runs in waves at kw = 1 anyway. 1 when no split fits.
 template <typename T, KQuant F, int MINB, int S, int U>
-int launch_shape(const KQuantGemvParams& p, cudaStream_t stream) {
-  const auto kernel = kquant_gemv_kernel<T, F, MINB, S, U>;
-  constexpr int kSmem = kWarpSmem<F, S>, kMaxSmem = kMaxWarps * kSmem;
-  static int resident[kMaxWarps + 1] = {};  // blocks of kw warps per SM, asked once
-  static bool opted_in[64] = {};            // per device: kMaxSmem allowed
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return cudaErrorInvalidDevice;
-  if (kMaxSmem > 48 * 1024 && !opted_in[dev]) {
-    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem);
-    if (e != cudaSuccess) return e;
-    opted_in[dev] = true;
-  }
-  const int64_t tiles = (p.n + kTile - 1) / kTile, nb = p.k / kQK;
-  const int64_t sms = inference_kernels::cuda::sm_count();
-  int kw = 1;
-  for (int w = int(std::min<int64_t>(kMaxWarps, nb)); w > 1; --w) {
-    if (!resident[w] &&
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident[w], kernel, w * 32, w * kSmem) != cudaSuccess)
-      resident[w] = 1;
-    if (tiles <= sms * std::max(resident[w], 1)) {
-      kw = w;
-      break;
-    }
-  }
-  kernel<<<dim3(unsigned(tiles)), kw * 32, kw * kSmem, stream>>>(p);
-  return cudaGetLastError();
-}
+struct Shape {
+  static constexpr auto kernel = kquant_gemv_kernel<T, F, MINB, S, U>;
+  static constexpr int kSmem = kWarpSmem<S>;  // shared memory a warp
 
-// TEMPORARY sweep knob (IK_KQUANT_VARIANT, read once): Q4_K's step shape.
-inline int variant() {
-  static const int v = [] {
-    const char* e = std::getenv("IK_KQUANT_VARIANT");
-    return e ? std::atoi(e) : 0;
-  }();
-  return v;
-}
+  static int warps(const KQuantGemvParams& p) {
+    static int resident[kMaxWarps + 1] = {};  // blocks of kw warps per SM, asked once
+    const int64_t tiles = (p.n + kTile - 1) / kTile, nb = p.k / kQK;
+    const int64_t sms = inference_kernels::cuda::sm_count();
+    for (int w = int(std::min<int64_t>(kMaxWarps, nb)); w > 1; --w) {
+      if (!resident[w] &&
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident[w], kernel, w * 32, w * kSmem) != cudaSuccess)
+        resident[w] = 1;
+      if (tiles <= sms * std::max(resident[w], 1)) return w;
+    }
+    return 1;
+  }
+
+  static int launch(const KQuantGemvParams& p, int kw, cudaStream_t stream) {
+    constexpr int kMaxSmem = kMaxWarps * kSmem;
+    static bool opted_in[64] = {};  // per device: kMaxSmem allowed
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return cudaErrorInvalidDevice;
+    if (kMaxSmem > 48 * 1024 && !opted_in[dev]) {
+      const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem);
+      if (e != cudaSuccess) return e;
+      opted_in[dev] = true;
+    }
+    const unsigned tiles = unsigned((p.n + kTile - 1) / kTile);
+    kernel<<<tiles, kw * 32, kw * kSmem, stream>>>(p);
+    return cudaGetLastError();
+  }
+};
 
 template <typename T, KQuant F>
 int launch(const KQuantGemvParams& p, cudaStream_t stream) {
-  // fp32 x (three bf16 parts) takes the registers of one 256-thread block per SM.
   if constexpr (std::is_same_v<T, float>) {
-    return launch_shape<T, F, 1, 3, 1>(p, stream);
-  } else if constexpr (F == KQuant::kQ6K) {
-    return launch_shape<T, F, 2, 1, 1>(p, stream);
+    // fp32 x (three bf16 parts) takes the registers of one 256-thread block per SM.
+    using Direct = Shape<T, F, 1, 0, 4>;
+    return Direct::launch(p, Direct::warps(p), stream);
   } else {
-    switch (variant()) {
-      case 1: return launch_shape<T, F, 2, 4, 4>(p, stream);
-      case 2: return launch_shape<T, F, 2, 2, 4>(p, stream);
-      case 3: return launch_shape<T, F, 3, 3, 2>(p, stream);
-      case 4: return launch_shape<T, F, 2, 6, 4>(p, stream);
-      case 5: return launch_shape<T, F, 4, 4, 1>(p, stream);
-      default: return launch_shape<T, F, 2, 3, 4>(p, stream);
-    }
+    using Direct = Shape<T, F, 2, 0, 4>;
+    const int kw = Direct::warps(p);
+    if (F == KQuant::kQ6K || kw > 1) return Direct::launch(p, kw, stream);
+    // No K split fits one wave: each warp streams its rows' whole K, and staging pays.
+    using Staged = Shape<T, KQuant::kQ4K, 2, 2, 4>;
+    return Staged::launch(p, Staged::warps(p), stream);
   }
 }
 

@@ -25,8 +25,6 @@
 #           NVLink multicast stays off (NCCL_NVLS_ENABLE=0).
 #   q4k   : q4k_gemv/q6k_gemv CUDA tests, the Q4_K/Q6_K gemv benchmark (ours, cuBLAS bf16,
 #           dequant+matmul; decode tok/s), SASS, memcheck + racecheck on odd sizes
-#   q4k_sweep: the k-quant tests, then the Q4_K quick benchmark under each step shape of
-#           the temporary IK_KQUANT_VARIANT knob (cuda_kernels/q4k.cu), then ncu of the default
 #   q4k_prof: Nsight Compute stall reasons of the k-quant gemv (the step-shape sweep,
 #           q4k_tune, lives at commit 96e3a95 with the knob it needs)
 #   q4k_final: the q4k mode with the CUDA tests three times, and Nsight Compute
@@ -182,15 +180,6 @@ tests_q4k() {
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 }
 bench_q4k() { step "Q4_K/Q6_K gemv benchmark"; timeout 240 python3 benchmarks/bench_q4k.py "$@" 2>&1 | tee "$OUT/bench_q4k.log" | tail -60; }
-# The Q4_K gemv's step shapes (IK_KQUANT_VARIANT, a temporary knob in cuda_kernels/q4k.cu).
-tune_q4k() {
-  local v
-  for v in ${Q4K_VARIANTS:-0 1 2 3 4 5}; do
-    step "k-quant variant $v: quick Q4_K benchmark"
-    IK_KQUANT_VARIANT=$v timeout 150 python3 benchmarks/bench_q4k.py --quick --formats Q4_K --name "bench_q4k_v$v" 2>&1 \
-      | grep -E "^ +[0-9]+x[0-9]+ +[148] |tok/s|error" | tee "$OUT/tune_q4k_v$v.txt"
-  done
-}
 # Where the k-quant gemv's warps stall (Nsight Compute), the large Llama shapes at M = 1.
 profile_q4k() {
   step "Nsight Compute: k-quant gemv"
@@ -268,7 +257,6 @@ case "$MODE" in
   final1) tests_gpu; tp_decode; bench_gemm; bench_q4k --quick ;;
   final2) bench_fp8; bench_swiglu; bench_layernorm; bench_quick; sass; sass_q4k; sass_gemm; sanitizers ;;
   gemm_tune) bench_gemm --tune ;;
-  q4k_sweep) tests_q4k; tune_q4k; profile_q4k ;;
   all)    tests; error_paths; sass; sanitizers; example; bench_sweep ;;
   *) echo "unknown mode $MODE"; exit 2 ;;
 esac

@@ -7,6 +7,8 @@ splits (8 warps over 17 blocks: uneven ranges, the prefetching loop and its last
 one warp per tile when K is one block), odd N (the last 16-row tile's rows clamp), K of
 one block and of 17 blocks (odd: Q6_K rows alternate 4-aligned and 2 mod 4), every M
 (B columns past M repeat row M - 1 and are not stored), and strided or misaligned x.
+Q4_K with fp16/bf16 x has two loops (cuda_kernels/q4k.cu): K of one block and N past
+one wave of split tiles (> 16896 rows on an H200) take the staged one.
 """
 
 import pytest
@@ -75,6 +77,19 @@ def test_gemv_matches_fp64(ik_cuda, fmt, dtype, m, n, k):
     # The public wrapper allocates the output itself.
     fn = ik_cuda.q4k_gemv if fmt == "Q4_K" else ik_cuda.q6k_gemv
     torch.testing.assert_close(fn(x, q.cuda()), out, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m", [1, 4, 8])
+def test_many_tiles(ik_cuda, dtype, m):
+    # 1064 tiles of 16 rows (the last one of 3) over 5 blocks: no K split fits one wave
+    # on an H200, so each warp streams its rows' whole K (Q4_K: the staged loop).
+    n, k = 17011, 1280
+    for fmt in ("Q4_K", "Q6_K"):
+        q = make_q(ik_cuda, n, k, fmt, "random bytes")
+        w = dequant_cpu(ik_cuda, q, fmt).double()
+        x = torch.randn(m, k, device="cuda").to(dtype)
+        assert_close(run(ik_cuda, fmt, x, q.cuda()), x.double().cpu() @ w.T, dtype)
 
 
 @pytest.mark.parametrize("fmt", ["Q4_K", "Q6_K"])
