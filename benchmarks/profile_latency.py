@@ -319,17 +319,17 @@ def main(argv=None) -> int:
                 "start-to-start = median time between the first kernels of consecutive calls "
                 "in one graph replay (device duration + per-node cost); harness = harness.time_us.\n"]
     results = []
+    out = harness.out_dir()
     with torch.no_grad():
         for spec in points:
             run_point(spec, args, dev, k, anchors, want, results, md_lines)
             if dev == "cuda":
                 torch.cuda.empty_cache()
-    if args.ncu_driver:
-        return 0
-    out = harness.out_dir()
-    (out / f"{args.name}.md").write_text("\n".join(md_lines) + "\n")
-    (out / f"{args.name}.json").write_text(json.dumps({"device": gpu, "results": results}, indent=1))
-    print(f"\nwrote {out / (args.name + '.md')} and .json")
+            if not args.ncu_driver:  # after every point: a run cut short keeps what it measured
+                (out / f"{args.name}.md").write_text("\n".join(md_lines) + "\n")
+                (out / f"{args.name}.json").write_text(json.dumps({"device": gpu, "results": results}, indent=1))
+    if not args.ncu_driver:
+        print(f"\nwrote {out / (args.name + '.md')} and .json")
     return 0
 
 
