@@ -8,6 +8,14 @@
 //        cuda_kernels/rms_norm.cu cuda_kernels/layer_norm.cu cuda_kernels/activation.cu -o /tmp/tune_norms
 //   /tmp/tune_norms
 //
+//   /tmp/tune_norms --quick     # skips hidden 8192 and the dynamic-fp8 shapes
+//   /tmp/tune_norms --explore   # the decode and lagging shapes of scripts/h200_session.sh norms_explore
+//   /tmp/tune_norms --explore --only "rms bf16 1x4096,layer_norm fp16 4096x4096"
+//
+// Every forced layout's output is first compared with the default's on random
+// inputs (at most 2 ulps apart in the output dtype, fp8 codes included; the
+// residual of the fused ops bit for bit): a line ends in MISMATCH otherwise.
+//
 // Method as benchmarks/harness.py: one CUDA graph of >= 32 launches cycling through
 // input copies whose total exceeds 200 MB (so inputs come from HBM), median over
 // 9 replays; floor = compulsory bytes / the measured copy bandwidth.
@@ -16,7 +24,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <functional>
 #include <string>
@@ -132,12 +142,26 @@ std::vector<RowConfig> layouts(int64_t nvec) {
       out.push_back(c);
     }
   }
+  // The flat kernel (one barrier a reduction, weight loaded before it): every block
+  // size from a warp to kFlatThreads that covers the row with 1, 2 or 4 vectors a thread.
+  for (int items : {1, 2, 4}) {
+    const int64_t tx = (nvec + items - 1) / items;
+    const int t = static_cast<int>((tx + 31) / 32 * 32);
+    if (t > inference_kernels::cuda::kFlatThreads) continue;
+    RowConfig c;
+    c.tx = t, c.items = items, c.flat = true;
+    out.push_back(c);
+  }
   return out;
 }
 
 std::string str(const RowConfig& c) {
   char buf[64];
   if (c.items == 0) return "stream";
+  if (c.flat) {
+    std::snprintf(buf, sizeof buf, "flat tx%d i%d", c.tx, c.items);
+    return buf;
+  }
   std::snprintf(buf, sizeof buf, "tx%d r%d c%d i%d", c.tx, c.rows_per_block, c.cluster, c.items);
   return buf;
 }
@@ -161,18 +185,78 @@ int copies_for(size_t bytes) {
   return static_cast<int>(std::clamp<size_t>((size_t(200) << 20) / std::max<size_t>(bytes, 1) + 1, 2, 64));
 }
 
+// Filled by main: the shapes to run (empty: all), from --only.
+std::vector<std::string> g_only;
+
+bool selected(const char* what) {
+  return g_only.empty() || std::find(g_only.begin(), g_only.end(), std::string(what)) != g_only.end();
+}
+
+// Deterministic inputs in [lo, lo + span) for the output checks.
+std::vector<float> pattern(size_t n, uint32_t seed, float lo, float span) {
+  std::vector<float> v(n);
+  for (auto& f : v) {
+    seed = seed * 1664525u + 1013904223u;
+    f = lo + span * float(seed >> 8) / float(1u << 24);
+  }
+  return v;
+}
+
+void upload(void* dst, const std::vector<float>& v, DType dt) {
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (dt == DType::kFloat16) {
+      const __half b = __float2half(v[i]);
+      std::memcpy(&h[i], &b, 2);
+    } else {
+      const __nv_bfloat16 b = __float2bfloat16(v[i]);
+      std::memcpy(&h[i], &b, 2);
+    }
+  }
+  CHECK(cudaMemcpy(dst, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+}
+
+// Elements of a and b (esize 1: fp8, 2: fp16/bf16 bits) more than `ulps` apart.
+size_t ulp_misses(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b, int esize, int ulps) {
+  auto ordered = [esize](const uint8_t* q) {  // sign-magnitude bits -> a monotonic integer
+    const int v = esize == 1 ? int(q[0]) : int(q[0] | (q[1] << 8));
+    const int sign = esize == 1 ? 0x80 : 0x8000;
+    return (v & sign) ? -(v & (sign - 1)) : v;
+  };
+  size_t bad = 0;
+  for (size_t i = 0; i + esize <= a.size(); i += esize) bad += std::abs(ordered(&a[i]) - ordered(&b[i])) > ulps;
+  return bad;
+}
+
+// One run of a layout on copy 0 of fresh inputs; the output (and the residual) as bytes.
+using Outputs = std::pair<std::vector<uint8_t>, std::vector<uint8_t>>;
+using CheckRun = std::function<Outputs(const RowConfig*)>;
+
 // One shape: every layout, then the default; prints one line per layout.
 void sweep(const char* what, int64_t nvec, int64_t rows, double bytes,
-           const std::function<int(int, const RowConfig*)>& launch, int copies) {
+           const std::function<int(int, const RowConfig*)>& launch, int copies,
+           const CheckRun& check_run = nullptr, int out_esize = 2) {
+  if (!selected(what)) return;
   const double floor_us = bytes / g_bw * 1e6;
+  Outputs ref;
+  if (check_run) ref = check_run(nullptr);
   const float def = time_us([&](int i) { return launch(i, nullptr); }, copies);
   float best = def;
   std::string best_s = "default";
   for (const RowConfig& c : layouts(nvec)) {
     if (rows * c.cluster > INT32_MAX) continue;
+    std::string note;
+    if (check_run) {
+      const Outputs o = check_run(&c);
+      if (o.first.empty()) continue;  // layout refused
+      const size_t bad = ulp_misses(o.first, ref.first, out_esize, 2);
+      if (bad) note += " MISMATCH(" + std::to_string(bad) + " elements > 2 ulps)";
+      if (o.second != ref.second) note += " MISMATCH(residual)";
+    }
     const float t = time_us([&](int i) { return launch(i, &c); }, copies);
     if (t < 0) continue;
-    std::printf("  %-28s %-22s %8.2f us  %4.0f%% floor\n", what, str(c).c_str(), t, 100 * floor_us / t);
+    std::printf("  %-28s %-22s %8.2f us  %4.0f%% floor%s\n", what, str(c).c_str(), t, 100 * floor_us / t,
+                note.c_str());
     if (t < best) best = t, best_s = str(c);
   }
   std::printf("%-30s default %8.2f us (%3.0f%% floor %.2f us); best %-22s %8.2f us (%.2fx)\n",
@@ -182,6 +266,14 @@ void sweep(const char* what, int64_t nvec, int64_t rows, double bytes,
 
 void rms(DType dt, int esize, int64_t rows, int64_t d, NormOut mode, bool fused) {
   const size_t row_bytes = rows * d * esize;
+  {
+    char name[96];
+    std::snprintf(name, sizeof name, "rms%s%s %s %lldx%lld", fused ? "+add" : "",
+                  mode == NormOut::kSame ? "" : (mode == NormOut::kFp8Static ? "+fp8" : "+fp8dyn"),
+                  esize == 2 ? (dt == DType::kFloat16 ? "fp16" : "bf16") : "fp32", (long long)rows,
+                  (long long)d);
+    if (!selected(name)) return;  // before allocating anything
+  }
   const int copies = copies_for(row_bytes * (fused ? 2 : 1));
   Buffers x(row_bytes, copies), res(fused ? row_bytes : 0, fused ? copies : 0);
   Buffers out(mode == NormOut::kSame ? row_bytes : rows * d, 1), w(d * esize, 1), sc(4 + rows * 4, 1);
@@ -208,11 +300,45 @@ void rms(DType dt, int esize, int64_t rows, int64_t d, NormOut mode, bool fused)
           p.rows = rows, p.d = d, p.eps = 1e-6f;
           return rms_norm_launch_with(p, c, g_stream);
         },
-        copies);
+        copies,
+        esize == 2 ? CheckRun([&](const RowConfig* c) {
+          // Fresh random inputs on copy 0 (fused ops update them in place), one launch.
+          upload(x.p[0], pattern(rows * d, 1, -2.0f, 4.0f), dt);
+          if (fused) upload(res.p[0], pattern(rows * d, 2, -2.0f, 4.0f), dt);
+          upload(w.p[0], pattern(d, 3, 0.8f, 0.4f), dt);
+          CHECK(cudaDeviceSynchronize());
+          NormParams p{};
+          p.dtype = dt;
+          p.mode = mode;
+          p.out = {out.p[0], d};
+          p.x = {x.p[0], d};
+          p.res = fused ? Rows{res.p[0], d} : Rows{nullptr, 0};
+          p.weight = w.p[0];
+          p.scale = static_cast<const float*>(sc.p[0]);
+          p.row_scales = static_cast<float*>(sc.p[0]) + 1;
+          p.rows = rows, p.d = d, p.eps = 1e-6f;
+          Outputs o;
+          if (rms_norm_launch_with(p, c, g_stream) != 0) return o;
+          CHECK(cudaStreamSynchronize(g_stream));
+          o.first.resize(mode == NormOut::kSame ? row_bytes : rows * d);
+          CHECK(cudaMemcpy(o.first.data(), out.p[0], o.first.size(), cudaMemcpyDeviceToHost));
+          if (fused) {
+            o.second.resize(row_bytes);
+            CHECK(cudaMemcpy(o.second.data(), res.p[0], row_bytes, cudaMemcpyDeviceToHost));
+          }
+          return o;
+        }) : CheckRun(nullptr),
+        mode == NormOut::kSame ? 2 : 1);
 }
 
 void ln(DType dt, int64_t rows, int64_t d) {
   const size_t row_bytes = rows * d * 2;
+  {
+    char name[96];
+    std::snprintf(name, sizeof name, "layer_norm %s %lldx%lld", dt == DType::kFloat16 ? "fp16" : "bf16",
+                  (long long)rows, (long long)d);
+    if (!selected(name)) return;
+  }
   const int copies = copies_for(row_bytes);
   Buffers x(row_bytes, copies), out(row_bytes, 1), w(d * 2, 1), b(d * 2, 1);
   char what[96];
@@ -229,7 +355,25 @@ void ln(DType dt, int64_t rows, int64_t d) {
           p.rows = rows, p.d = d, p.eps = 1e-5f;
           return layer_norm_launch_with(p, c, g_stream);
         },
-        copies);
+        copies, [&](const RowConfig* c) {
+          upload(x.p[0], pattern(rows * d, 4, -1.5f, 4.0f), dt);
+          upload(w.p[0], pattern(d, 5, -1.0f, 2.0f), dt);
+          upload(b.p[0], pattern(d, 6, -1.0f, 2.0f), dt);
+          CHECK(cudaDeviceSynchronize());
+          LayerNormParams p{};
+          p.dtype = dt;
+          p.out = {out.p[0], d};
+          p.x = {x.p[0], d};
+          p.weight = w.p[0];
+          p.bias = b.p[0];
+          p.rows = rows, p.d = d, p.eps = 1e-5f;
+          Outputs o;
+          if (layer_norm_launch_with(p, c, g_stream) != 0) return o;
+          CHECK(cudaStreamSynchronize(g_stream));
+          o.first.resize(row_bytes);
+          CHECK(cudaMemcpy(o.first.data(), out.p[0], row_bytes, cudaMemcpyDeviceToHost));
+          return o;
+        });
 }
 
 __global__ void empty_kernel() {}
@@ -264,12 +408,51 @@ void latency_floor_and_silu() {
 
 }  // namespace
 
+// The decode shapes (1 and 8 rows) of the norms that trail Triton there, and the
+// many-row shapes furthest from Liger or from the floor (scripts/h200_session.sh
+// norms_explore).
+void explore() {
+  for (int64_t rows : {1, 8}) {
+    rms(DType::kBFloat16, 2, rows, 4096, NormOut::kSame, false);
+    rms(DType::kBFloat16, 2, rows, 4096, NormOut::kSame, true);
+    rms(DType::kFloat16, 2, rows, 16384, NormOut::kFp8Static, true);
+    ln(DType::kFloat16, rows, 4096);
+  }
+  rms(DType::kBFloat16, 2, 4096, 4096, NormOut::kSame, false);
+  rms(DType::kBFloat16, 2, 4096, 4096, NormOut::kSame, true);
+  for (auto [rows, d] : std::vector<std::pair<int64_t, int64_t>>{{1024, 16384}, {4096, 4096}}) {
+    ln(DType::kFloat16, rows, d);
+  }
+}
+
 int main(int argc, char** argv) {
   CHECK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
+  bool quick = false, explore_only = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") {
+      quick = true;
+    } else if (a == "--explore") {
+      explore_only = true;
+    } else if (a == "--only" && i + 1 < argc) {
+      std::string list = argv[++i];
+      for (size_t b = 0, e; b <= list.size(); b = e + 1) {
+        e = list.find(',', b);
+        if (e == std::string::npos) e = list.size();
+        if (e > b) g_only.push_back(list.substr(b, e - b));
+      }
+    } else {
+      std::fprintf(stderr, "usage: %s [--quick] [--explore] [--only \"name,name\"]\n", argv[0]);
+      return 2;
+    }
+  }
   g_bw = copy_bandwidth();
   std::printf("copy bandwidth (read+write): %.0f GB/s\n", g_bw / 1e9);
-  const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
   latency_floor_and_silu();
+  if (explore_only) {
+    explore();
+    return 0;
+  }
   for (int64_t d : {4096, 8192, 16384}) {
     if (quick && d == 8192) continue;
     for (int64_t rows : {1, 16, 256, 4096}) rms(DType::kBFloat16, 2, rows, d, NormOut::kSame, false);

@@ -112,6 +112,48 @@ __global__ void __launch_bounds__(kMaxThreads) layer_norm_cached(LayerNormParams
   row_group_done();
 }
 
+// The flat layout (row_kernel.cuh): as layer_norm_cached with blockDim (tx, 1), but
+// no cluster code and one barrier a reduction (row_reduce_flat), so a row costs two
+// barriers instead of four. Weight and bias still come after the reductions (see the
+// top of the file). Only reached through a forced layout (benchmarks/tune_norms.cu).
+template <typename T, int VEC, int ITEMS, bool W, bool B>
+__global__ void __launch_bounds__(kFlatThreads) layer_norm_flat(LayerNormParams p) {
+  using P = Pack<T, VEC>;
+  const int64_t row = blockIdx.x;
+  const int t = threadIdx.x, step = blockDim.x;
+  const int nvec = static_cast<int>(p.d / VEC);
+  const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row * p.x.stride);
+  const float d = static_cast<float>(p.d);
+  P a[ITEMS];
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    if (t + k * step < nvec) a[k] = xr[t + k * step];
+  }
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    if (t + k * step < nvec) sum += vec_sum(a[k]);
+  }
+  const float mean = row_reduce_flat<Sum, 0>(sum) / d;
+  float sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    if (t + k * step < nvec) sq += vec_sq_dev(a[k], mean);
+  }
+  const float rstd = rsqrtf(row_reduce_flat<Sum, 1>(sq) / d + p.eps);
+  P* orow = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row * p.out.stride);
+  const P none{};
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    const int i = t + k * step;
+    if (i < nvec) {
+      const P g = W ? reinterpret_cast<const P*>(p.weight)[i] : none;
+      const P c = B ? reinterpret_cast<const P*>(p.bias)[i] : none;
+      orow[i] = normalise<T, VEC, W, B>(a[k], g, c, mean, rstd);
+    }
+  }
+}
+
 // Rows too long to cache: one block per row, each pass re-reads the row.
 template <typename T, int VEC>
 __global__ void __launch_bounds__(kMaxThreads) layer_norm_stream(LayerNormParams p) {
@@ -146,6 +188,14 @@ __global__ void __launch_bounds__(kMaxThreads) layer_norm_stream(LayerNormParams
 
 template <typename T, int VEC, bool W, bool B>
 cudaError_t launch_cached(const LayerNormParams& p, const RowConfig& c, cudaStream_t stream) {
+  if (c.flat) {
+    switch (c.items) {
+      case 1: return launch_rows(layer_norm_flat<T, VEC, 1, W, B>, p, c, p.rows, stream);
+      case 2: return launch_rows(layer_norm_flat<T, VEC, 2, W, B>, p, c, p.rows, stream);
+      case 4: return launch_rows(layer_norm_flat<T, VEC, 4, W, B>, p, c, p.rows, stream);
+      default: return cudaErrorInvalidConfiguration;
+    }
+  }
   switch (c.items) {
     case 1: return launch_rows(layer_norm_cached<T, VEC, 1, W, B>, p, c, p.rows, stream);
     case 2: return launch_rows(layer_norm_cached<T, VEC, 2, W, B>, p, c, p.rows, stream);

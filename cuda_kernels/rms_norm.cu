@@ -10,7 +10,9 @@
 // held in registers (row_kernel.cuh), so the row is pulled through 8 SMs: 2.97 us
 // against 4.22 for add + RMSNorm + FP8 at 1 x 16384 on an H200. Everywhere else the
 // register-cached layouts measured slower than streaming (up to 2x at 2048 x 16384),
-// see BENCHMARKS.md. Rows that are 16-byte aligned move in 16-byte vectors; any
+// see BENCHMARKS.md. A third kernel, the flat layout (row_kernel.cuh), is only
+// reached through a forced layout (benchmarks/tune_norms.cu) until measured.
+// Rows that are 16-byte aligned move in 16-byte vectors; any
 // other row takes the scalar path, so every size and stride the checks accept is
 // handled. Rounding matches the CPU backend and HF's LlamaRMSNorm (see
 // cpu_kernels/rms_norm.cpp).
@@ -142,6 +144,100 @@ __global__ void __launch_bounds__(kRowThreads, 1) rms_norm_cached(NormParams p) 
   row_group_done();
 }
 
+// The flat layout (row_kernel.cuh): a block of tx threads per row, ITEMS vectors a
+// thread, no cluster code. Everything the output needs is loaded before the
+// reduction (x, the residual, the weight, the static scale), the rounded sum goes
+// back before it too (no cluster fence to wait on here), and each reduction costs
+// one barrier: the decode-latency candidate, after Liger's Triton kernel, whose SASS
+// has the same shape. x and out may be the same row, as above.
+template <typename T, int VEC, int ITEMS, bool FUSED, NormOut MODE>
+__global__ void __launch_bounds__(kFlatThreads) rms_norm_flat(NormParams p) {
+  using P = Pack<T, VEC>;
+  const float scale_in = MODE == NormOut::kFp8Static ? __ldg(p.scale) : 1.0f;
+  const int64_t row = blockIdx.x;
+  const int nvec = static_cast<int>(p.d / VEC);
+  const int t = threadIdx.x, step = blockDim.x;
+  const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row * p.x.stride);
+  P* rr = FUSED ? reinterpret_cast<P*>(static_cast<T*>(p.res.ptr) + row * p.res.stride) : nullptr;
+  const P* w = reinterpret_cast<const P*>(p.weight);
+
+  P a[ITEMS], g[ITEMS];
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    if (t + k * step < nvec) a[k] = xr[t + k * step];
+  }
+  if constexpr (FUSED) {
+    P b[ITEMS];
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+      if (t + k * step < nvec) b[k] = rr[t + k * step];
+    }
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+      if (t + k * step < nvec) {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) a[k].v[j] = from_float<T>(to_float(a[k].v[j]) + to_float(b[k].v[j]));
+        rr[t + k * step] = a[k];
+      }
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    if (t + k * step < nvec) g[k] = w[t + k * step];
+  }
+  float sum_sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    if (t + k * step < nvec) {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float f = to_float(a[k].v[j]);
+        sum_sq += f * f;
+      }
+    }
+  }
+  const float inv_rms = rsqrtf(row_reduce_flat<Sum, 0>(sum_sq) / float(p.d) + p.eps);
+
+  if constexpr (MODE == NormOut::kSame) {
+    P* orow = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row * p.out.stride);
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+      if (t + k * step < nvec) {
+        P y;
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) y.v[j] = from_float<T>(norm_value(a[k].v[j], g[k].v[j], inv_rms));
+        orow[t + k * step] = y;
+      }
+    }
+  } else {
+    using Q = Pack<uint8_t, VEC>;
+    Q* orow = reinterpret_cast<Q*>(static_cast<uint8_t*>(p.out.ptr) + row * p.out.stride);
+    float scale_inv = 1.0f / scale_in;
+    if constexpr (MODE == NormOut::kFp8Dynamic) {
+      float absmax = 0.0f;
+#pragma unroll
+      for (int k = 0; k < ITEMS; ++k) {
+        if (t + k * step < nvec) {
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) absmax = nan_max(absmax, fabsf(norm_value(a[k].v[j], g[k].v[j], inv_rms)));
+        }
+      }
+      const float scale = inference_kernels::dynamic_fp8_scale(row_reduce_flat<Max, 1>(absmax));
+      if (t == 0) p.row_scales[row] = scale;
+      scale_inv = 1.0f / scale;
+    }
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+      if (t + k * step < nvec) {
+        float y[VEC];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) y[j] = norm_value(a[k].v[j], g[k].v[j], inv_rms);
+        orow[t + k * step] = quantise<VEC>(y, scale_inv);
+      }
+    }
+  }
+}
+
 // Rows too long to cache: one block per row, the row streamed twice (thrice for
 // dynamic fp8). x and out may be the same row, as above.
 template <typename T, int VEC, bool FUSED, NormOut MODE>
@@ -215,7 +311,18 @@ __global__ void rms_norm_kernel(NormParams p) {
 }
 
 template <typename T, int VEC, bool FUSED, NormOut MODE>
+cudaError_t launch_flat(const NormParams& p, const RowConfig& c, cudaStream_t stream) {
+  switch (c.items) {
+    case 1: return launch_rows(rms_norm_flat<T, VEC, 1, FUSED, MODE>, p, c, p.rows, stream);
+    case 2: return launch_rows(rms_norm_flat<T, VEC, 2, FUSED, MODE>, p, c, p.rows, stream);
+    case 4: return launch_rows(rms_norm_flat<T, VEC, 4, FUSED, MODE>, p, c, p.rows, stream);
+    default: return cudaErrorInvalidConfiguration;
+  }
+}
+
+template <typename T, int VEC, bool FUSED, NormOut MODE>
 cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t stream) {
+  if (c.flat) return launch_flat<T, VEC, FUSED, MODE>(p, c, stream);
   switch (c.items) {
     case 1: return launch_rows(rms_norm_cached<T, VEC, 1, FUSED, MODE>, p, c, p.rows, stream);
     case 2: return launch_rows(rms_norm_cached<T, VEC, 2, FUSED, MODE>, p, c, p.rows, stream);

@@ -5,6 +5,11 @@
 //   * a warp per row (short rows): blockDim = (32, rows_per_block); reductions are
 //     warp shuffles, no barrier;
 //   * a block per row: blockDim = (tx, 1); one shared-memory step and two barriers;
+//   * a flat block per row (RowConfig::flat): as a block per row, but the kernel has no
+//     cluster code, loads everything it needs (weight too) before its reductions, and
+//     each reduction costs one barrier (row_reduce_flat), as Triton's tl.sum does; a
+//     candidate for decode rows and for the many-row shapes where Liger's kernel (the
+//     same layout: 8 warps, 2 vectors a thread at hidden 4096) leads;
 //   * a cluster of `cluster` blocks per row (Hopper thread-block clusters): each block
 //     holds a slice, and the partial results meet in distributed shared memory, so a
 //     few long rows still spread over many SMs (one SM cannot pull a long row from
@@ -41,13 +46,18 @@ struct RowConfig {
   int rows_per_block = 1;  // > 1 only with tx == 32
   int cluster = 1;         // blocks per row (1, 2, 4 or 8); > 1 only with rows_per_block 1
   int items = 1;           // vectors a thread holds: 1, 2, 4 or 8; 0: the streaming kernel
+  bool flat = false;       // the flat kernel (one block of tx threads per row, cluster 1; items 1, 2, 4)
 };
+
+// Block size bound of the flat kernels; blocks of up to kFlatThreads threads.
+constexpr int kFlatThreads = 512;
 
 inline int round_up(int64_t v, int m) { return static_cast<int>((v + m - 1) / m * m); }
 
 // Whether layout c can run `rows` rows of nvec vectors: its grid (rows x cluster
 // blocks) fits an int, and its row group covers the row.
 inline bool fits(const RowConfig& c, int64_t rows, int64_t nvec) {
+  if (c.flat && (c.cluster != 1 || c.rows_per_block != 1 || c.tx > kFlatThreads || c.tx % 32)) return false;
   return rows * c.cluster <= INT32_MAX && int64_t{c.tx} * c.cluster * c.items >= nvec;
 }
 
@@ -99,6 +109,34 @@ __device__ __forceinline__ float row_reduce(float v) {
   float t = Op::kIdentity;
   for (unsigned r = 0; r < csize; ++r) t = Op()(t, *cluster.map_shared_rank(&total, r));
   return t;
+}
+
+// Sum or max over the block (blockDim (tx, 1)), returned to every thread, with one
+// barrier: each warp posts its partial, then every warp reads all of them and folds
+// them itself, instead of warp 0 folding and posting the total behind a second
+// barrier. Lane l reads partial l mod P (P: the warp count rounded up to a power of
+// two), so log2(P) butterfly steps finish it. Every lane folds the same values in
+// the same tree (the ops commute), so all threads get one result, bit for bit. ID:
+// one shared array per reduction of a kernel (each ID once a kernel: no barrier
+// separates a second use from slow readers of the first).
+template <typename Op, int ID>
+__device__ __forceinline__ float row_reduce_flat(float v) {
+  __shared__ float partial[kFlatThreads / 32];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = Op()(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int nwarps = blockDim.x / 32;
+  if (nwarps == 1) return v;
+  const int lane = threadIdx.x % 32;
+  if (lane == 0) partial[threadIdx.x / 32] = v;
+  __syncthreads();
+  const int pow2 = 1 << (32 - __clz(nwarps - 1));
+  const int j = lane & (pow2 - 1);
+  v = j < nwarps ? partial[j] : Op::kIdentity;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    if (o < pow2) v = Op()(v, __shfl_xor_sync(0xffffffffu, v, o));
+  }
+  return v;
 }
 
 // A block of a cluster must not exit while another may still read its shared memory.

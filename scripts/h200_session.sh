@@ -18,6 +18,11 @@
 #   tune  : norm/activation tests, the norm layout sweep (benchmarks/tune_norms.cu), quick SwiGLU and
 #           add+RMSNorm+FP8 benchmarks, the LayerNorm benchmark
 #   tuneonly: the norm layout sweep alone (no package build)
+#   norms_explore: why Triton leads at decode sizes: kernels per call and their device time,
+#           ours vs torch.compile vs Liger (benchmarks/profile_latency.py); Nsight Compute of
+#           ours vs Liger, rms_norm bf16 1x4096 and 4096x4096 (ncu_norms.txt); the layout
+#           sweep with the flat candidates on the decode and lagging shapes
+#           (tune_norms --explore; full log tune_explore.log, MISMATCH marks a wrong layout)
 #   tp    : tensor-parallel decode (scripts/tp_decode.py) under torchrun + NCCL on every
 #           visible GPU: TP2, TP4, ... up to the GPU count; logits vs the un-sharded model,
 #           ms/token at batch 1 and 32, kernelized vs not. On one GPU: TP1, then TP2 with
@@ -151,6 +156,41 @@ tune() {
   timeout 240 /tmp/tune_norms "$@" > "$OUT/tune_norms.log" 2>&1; [ $? = 0 ] || status=1
   grep -v "^  " "$OUT/tune_norms.log"
 }
+# norms_explore's stages. The sweep's binary builds in the background meanwhile.
+tune_build_bg() {
+  nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels benchmarks/tune_norms.cu cuda_kernels/rms_norm.cu \
+    cuda_kernels/layer_norm.cu cuda_kernels/activation.cu -o /tmp/tune_norms > "$OUT/tune_build.log" 2>&1 &
+  TUNE_PID=$!
+}
+profile_latency() {
+  step "kernels per call and device time (torch.profiler): ours, torch.compile, Liger"
+  timeout 200 python3 benchmarks/profile_latency.py 2>&1 | tee "$OUT/profile_latency.log" | grep -vE "^\s*$" | tail -150
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+}
+ncu_norms() {
+  step "Nsight Compute: rms_norm bf16, ours vs Liger"
+  export PATH="$PATH:/usr/local/cuda/bin"
+  command -v ncu >/dev/null || { echo "ncu not found"; status=1; return; }
+  local pt impl
+  for pt in rms_norm:1x4096 rms_norm:4096x4096; do
+    for impl in ours liger; do
+      echo "--- $pt $impl" | tee -a "$OUT/ncu_norms.txt"
+      timeout 75 ncu --clock-control none --profile-from-start off --launch-count 3 --section SpeedOfLight \
+        --section WarpStateStats --section LaunchStats --section Occupancy \
+        python3 benchmarks/profile_latency.py --ncu-driver --points $pt --impls $impl 2>&1 \
+        | grep -vE "^==PROF==|^\s*$" >> "$OUT/ncu_norms.txt"
+    done
+  done
+  grep -E "^---|^  [^ ].*\(|Duration|Elapsed Cycles|Memory Throughput|DRAM Throughput|Registers Per|Block Size|Grid Size|Theoretical Occ|Achieved Occ|Warp Cycles Per Issued|No Eligible|Stall|Dynamic Shared|Static Shared|Waves Per SM" \
+    "$OUT/ncu_norms.txt" | head -160
+}
+tune_explore() {
+  step "norm layout sweep, decode and lagging shapes (tune_norms --explore)"
+  wait "$TUNE_PID" || { tail -5 "$OUT/tune_build.log"; status=1; return; }
+  timeout 150 /tmp/tune_norms --explore > "$OUT/tune_explore.log" 2>&1; [ $? = 0 ] || status=1
+  grep -E "^[^ ]|flat|MISMATCH" "$OUT/tune_explore.log"
+}
+norms_explore() { tune_build_bg; profile_latency; ncu_norms; tune_explore; }
 run_tp() {  # run_tp N [script options]: one torchrun of scripts/tp_decode.py, N processes
   local n=$1; shift
   local log="$OUT/tp_decode_tp$n$([[ " $* " == *" --share-gpu "* ]] && echo _shared_gpu).log"
@@ -246,6 +286,7 @@ case "$MODE" in
   roofline) roofline ;;
   ln_roof) tests_layernorm; bench_layernorm; roofline ;;
   tune)   tests_norms; tune; bench_swiglu; bench_fp8 --quick; bench_layernorm ;;
+  norms_explore) norms_explore ;;
   tp)     tp_decode ;;
   q4k)    tests_q4k; bench_q4k; sass_q4k; sanitizers_q4k ;;
   q4k_prof) profile_q4k ;;
