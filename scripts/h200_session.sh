@@ -18,6 +18,7 @@
 #   tune  : norm/activation tests, the norm layout sweep (benchmarks/tune_norms.cu), quick SwiGLU and
 #           add+RMSNorm+FP8 benchmarks, the LayerNorm benchmark
 #   tuneonly: the norm layout sweep alone (no package build)
+#   s4a   : the k-quant tests, the quick Q4_K benchmark, then norms_explore
 #   norms_explore: why Triton leads at decode sizes: kernels per call and their device time,
 #           ours vs torch.compile vs Liger (benchmarks/profile_latency.py); Nsight Compute of
 #           ours vs Liger, rms_norm bf16 1x4096 and 4096x4096 (ncu_norms.txt); the layout
@@ -287,6 +288,7 @@ case "$MODE" in
   ln_roof) tests_layernorm; bench_layernorm; roofline ;;
   tune)   tests_norms; tune; bench_swiglu; bench_fp8 --quick; bench_layernorm ;;
   norms_explore) norms_explore ;;
+  s4a)    tests_q4k; bench_q4k --quick --formats Q4_K; norms_explore ;;
   tp)     tp_decode ;;
   q4k)    tests_q4k; bench_q4k; sass_q4k; sanitizers_q4k ;;
   q4k_prof) profile_q4k ;;
