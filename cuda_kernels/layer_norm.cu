@@ -8,11 +8,11 @@
 // reduction. Two passes cost nothing extra here, because the row is already on chip:
 //   * rows of up to 4096 16-byte vectors (32768 fp16/bf16, 16384 fp32 elements) are
 //     read once into registers (row_kernel.cuh's layouts): a warp per row for rows of
-//     up to 128 vectors (two rows a block, no barrier), else a block per row with 4
-//     vectors a thread and at least 128 threads, so short rows still give each SM
-//     enough warps. x is read once and out written once, the memory roofline's
-//     traffic. Weight and bias are read after the reductions (from L1): loading
-//     them earlier costs registers, hence resident warps, and measured slower;
+//     up to 128 vectors (two rows a block, no barrier), else a block per row (the
+//     flat kernel, one barrier a reduction, up to 2048 vectors; pick_layout has the
+//     shapes and the numbers). x is read once and out written once, the memory
+//     roofline's traffic. Weight and bias are read after the reductions (from L1):
+//     loading them earlier costs registers, hence resident warps, and measured slower;
 //   * longer rows stream: each pass re-reads the row from global memory (L2 holds
 //     it after the first), so HBM still sees about one read.
 // Rows that are 16-byte aligned (pointers and strides, weight and bias too) move in
@@ -205,16 +205,33 @@ cudaError_t launch_cached(const LayerNormParams& p, const RowConfig& c, cudaStre
 }
 
 // The layout for rows of nvec vectors (see the top of the file); items 0: stream.
-inline RowConfig pick_layout(int64_t nvec) {
+// Past 128 vectors the flat kernel (H200, tune_norms --explore, fp16): at 4096 a block
+// of one vector a thread for up to 132 rows (2.39 against 3.25 us at 1 row) and of 128
+// threads x 4 beyond (20.39 against 21.35 us at 4096 rows); up to 2048 vectors 512
+// threads x 2 or 4 (22.15 against 24.51 us for the cached block at 1024 x 16384);
+// longer rows the cached block, then streaming.
+inline RowConfig pick_layout(int64_t rows, int64_t nvec) {
   constexpr int kItems = 4;
   RowConfig c;
   if (nvec <= 32 * kItems) {
     c.tx = 32;
     c.rows_per_block = 2;
     c.items = nvec <= 32 ? 1 : (nvec <= 64 ? 2 : 4);
+  } else if (nvec <= kFlatThreads && rows <= 132) {
+    c.flat = true;
+    c.tx = round_up(nvec, 32);
+    c.items = 1;
+  } else if (nvec <= 128 * kItems) {
+    c.flat = true;
+    c.tx = 128;
+    c.items = kItems;
+  } else if (nvec <= kItems * kFlatThreads) {
+    c.flat = true;
+    c.tx = kFlatThreads;
+    c.items = nvec <= 2 * kFlatThreads ? 2 : kItems;
   } else if (nvec <= int64_t{kItems} * kMaxThreads) {
     c.items = kItems;
-    c.tx = round_up(std::max<int64_t>((nvec + kItems - 1) / kItems, std::min<int64_t>(nvec, 128)), 32);
+    c.tx = round_up((nvec + kItems - 1) / kItems, 32);
   } else {
     c.items = 0;
   }
@@ -224,7 +241,7 @@ inline RowConfig pick_layout(int64_t nvec) {
 template <typename T, int VEC>
 cudaError_t launch_width(const LayerNormParams& p, const RowConfig* forced, cudaStream_t stream) {
   const int64_t nvec = p.d / VEC;
-  RowConfig c = forced ? *forced : pick_layout(nvec);
+  RowConfig c = forced ? *forced : pick_layout(p.rows, nvec);
   if (c.items > 0 && !fits(c, p.rows, nvec)) {
     if (forced) return cudaErrorInvalidConfiguration;
     c.items = 0;

@@ -10,8 +10,8 @@
 // held in registers (row_kernel.cuh), so the row is pulled through 8 SMs: 2.97 us
 // against 4.22 for add + RMSNorm + FP8 at 1 x 16384 on an H200. Everywhere else the
 // register-cached layouts measured slower than streaming (up to 2x at 2048 x 16384),
-// see BENCHMARKS.md. A third kernel, the flat layout (row_kernel.cuh), is only
-// reached through a forced layout (benchmarks/tune_norms.cu) until measured.
+// see BENCHMARKS.md. A third kernel, the flat layout (row_kernel.cuh), takes RMSNorm
+// alone at hidden 4096 (pick_layout).
 // Rows that are 16-byte aligned move in 16-byte vectors; any
 // other row takes the scalar path, so every size and stride the checks accept is
 // handled. Rounding matches the CPU backend and HF's LlamaRMSNorm (see
@@ -332,10 +332,20 @@ cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t 
   }
 }
 
-// The cluster layout for a few long rows (see the top of the file), else streaming.
-inline RowConfig pick_layout(int64_t rows, int64_t nvec) {
+// The cluster layout for a few long rows (see the top of the file); RMSNorm alone
+// (no residual, no fp8) over rows of 257-512 vectors (hidden 4096 in 16-bit): the flat
+// layout, 256 threads of 2 vectors (H200, tune_norms --explore: 1.87 against 2.02 us at
+// 1 x 4096 bf16, 19.97 against 23.54 us at 4096 x 4096; the fused and fp8 kernels
+// measured faster as they were); else streaming.
+inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool plain) {
   RowConfig c;
   c.items = 0;
+  if (plain && nvec > 256 && nvec <= 512) {
+    c.flat = true;
+    c.tx = 256;
+    c.items = 2;
+    return c;
+  }
   if (rows > 32 || nvec < 2048) return c;
   c.cluster = kMaxCluster;
   c.items = 1;
@@ -349,7 +359,7 @@ inline RowConfig pick_layout(int64_t rows, int64_t nvec) {
 template <typename T, int VEC, bool FUSED, NormOut MODE>
 cudaError_t launch_width(const NormParams& p, const RowConfig* forced, cudaStream_t stream) {
   const int64_t nvec = p.d / VEC;
-  RowConfig c = forced ? *forced : pick_layout(p.rows, nvec);
+  RowConfig c = forced ? *forced : pick_layout(p.rows, nvec, !FUSED && MODE == NormOut::kSame);
   if (c.items > 0 && !fits(c, p.rows, nvec)) {
     if (forced) return cudaErrorInvalidConfiguration;
     c.items = 0;

@@ -124,9 +124,10 @@ def main():
         n += kquant_gemvs(ik, dev)
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
         # The layouts of cuda_kernels/row_kernel.cuh too: warp per row (300 x 1000),
-        # cluster over the scalar path (9 x 1030), streaming (2 x 140000).
+        # cluster over the scalar path (9 x 1030), streaming (2 x 140000), flat (33 and
+        # 200 x 4096, 3 x 2056, 3 x 16385).
         for rows, hidden in [(1, 1), (3, 3), (5, 127), (2, 5120), (3, 16385), (1, 16384), (33, 4096),
-                             (300, 1000), (9, 1030), (2, 140000)]:
+                             (200, 4096), (3, 2056), (300, 1000), (9, 1030), (2, 140000)]:
             x = torch.randn(rows, hidden, device=dev, dtype=dtype)
             w = torch.randn(hidden, device=dev, dtype=dtype)
             ik.rms_norm(x, w, 1e-6)
