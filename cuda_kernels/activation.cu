@@ -28,6 +28,7 @@
 #include <type_traits>
 
 #include "gpu_launchers.h"
+#include "ptx.cuh"
 #include "vec_io.cuh"
 
 namespace {
@@ -65,9 +66,10 @@ __global__ void __launch_bounds__(kThreads)
   using O = Pack<Out, VEC>;
   constexpr bool kFp8 = std::is_same_v<Out, Fp8>;
   // vLLM's convention: multiply by the reciprocal of the scale, read from device
-  // memory (no host sync; a CUDA graph replays a new scale). Issued first, so its
-  // latency hides under the data loads.
-  const float scale_in = kFp8 ? __ldg(scale) : 1.0f;
+  // memory (no host sync; a CUDA graph replays a new scale). Issued first, and every
+  // load is ld_ordered (ptx.cuh), so all are in flight before any arithmetic: at decode
+  // sizes the kernel is one memory latency long, not three.
+  float scale_in = kFp8 ? ld_ordered(scale) : 1.0f;
 
   const int64_t r = int64_t(blockIdx.x) * blockDim.y + threadIdx.y;
   if (r >= rows) return;
@@ -81,13 +83,12 @@ __global__ void __launch_bounds__(kThreads)
     for (int k = 0; k < kItems; ++k) {
       const int c = c0 + k * blockDim.x;
       if (c < nvec) {
-        gv[k] = g[c];
-        if constexpr (MUL) uv[k] = u[c];
+        gv[k] = ld_ordered(g + c);
+        if constexpr (MUL) uv[k] = ld_ordered(u + c);
       }
     }
-    // After the loads: the correctly rounded reciprocal has a slow-path call that
-    // the compiler will not move loads across.
-    const float inv_scale = kFp8 ? __frcp_rn(scale_in) : 1.0f;
+    // After the loads: the correctly rounded reciprocal has a slow-path call.
+    const float inv_scale = kFp8 ? __frcp_rn(after_loads(scale_in)) : 1.0f;
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
       const int c = c0 + k * blockDim.x;

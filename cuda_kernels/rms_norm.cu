@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "block_reduce.cuh"
+#include "ptx.cuh"
 #include "row_kernel.cuh"
 #include "fp8.h"
 #include "gpu_launchers.h"
@@ -55,8 +56,9 @@ __device__ __forceinline__ Pack<uint8_t, VEC> quantise(const float (&y)[VEC], fl
 template <typename T, int VEC, int ITEMS, bool FUSED, NormOut MODE>
 __global__ void __launch_bounds__(kRowThreads, 1) rms_norm_cached(NormParams p) {
   using P = Pack<T, VEC>;
-  // Issued first: the static scale's latency hides under the row's loads.
-  const float inv_scale = MODE == NormOut::kFp8Static ? 1.0f / __ldg(p.scale) : 1.0f;
+  // Issued first, and every load is ld_ordered (ptx.cuh): the scale's reciprocal (a
+  // division with a slow path) waited for it before the row's loads went out.
+  const float scale_in = MODE == NormOut::kFp8Static ? ld_ordered(p.scale) : 1.0f;
   const RowSlot s = row_slot();
   if (s.row >= p.rows) return;  // only in the warp-per-row layout: no barrier to miss
   const int nvec = static_cast<int>(p.d / VEC);
@@ -69,9 +71,9 @@ __global__ void __launch_bounds__(kRowThreads, 1) rms_norm_cached(NormParams p) 
   for (int k = 0; k < ITEMS; ++k) {
     const int i = s.first + k * s.step;
     if (i < nvec) {
-      a[k] = xr[i];
+      a[k] = ld_ordered(xr + i);
       if constexpr (FUSED) {
-        const P b = rr[i];
+        const P b = ld_ordered(rr + i);
 #pragma unroll
         for (int j = 0; j < VEC; ++j) a[k].v[j] = from_float<T>(to_float(a[k].v[j]) + to_float(b.v[j]));
       }
@@ -82,7 +84,7 @@ __global__ void __launch_bounds__(kRowThreads, 1) rms_norm_cached(NormParams p) 
   for (int k = 0; k < ITEMS; ++k) {
     const int i = s.first + k * s.step;
     if (i < nvec) {
-      g[k] = w[i];
+      g[k] = ld_ordered(w + i);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         const float f = to_float(a[k].v[j]);
@@ -116,7 +118,7 @@ __global__ void __launch_bounds__(kRowThreads, 1) rms_norm_cached(NormParams p) 
   } else {
     using Q = Pack<uint8_t, VEC>;
     Q* orow = reinterpret_cast<Q*>(static_cast<uint8_t*>(p.out.ptr) + s.row * p.out.stride);
-    float scale_inv = inv_scale;
+    float scale_inv = MODE == NormOut::kFp8Static ? 1.0f / after_loads(scale_in) : 1.0f;
     if constexpr (MODE == NormOut::kFp8Dynamic) {
       float absmax = 0.0f;
 #pragma unroll
