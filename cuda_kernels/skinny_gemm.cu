@@ -418,9 +418,28 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32, kMinBlocks)
     const int64_t m = m0 + nt * 8 + 2 * (l & 3) + (reg & 1);
     if (tl >= geo.tiles || n >= N || m >= M) continue;
     float sum = 0.0f;
-    for (int q = 0; q < nc; ++q) {
-      const float* src = nc > 1 ? cluster.map_shared_rank(partials, q) : partials;
-      for (int w = 0; w < kw; ++w) sum += src[(tr * kw + w) * WF + e * 32 + l];
+    if constexpr (CVT == kF16Copy) {
+      // Every partial loaded before any is added: up to 64 loads in flight, so the
+      // distributed-shared-memory latency is paid about once, not once per 4 partials.
+      // The same order of additions as below (+0 for the splits that do not exist).
+      float v[kMaxCluster][kMaxBlockWarps];
+#pragma unroll
+      for (int q = 0; q < kMaxCluster; ++q) {
+        const float* src = q < nc && nc > 1 ? cluster.map_shared_rank(partials, q) : partials;
+#pragma unroll
+        for (int w = 0; w < kMaxBlockWarps; ++w)
+          v[q][w] = q < nc && w < kw ? src[(tr * kw + w) * WF + e * 32 + l] : 0.0f;
+      }
+#pragma unroll
+      for (int q = 0; q < kMaxCluster; ++q) {
+#pragma unroll
+        for (int w = 0; w < kMaxBlockWarps; ++w) sum += v[q][w];
+      }
+    } else {
+      for (int q = 0; q < nc; ++q) {
+        const float* src = nc > 1 ? cluster.map_shared_rank(partials, q) : partials;
+        for (int w = 0; w < kw; ++w) sum += src[(tr * kw + w) * WF + e * 32 + l];
+      }
     }
     float y = sum * (sa * p.scale_b[p.scale_b_per_channel ? n : 0]);
     if (p.bias) y += to_float(static_cast<const OutT*>(p.bias)[n]);
