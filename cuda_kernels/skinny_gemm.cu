@@ -504,6 +504,29 @@ int blocks_per_sm(Kernel kernel, int threads, size_t smem) {
   return std::max(n, 1);
 }
 
+// Thread-block clusters of `nc` blocks resident on the whole GPU at once: clusters live
+// inside one GPC, so this can be less than (SMs x blocks per SM) / nc. 0 if not known.
+template <typename Kernel>
+int clusters_resident(Kernel kernel, int threads, size_t smem, int nc) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(nc), 1, 1);
+  cfg.blockDim = dim3(unsigned(threads), 1, 1);
+  cfg.dynamicSmemBytes = smem;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = unsigned(nc);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  int n = 0;
+  if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
+    (void)cudaGetLastError();
+    n = 0;
+  }
+  return n;
+}
+
 template <typename OutT, int NT>
 int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int convert = convert_for(p, NT);
@@ -529,38 +552,79 @@ int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
     return n;
   };
   const int occ_warps = std::min(64, resident(kMaxBlockWarps) * kMaxBlockWarps);
-
-  // Tiles per block: at M > 8 two tiles share each activation chunk through L1.
-  int rb = p.tiles_per_block > 0 ? p.tiles_per_block : (NT >= 2 ? 2 : 1);
-  if (rb > kMaxBlockWarps) return cudaErrorInvalidValue;
-  rb = int(std::min<int64_t>(rb, geo.tiles));
-  const int max_kw = kMaxBlockWarps / rb;
-  const int64_t row_blocks = (geo.tiles + rb - 1) / rb;
-  // K splits per tile: about 16 streaming warps per SM in all (fewer if registers say so),
-  // each split at least 4 chunks (256 bytes of each of its 32 rows, two load batches).
-  const int64_t target = int64_t(sms) * std::min(occ_warps, 16);
-  int64_t want = target / (row_blocks * rb);
-  want = std::clamp<int64_t>(want, 1, std::max<int64_t>(1, geo.nchunks / 4));
-  want = std::min<int64_t>(want, int64_t(max_kw) * kMaxCluster);
-  // The caller's split where given; else the fewest cluster blocks that reach `want`
-  // with up to max_kw warps each. One wave: with more blocks than fit at once, the last
-  // wave would stream alone, so shrink the cluster (re-spreading its share over the
-  // warps) until the grid fits; a huge N may never fit, and then runs in waves.
-  const auto warps_for = [&](int clusters) {
-    return p.warps_per_tile > 0
-               ? p.warps_per_tile
-               : int(std::clamp<int64_t>((want + clusters - 1) / clusters, 1, max_kw));
+  // Blocks of `warps` warps resident at once in clusters of `nc`: for the f16-copy path,
+  // which picks clusters of up to 8 for big weights, counted in whole clusters (asked
+  // once); the other paths keep their SMs x blocks-per-SM estimate.
+  static int cluster_cache[kMaxBlockWarps + 1][kMaxCluster + 1] = {};
+  const auto fits = [&](int warps, int nc) -> int64_t {
+    if (nc <= 1 || convert != kF16Copy) return int64_t(sms) * resident(warps);
+    int& n = cluster_cache[warps][nc];  // 0: not asked yet; -1: none fit (or unknown)
+    if (!n) {
+      n = clusters_resident(kernel, warps * 32, size_t(warps) * kWarpSmem, nc);
+      if (n <= 0) n = -1;
+    }
+    return n > 0 ? int64_t(n) * nc : 0;
   };
-  int nc = p.cluster;
-  if (nc <= 0) {
-    const int64_t per_block = p.warps_per_tile > 0 ? p.warps_per_tile : max_kw;
-    nc = int(std::clamp<int64_t>((want + per_block - 1) / per_block, 1, kMaxCluster));
-    for (; nc > 1; --nc) {
-      if (row_blocks * nc <= int64_t(sms) * resident(rb * warps_for(nc))) break;
+
+  // The work split for `rb` tiles per block (the caller's fields where given).
+  struct Plan {
+    int rb, kw, nc;
+    int64_t row_blocks, warps;  // warps: those resident at once
+  };
+  const auto plan = [&](int rb) {
+    rb = int(std::min<int64_t>(rb, geo.tiles));
+    const int max_kw = kMaxBlockWarps / rb;
+    const int64_t row_blocks = (geo.tiles + rb - 1) / rb;
+    // K splits per tile: about 16 streaming warps per SM in all (fewer if registers say
+    // so), each split at least 4 chunks (256 bytes of each of its 32 rows).
+    const int64_t target = int64_t(sms) * std::min(occ_warps, 16);
+    int64_t want = target / (row_blocks * rb);
+    want = std::clamp<int64_t>(want, 1, std::max<int64_t>(1, geo.nchunks / 4));
+    want = std::min<int64_t>(want, int64_t(max_kw) * kMaxCluster);
+    // The caller's split where given; else the fewest cluster blocks that reach `want`
+    // with up to max_kw warps each. One wave: with more blocks than fit at once, the last
+    // wave would stream alone, so shrink the cluster (re-spreading its share over the
+    // warps) until the grid fits; a huge N may never fit, and then runs in waves.
+    const auto warps_for = [&](int clusters) {
+      return p.warps_per_tile > 0
+                 ? p.warps_per_tile
+                 : int(std::clamp<int64_t>((want + clusters - 1) / clusters, 1, max_kw));
+    };
+    int nc = p.cluster;
+    if (nc <= 0) {
+      const int64_t per_block = p.warps_per_tile > 0 ? p.warps_per_tile : max_kw;
+      nc = int(std::clamp<int64_t>((want + per_block - 1) / per_block, 1, kMaxCluster));
+      for (; nc > 1; --nc) {
+        if (row_blocks * nc <= fits(rb * warps_for(nc), nc)) break;
+      }
+    }
+    const int kw = warps_for(nc);
+    const int64_t fit = kw <= max_kw ? fits(rb * kw, nc) : 0;
+    return Plan{rb, kw, nc, row_blocks, std::min(row_blocks * nc, fit) * rb * kw};
+  };
+  // Tiles per block: at M > 8 two tiles share each activation chunk through L1. With the
+  // f16 copy (2 bytes a value, read by the warps of every tile) as many tiles as keep at
+  // least 80% of the best choice's streaming warps: the warps of a block walk the same K
+  // and read each activation chunk from L2 once between them.
+  Plan pl{};
+  if (p.tiles_per_block > 0 || convert != kF16Copy) {
+    if (p.tiles_per_block > kMaxBlockWarps) return cudaErrorInvalidValue;
+    pl = plan(p.tiles_per_block > 0 ? p.tiles_per_block : (NT >= 2 ? 2 : 1));
+  } else {
+    Plan cand[4];
+    int64_t best = 0;
+    for (int i = 0; i < 4; ++i) {
+      cand[i] = plan(kMaxBlockWarps >> i);  // 8, 4, 2, 1 tiles
+      best = std::max(best, cand[i].warps);
+    }
+    pl = cand[3];
+    for (int i = 3; i >= 0; --i) {
+      if (cand[i].warps * 5 >= best * 4) pl = cand[i];
     }
   }
-  const int kw = warps_for(nc);
-  if (kw > max_kw || nc > kMaxCluster) return cudaErrorInvalidValue;
+  const int rb = pl.rb, kw = pl.kw, nc = pl.nc;
+  const int64_t row_blocks = pl.row_blocks;
+  if (kw > kMaxBlockWarps / rb || nc > kMaxCluster) return cudaErrorInvalidValue;
   const int threads = rb * kw * 32;
   const size_t smem = size_t(rb) * kw * kWarpSmem;
   geo.tiles_per_block = rb;
@@ -600,7 +664,13 @@ int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
   }
   cfg.attrs = attr;
   cfg.numAttrs = n_attr;
-  return cudaLaunchKernelEx(&cfg, kernel, p, geo);
+  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, p, geo);
+  if (e != cudaSuccess && pdl) {  // a runtime that refuses the dependent launch: a plain one
+    (void)cudaGetLastError();
+    cfg.numAttrs = n_attr - 1;
+    e = cudaLaunchKernelEx(&cfg, kernel, p, geo);
+  }
+  return e;
 }
 
 template <typename OutT>
