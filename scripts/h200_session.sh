@@ -38,8 +38,8 @@
 #   gemm_prof: Nsight Compute (--clock-control none) of the skinny GEMM at 13312 x 16384,
 #           M = 1, 16, 32 (ours at the launcher's defaults; M = 32 also with convert 2,
 #           the previous default), the f16 pre-pass at M = 32, and torch._scaled_mm's
-#           kernel at M = 32: duration, DRAM throughput, issue, pipe utilisation, stall
-#           reasons, registers, occupancy (ncu_gemm.txt; key lines printed)
+#           kernel at M = 32: duration, DRAM/L2/L1 throughput and hit rates, issue, pipe
+#           utilisation, stall reasons, registers, occupancy (ncu_gemm.txt; key lines printed)
 #   gemm_new: skinny_gemm_fp8 tests, the quick benchmark (blog shapes, M 1/8/16/32, MLP),
 #           the activation paths side by side (--paths), SASS counts and the main loop's
 #           instruction mix (scripts/sass_mix.py), compute-sanitizer on the GEMM (last)
@@ -240,7 +240,8 @@ profile_gemm() {
   command -v ncu >/dev/null || { echo "ncu not found" | tee "$OUT/ncu_gemm.txt"; status=1; return; }
   local f="$OUT/ncu_gemm.txt" spec impl m filter rc
   local sections=(--section SpeedOfLight --section WarpStateStats --section SchedulerStats
-    --section InstructionStats --section ComputeWorkloadAnalysis --section Occupancy --section LaunchStats)
+    --section InstructionStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
+    --section Occupancy --section LaunchStats)
   local metrics=(--metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,regex:sm__inst_executed_pipe_.*\.avg\.pct_of_peak_sustained_active,regex:sm__pipe_.*_cycles_active\.avg\.pct_of_peak_sustained_active')
   for spec in "ours 1" "ours 16" "ours 32" "ours 32 0 0 0 2" "prepass 32" "scaled_mm 32"; do
     set -- $spec; impl=$1; m=$2; shift 2
@@ -261,7 +262,7 @@ profile_gemm() {
     fi
     grep -vE "^==PROF==|^\s*$" /tmp/ncu_one.txt >> "$f"
   done
-  grep -E "^---|Context [0-9]+, Stream|Duration|DRAM Through|Memory Throughput|Compute \(SM\) Through|Issued Warp|Issue Slots Busy|No Eligible|Active Warps Per Sch|Eligible Warps|Warp Cycles Per Issued|Executed Ipc Active|Registers Per|Achieved Occ|Theoretical Occ|Block Limit|Grid Size|Block Size|Dynamic Shared|pipe_(tensor|alu|fma|fmaheavy|xu|lsu|uniform|adu|cbu)[a-z_]*(_op_hmma)?[a-z_]*\.avg\.pct|stalled_(long_scoreboard|short_scoreboard|math_pipe_throttle|mio_throttle|lg_throttle|wait|not_selected|barrier|no_instruction|dispatch_stall|selected|tex_throttle|membar|drain|imc_miss|branch_resolving|sleeping|misc)_per" "$f" \
+  grep -E "^---|Context [0-9]+, Stream|Duration|DRAM Through|Memory Throughput|L1/TEX Cache Through|L2 Cache Through|L1/TEX Hit Rate|L2 Hit Rate|Compute \(SM\) Through|Issued Warp|Issue Slots Busy|No Eligible|Active Warps Per Sch|Eligible Warps|Warp Cycles Per Issued|Executed Ipc Active|Registers Per|Achieved Occ|Theoretical Occ|Block Limit|Grid Size|Block Size|Dynamic Shared|pipe_(tensor|alu|fma|fmaheavy|xu|lsu|uniform|adu|cbu)[a-z_]*(_op_hmma)?[a-z_]*\.avg\.pct|stalled_(long_scoreboard|short_scoreboard|math_pipe_throttle|mio_throttle|lg_throttle|wait|not_selected|barrier|no_instruction|dispatch_stall|selected|tex_throttle|membar|drain|imc_miss|branch_resolving|sleeping|misc)_per" "$f" \
     | grep -vE " 0(\.0+)?$" | cut -c1-150 | head -230
 }
 tests_gpu() {
