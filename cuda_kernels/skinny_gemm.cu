@@ -224,7 +224,7 @@ __device__ __forceinline__ void ring_loop(float (&acc)[kMT][NT][4], const Skinny
       w[j] += kChunk;
     }
   };
-  // One commit group per chunk (empty past c1), so wait_group<S - 1> means "chunk c landed".
+  // One commit group per chunk (empty past ce), so wait_group<S - 1> means "chunk c landed".
 #pragma unroll
   for (int i = 0; i < S - 1; ++i) {
     if (c0 + i < ce) issue(i);
