@@ -22,7 +22,13 @@ under torch.compile.
 --tune sweeps the kernel's work split [tiles_per_block, warps_per_tile, cluster,
 convert] on the blog's three shapes (what the launcher's defaults should be).
 
-    python benchmarks/bench_skinny_gemm.py [--quick] [--tune] [--out DIR]
+--paths times the activation paths side by side on the blog's shapes (M 1, 8, 16, 24,
+32; launcher's split): the default, convert 1 and 2 (fp8 activation converted in every
+warp), convert 3 (f16 pre-pass + cp.async weight ring) with and without the programmatic
+dependent launch of the GEMM after the pre-pass (IK_SKINNY_GEMM_PDL=0), and
+torch._scaled_mm; every output is checked against the fp64 reference first.
+
+    python benchmarks/bench_skinny_gemm.py [--quick] [--tune] [--paths] [--out DIR]
     python benchmarks/bench_skinny_gemm.py --cpu-smoke
 """
 
@@ -47,7 +53,7 @@ LABELS = {BLOG[0]: "blog", BLOG[1]: "blog", BLOG[2]: "blog", LLAMA8B[0]: "8B qkv
           LLAMA8B[1]: "8B o", LLAMA8B[2]: "8B gate_up", LLAMA8B[3]: "8B down",
           LLAMA70B_TP8[0]: "70B/8 qkv", LLAMA70B_TP8[1]: "70B/8 o",
           LLAMA70B_TP8[2]: "70B/8 gate_up", LLAMA70B_TP8[3]: "70B/8 down"}
-TUNE_CONFIGS = [[rb, kw, nc, cvt] for cvt in (1, 2) for rb, kw, nc in
+TUNE_CONFIGS = [[rb, kw, nc, cvt] for cvt in (1, 2, 3) for rb, kw, nc in
                 ((1, 2, 1), (1, 4, 1), (1, 8, 1), (1, 4, 2), (1, 8, 2), (1, 8, 4), (2, 2, 1),
                  (2, 4, 1), (2, 4, 2), (4, 2, 1))]
 
@@ -134,6 +140,49 @@ def tune_sweep(k, shapes, ms, bw, dev, md, results):
                                 "us": t.us if t else None, "worst_row_rel_err": err, **log})
             harness.print_table(["config [rb, kw, cluster, convert]", "us", "%copy", "worst row err"],
                                 rows, f"tune: M={m}, N={n}, K={kk}", md)
+        del ws
+        if dev == "cuda":
+            torch.cuda.empty_cache()
+
+
+PATHS = {"default": ([], None), "cvt1": ([0, 0, 0, 1], None), "cvt2": ([0, 0, 0, 2], None),
+         "cvt3": ([0, 0, 0, 3], None), "cvt3 no PDL": ([0, 0, 0, 3], "0")}
+
+
+def paths_sweep(k, shapes, ms, bw, dev, md, results):
+    import os
+    sa = torch.tensor([0.02], device=dev)
+    sb = torch.tensor([0.01], device=dev)
+    for n, kk in shapes:
+        n_rot = max(8, harness.rotations_for(n * kk, target_bytes=256 << 20))
+        ws = [rand_fp8((n, kk), dev) for _ in range(n_rot)]
+        rows = []
+        for m in ms:
+            a = rand_fp8((m, kk), dev)
+            out = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
+            ref = (a.double() @ ws[0].double().T) * 2e-4
+            log = {"errors": [], "notes": []}
+            row = [m]
+            for name, (cfg, pdl) in PATHS.items():
+                if pdl is not None:
+                    os.environ["IK_SKINNY_GEMM_PDL"] = pdl  # read at launch (graph capture)
+                try:
+                    k.ops.skinny_gemm_fp8(out, a, ws[0], sa, sb, None, cfg)
+                    err = worst_row_err(out, ref)
+                    t = harness.measure(name, lambda i, cfg=cfg: k.ops.skinny_gemm_fp8(
+                        out, a, ws[i], sa, sb, None, cfg), n_rot, dev, log) if err <= 1e-2 else None
+                finally:
+                    os.environ.pop("IK_SKINNY_GEMM_PDL", None)
+                row.append(harness.fmt_us(t) + ("" if err <= 1e-2 else f" FAIL {err:.1e}"))
+                results.append({"op": "skinny_gemm_fp8_paths", "path": name, "M": m, "N": n, "K": kk,
+                                "config": cfg, "us": t.us if t else None, "worst_row_rel_err": err, **log})
+            t = harness.measure("_scaled_mm", lambda i: scaled_mm(a, ws[i], sa[0], sb[0]), n_rot, dev, log)
+            row += [harness.fmt_us(t), f"{n * kk / bw * 1e6:.2f}"]
+            results.append({"op": "skinny_gemm_fp8_paths", "path": "_scaled_mm", "M": m, "N": n, "K": kk,
+                            "us": t.us if t else None, **log})
+            rows.append(row)
+        harness.print_table(["rows"] + [f"{p} us" for p in PATHS] + ["_scaled_mm us", "floor us"], rows,
+                            f"activation paths: N={n}, K={kk}", md)
         del ws
         if dev == "cuda":
             torch.cuda.empty_cache()
@@ -257,6 +306,7 @@ def plot(results, bw, path) -> None:
 def main(argv=None) -> int:
     p = harness.bench_parser(__doc__, "bench_skinny_gemm")
     p.add_argument("--tune", action="store_true", help="sweep the work split instead")
+    p.add_argument("--paths", action="store_true", help="time the activation paths instead")
     p.add_argument("--no-mlp", action="store_true")
     p.add_argument("--out", type=Path, default=None, help="result folder ($OUT or benchmarks/out)")
     args = p.parse_args(argv)
@@ -277,7 +327,10 @@ def main(argv=None) -> int:
     md = out / f"{args.name}.md"
     md.write_text(f"# Skinny FP8 GEMM\n\ncopy bandwidth {bw / 1e9:.0f} GB/s\n")
     results = []
-    if args.tune:
+    if args.paths:
+        paths_sweep(k, shapes[:3] if dev == "cuda" else shapes, [1, 8, 16, 24, 32] if dev == "cuda" else ms,
+                    bw, dev, md, results)
+    elif args.tune:
         tune_sweep(k, shapes[:3] if dev == "cuda" else shapes, [1, 8, 16, 32] if dev == "cuda" else ms,
                    bw, dev, md, results)
     else:

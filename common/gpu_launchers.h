@@ -117,10 +117,19 @@ struct SkinnyGemmParams {
   // thread-block cluster (1..8, reduced through distributed shared memory).
   int tiles_per_block, warps_per_tile, cluster;
   // How the fast path turns the fp8 activation into f16 for the tensor cores: 1 the
-  // conversion instruction (exact, NaN stays NaN), 2 integer bit operations (exact for
-  // every finite value, an fp8 NaN reads as 480; the default at M > 8). 0 = default.
+  // conversion instruction in every warp (exact, NaN stays NaN; the default at M <= 8),
+  // 2 integer bit operations in every warp (exact for every finite value, an fp8 NaN
+  // reads as 480), 3 once, by a pre-pass into an f16 copy of a in `a16` (exact, NaN
+  // stays NaN; the default at M > 8). 0 = default.
   int convert;
+  // Workspace of skinny_gemm_fp8_workspace_bytes(p) bytes (16-byte aligned), or null
+  // where that is 0: the f16 copy of a for convert 3.
+  void* a16;
 };
+
+// Bytes of workspace the launch needs for these operands and options (0: none). CUDA;
+// the ROCm launcher needs none.
+int64_t skinny_gemm_fp8_workspace_bytes(const SkinnyGemmParams& p);
 
 // Returns the launch status (0 is success).
 int skinny_gemm_fp8_launch(const SkinnyGemmParams& p, void* stream);

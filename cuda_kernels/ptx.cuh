@@ -1,4 +1,5 @@
-// Inline PTX the CUDA kernels share (torch-free): streaming loads and the m16n8k16 MMA.
+// Inline PTX the CUDA kernels share (torch-free): streaming and ordered loads, cp.async,
+// programmatic dependent launch, and the m16n8k16 MMA.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -63,24 +64,43 @@ __device__ __forceinline__ float after_loads(float v) {
   return v;
 }
 
-// Asynchronous 16-byte copy global -> shared (cp.async, LDGSTS): no registers held while
-// the bytes are in flight, so a warp can keep several blocks of weights on the way.
-// L1 is skipped (.cg) and L2 fetches 256-byte blocks, as ld_stream16. Both addresses
-// 16-byte aligned.
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+// Asynchronous 16-byte copy global -> shared (cp.async, LDGSTS, sm_80+): no registers
+// held while the bytes are in flight, so a warp can keep several blocks of weights on
+// the way. L1 is skipped (.cg, weights are read once) and L2 fetches 256-byte blocks,
+// as ld_stream16. dst: a shared-window address (smem_addr); both 16-byte aligned.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
 }
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) { cp_async16(smem_addr(dst), src); }
 
 // Closes this thread's current group of cp.async copies.
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 
-// Waits until at most N of this thread's groups are still in flight. Other threads see
-// the bytes only after a barrier (__syncwarp for a warp's own buffer).
+// Waits until at most N of this thread's groups are still in flight (its own copies
+// only: other threads see the bytes after a barrier, __syncwarp for a warp's buffer).
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
+__device__ __forceinline__ uint4 lds16(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
+
+// Programmatic dependent launch (sm_90): a primary grid lets its dependent launch early;
+// the dependent waits, where it first reads the primary's output, until the primary has
+// finished and its writes are visible. Both are no-ops without the launch attribute.
+__device__ __forceinline__ void pdl_launch_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+__device__ __forceinline__ void pdl_wait_primary() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
 // d += A (16 x 16) * B (16 x 8), bf16 (BF16) or f16 inputs, fp32 accumulators. This lane
 // (g = lane / 4, t = lane % 4) holds A rows g (a0, a2) and g + 8 (a1, a3) and B column

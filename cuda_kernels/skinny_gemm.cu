@@ -8,29 +8,40 @@
 // floor is N*K / HBM bandwidth and the work is to keep enough weight bytes in flight on
 // every SM, evenly, from the first cycle to the last.
 //
-// - A warp owns 32 weight rows (two 16-row m-tiles of mma.m16n8k32: the weight is the
-//   16-row operand, the activation rows the 8-column one, D^T = B A^T) and a contiguous
-//   range of K. Per 64-byte chunk of K, lane (g = lane / 4, t = lane % 4) loads 16 bytes
-//   of weight rows g and g + 8 of each m-tile and of activation row g of each n-tile, all
-//   at byte 16t: one LDG.128 each, every row's 64 bytes whole 32-byte sectors. The MMA
-//   sees the chunk's K in a permuted order (mma_chunk), the same for both operands, so
-//   the sums are unchanged and no shuffle or shared-memory staging is needed. Weight
-//   loads skip L1 (L1::no_allocate) and are unrolled U chunks deep; activation loads go
-//   through L1, where the warps of a block that share a K range reuse them.
-// - sm_90 has no fp8 mma.sync of its own: ptxas turns each into e4m3 -> f16 conversions
-//   (F2FP) and two HMMA.16816.F32 (fp32 accumulation). The conversions, not the MMAs, are
-//   the arithmetic that could catch up with the memory time at M = 32: a weight byte is
-//   converted once per warp, an activation byte once per m-tile sharing it, hence two
-//   m-tiles per warp (halving activation conversions and loads per weight byte).
+// - A warp owns 32 weight rows (two 16-row m-tiles of mma.m16n8k16 on f16 operands: the
+//   weight is the 16-row operand, the activation rows the 8-column one, D^T = B A^T) and
+//   a contiguous range of K. Per 64-byte chunk of K, lane (g = lane / 4, t = lane % 4)
+//   loads 16 bytes of weight rows g and g + 8 of each m-tile and of activation row g of
+//   each n-tile, all at byte 16t: one 16-byte load each, every row's 64 bytes whole
+//   32-byte sectors. The MMA sees the chunk's K in a permuted order (mma_chunk), the same
+//   for both operands, so the sums are unchanged and no shuffle is needed.
+// - sm_90 has no fp8 mma.sync: the fp8 bytes become f16 first (exactly), the weight
+//   through the conversion instruction (F2FP, 2 bytes each), and the MMAs are
+//   HMMA.16816.F32 (fp32 accumulation). A weight byte is converted once; the activation
+//   is needed by every warp, which is what grows with M. Two ways, per M:
+//   * M <= 8 (one n-tile; convert 1, or 2): each warp converts its activation fragments
+//     itself (a few percent of its instructions). Weight loads skip L1
+//     (L1::no_allocate) and are unrolled U chunks deep in registers; activation loads go
+//     through L1, where the warps of a block that share a K range reuse them.
+//   * M > 8 (convert 3): converting per warp cost, at M = 32, 144 integer instructions
+//     per chunk (182 of 257 issued; scripts/sass_mix.py), and with the fragments of four
+//     n-tiles in registers only one chunk of weight fit in flight per warp, so each
+//     warp's load latency and arithmetic ran in series. Instead a pre-pass writes an f16
+//     copy of a (a16_offset's fragment order, L2-resident: 2 KB per row per 1K of K) that
+//     the warps load as ready B fragments, and the weight streams through a per-warp
+//     cp.async ring in shared memory (ring_loop: 3 chunks in flight whatever the register
+//     use). The GEMM is launched as a programmatic dependent of the pre-pass: it starts
+//     streaming weights while the copy is written. 140 instructions per chunk at M = 32.
 // - Split-K: the warps of a block split K (their fp32 partials meet in shared memory),
 //   and so do the blocks of a thread-block cluster (up to 8; the partials are read
-//   through distributed shared memory). One kernel, no workspace, no atomics, no
-//   counters: deterministic and CUDA-graph capturable. The launcher sizes the split so
-//   that about 16 warps per SM stream weights and the whole grid is resident at once.
+//   through distributed shared memory). No atomics, no counters: deterministic and
+//   CUDA-graph capturable (the f16 copy is a workspace from the caller's allocator). The
+//   launcher sizes the split so that about 16 warps per SM stream weights and the whole
+//   grid is resident at once.
 // - Tails: rows past N and activation rows past M are clamped to the last real row
-//   (valid memory; their outputs are never stored). K % 64 != 0 leaves a last chunk that
-//   loads zeros past K. Rows that are not 16-byte aligned, or K % 16 != 0, take the same
-//   kernel with byte loads (VEC = false): correct for any layout, not fast.
+//   (valid memory; their outputs are never stored) or, in the f16 copy, zeros. K % 64 != 0
+//   leaves a last chunk that loads zeros past K. Rows that are not 16-byte aligned, or
+//   K % 16 != 0, take a byte-load kernel: correct for any layout, not fast.
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -39,6 +50,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include "gpu_launchers.h"
 #include "device_info.cuh"
@@ -125,8 +137,25 @@ __device__ __forceinline__ F16x8 to_f16_div256(const uint4& v) {
   return r;
 }
 
-// How the activation gets to f16 (the weight always takes the conversion instruction).
-enum Convert : int { kCvt = 1, kIntOps = 2 };
+// How the activation gets to f16 (the weight always takes the conversion instruction):
+// per warp through the conversion instruction (kCvt) or integer operations (kIntOps), or
+// once, by a pre-pass writing an f16 copy of `a` that the warps load as ready B fragments
+// (kF16Copy; that path also streams the weight through a cp.async ring, see the kernel).
+enum Convert : int { kCvt = 1, kIntOps = 2, kF16Copy = 3 };
+
+// kF16Copy: chunks of weight in each warp's cp.async ring (S - 1 in flight while one is
+// computed): 4 x 2 KB per warp, 64 KB for a block of 8 warps, two blocks per SM.
+constexpr int kStages = 4;
+constexpr int kStageBytes = 4 * kMT * 16 * 32 / 2;  // 2 * kMT segments of 16 bytes x 32 lanes
+
+// Shared memory per warp: its fp32 partials (after the loop), and for kF16Copy its ring
+// (before; the partials reuse it).
+template <int NT, int CVT>
+constexpr int warp_smem_bytes() {
+  constexpr int partials = kMT * NT * 4 * 32 * int(sizeof(float));
+  constexpr int ring = CVT == kF16Copy ? kStages * kStageBytes : 0;
+  return partials > ring ? partials : ring;
+}
 
 template <int CVT>
 __device__ __forceinline__ F16x8 activation_to_f16(const uint4& v) {
@@ -152,11 +181,128 @@ __device__ __forceinline__ void mma_chunk(float (&d)[4], const F16x8& lo, const 
   }
 }
 
+// The f16 copy of a (kF16Copy) in the order the warps read it: per slice of 32 rows (the
+// launch's blockIdx.y), per 64-element chunk of K, per n-tile nt of 8 rows, per lane
+// (g, t): the 16 f16 values k = 64c + 16t ... + 15 of row 32 * slice + 8 nt + g (32 bytes).
+// A warp's B fragments for a chunk are then nt * 1 KB + 32 * lane from one pointer; rows
+// past M (to the n-tile) and k past K (to the chunk) are zeros, so nothing is checked.
+// nt_all n-tiles per slice: n_tiles(M). Returns the byte offset of (row m, 16-segment sg).
+__host__ __device__ __forceinline__ int64_t a16_offset(int64_t m, int64_t sg, int64_t nchunks, int nt_all) {
+  const int64_t slice = m / kMaxM, r = m % kMaxM, c = sg / 4, t = sg % 4;
+  return ((slice * nchunks + c) * nt_all + r / 8) * 1024 + ((r % 8) * 4 + t) * 32;
+}
+
+// The kF16Copy main loop over chunks [c0, c1) of K. Weights: each lane copies its own
+// 2 * kMT segments of 16 bytes per chunk (cp.async) into lane-private slots of the warp's
+// ring (slot s, segment j at ring + (s * 2 kMT + j) * 512; a warp's 32 lanes read 512
+// contiguous bytes, conflict-free) and reads back only what it copied, so its own
+// wait_group orders everything: no barrier, and the load of chunk c + S - 1 is in flight
+// (with c + 1 ... c + S - 2) while chunk c is converted and multiplied, whatever the
+// register budget. Activations: 32 bytes a lane per n-tile from the f16 copy (L1/L2-hot),
+// the f16 of exactly the 16 fp8 bytes the other paths convert, so the fragments and the
+// K permutation of mma_chunk are unchanged. Weight segments past K read zeros.
+template <int NT>
+__device__ __forceinline__ void ring_loop(float (&acc)[kMT][NT][4], const SkinnyGemmParams& p,
+                                          const uint8_t* const (&w_lo)[kMT],
+                                          const uint8_t* const (&w_hi)[kMT], const uint8_t* xa,
+                                          int64_t c0, int64_t c1, uint32_t ring, int t) {
+  constexpr int S = kStages, SEG = 2 * kMT;
+  const int64_t K = p.K;
+  // Whole chunks through the ring; a last partial one (K % 64 != 0) after it.
+  const int64_t ce = std::max(c0, std::min(c1, K / kChunk));
+  // The next chunk's segments, advanced as they are issued (chunks go in order).
+  const uint8_t* w[SEG];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) {
+    w[2 * mt] = w_lo[mt] + c0 * kChunk;
+    w[2 * mt + 1] = w_hi[mt] + c0 * kChunk;
+  }
+  const auto issue = [&](int slot) {
+#pragma unroll
+    for (int j = 0; j < SEG; ++j) {
+      cp_async16(ring + (slot * SEG + j) * 512, w[j]);
+      w[j] += kChunk;
+    }
+  };
+  // One commit group per chunk (empty past ce), so wait_group<S - 1> means "chunk c landed".
+#pragma unroll
+  for (int i = 0; i < S - 1; ++i) {
+    if (c0 + i < ce) issue(i);
+    cp_async_commit();
+  }
+  // The weights above need nothing from the pre-pass; the activation copy does.
+  pdl_wait_primary();
+  const auto activation = [&](int64_t c, F16x8 (&xf)[NT]) {
+    const auto* src = reinterpret_cast<const uint4*>(xa + c * (NT * 1024));
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const uint4 v0 = __ldg(src + nt * 64), v1 = __ldg(src + nt * 64 + 1);
+      xf[nt] = F16x8{{v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w}};
+    }
+  };
+  int slot = 0;
+  for (int64_t c = c0; c < ce; ++c) {
+    F16x8 xf[NT];
+    activation(c, xf);
+    // Refill the slot read one chunk ago: those reads fed the previous chunk's conversions,
+    // issued (in order) before this copy, so the copy cannot overwrite unread bytes.
+    if (c + S - 1 < ce) issue(slot == 0 ? S - 1 : slot - 1);
+    cp_async_commit();
+    cp_async_wait<S - 1>();
+    const uint32_t at = ring + slot * SEG * 512;
+    slot = slot == S - 1 ? 0 : slot + 1;
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      const F16x8 lf = to_f16(lds16(at + 2 * mt * 512)), hf = to_f16(lds16(at + (2 * mt + 1) * 512));
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) mma_chunk(acc[mt][nt], lf, hf, xf[nt]);
+    }
+  }
+  cp_async_wait<0>();
+  if (ce < c1) {  // the last chunk of K, partial: direct loads, zeros past K
+    F16x8 xf[NT];
+    activation(ce, xf);
+    const int64_t off = ce * kChunk, avail = K - off - 16 * t;
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      const F16x8 lf = to_f16(load16<true>(w_lo[mt] + off, avail));
+      const F16x8 hf = to_f16(load16<true>(w_hi[mt] + off, avail));
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) mma_chunk(acc[mt][nt], lf, hf, xf[nt]);
+    }
+  }
+}
+
+// The pre-pass of kF16Copy: a [M, K] fp8 (row stride lda, K % 16 == 0, 16-byte aligned
+// rows) into the f16 copy (a16_offset's layout, zeros in the padding), exactly (NaN stays
+// NaN). It lets the GEMM launch at once (programmatic dependent launch): the GEMM streams
+// its first weight chunks, then waits for this grid before it reads the copy.
+__global__ void __launch_bounds__(256) fp8_rows_to_f16_kernel(const uint8_t* a, int64_t lda, uint8_t* a16,
+                                                              int64_t M, int64_t K, int64_t rows,
+                                                              int64_t nchunks, int nt_all) {
+  pdl_launch_dependents();
+  const int64_t segs = nchunks * (kChunk / 16), total = rows * segs;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t m = i / segs, sg = i % segs;
+    F16x8 f{};
+    if (m < M && 16 * sg < K) f = to_f16(__ldg(reinterpret_cast<const uint4*>(a + m * lda + 16 * sg)));
+    auto* dst = reinterpret_cast<uint4*>(a16 + a16_offset(m, sg, nchunks, nt_all));
+    dst[0] = make_uint4(f.f[0], f.f[1], f.f[2], f.f[3]);
+    dst[1] = make_uint4(f.f[4], f.f[5], f.f[6], f.f[7]);
+  }
+}
+
+// Rows of the f16 copy: M padded to its last n-tile (M <= 32) or slice of 32 (M > 32).
+int64_t a16_rows(int64_t M) { return M >= kMaxM ? (M + kMaxM - 1) / kMaxM * kMaxM : (M + 7) / 8 * 8; }
+
 template <typename OutT, int NT, int CVT>
 __global__ void __launch_bounds__(kMaxBlockWarps * 32, kMinBlocks)
     skinny_gemm_kernel(SkinnyGemmParams p, Geometry geo) {
-  // Per warp, its fp32 partial sums, [MT * NT * 4 registers][32 lanes] (conflict-free).
-  extern __shared__ float partials[];
+  // Per warp WF floats: its fp32 partial sums, [MT * NT * 4 registers][32 lanes]
+  // (conflict-free), and before them, with kF16Copy, its weight ring.
+  extern __shared__ __align__(16) float partials[];
+  constexpr int WF = warp_smem_bytes<NT, CVT>() / int(sizeof(float));
   // Chunks per load batch: 4 KB of weight in flight per warp at M <= 16; at M > 16 the
   // activation fragments take the registers (128 a thread for two blocks of 8 warps).
   constexpr int U = NT <= 2 ? 2 : 1;
@@ -189,6 +335,10 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32, kMinBlocks)
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) x[nt] = a + std::min(m0 + nt * 8 + g, M - 1) * p.lda + 16 * t;
 
+    if constexpr (CVT == kF16Copy) {
+      const auto* xa = static_cast<const uint8_t*>(p.a16) + int64_t(blockIdx.y) * geo.nchunks * NT * 1024 + 32 * lane;
+      ring_loop<NT>(acc, p, w_lo, w_hi, xa, c0, c1, smem_addr(partials + warp * WF) + 16 * lane, t);
+    } else {
     // Chunks wholly inside K run unchecked, U at a time; the rest one by one.
     const int64_t full = std::max(c0, std::min(c1, K / kChunk));
     int64_t c = c0;
@@ -233,9 +383,13 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32, kMinBlocks)
         for (int nt = 0; nt < NT; ++nt) mma_chunk(acc[mt][nt], lf, hf, xf[nt]);
       }
     }
+    }
   }
 
-  float* mine = partials + warp * E * 32;
+  // kF16Copy: the partials reuse the warp's ring; every lane's copies have landed
+  // (ring_loop's last wait), and the other lanes must be done reading it.
+  if constexpr (CVT == kF16Copy) __syncwarp();
+  float* mine = partials + warp * WF;
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
@@ -264,9 +418,28 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32, kMinBlocks)
     const int64_t m = m0 + nt * 8 + 2 * (l & 3) + (reg & 1);
     if (tl >= geo.tiles || n >= N || m >= M) continue;
     float sum = 0.0f;
-    for (int q = 0; q < nc; ++q) {
-      const float* src = nc > 1 ? cluster.map_shared_rank(partials, q) : partials;
-      for (int w = 0; w < kw; ++w) sum += src[((tr * kw + w) * E + e) * 32 + l];
+    if constexpr (CVT == kF16Copy) {
+      // Every partial loaded before any is added: up to 64 loads in flight, so the
+      // distributed-shared-memory latency is paid about once, not once per 4 partials.
+      // The same order of additions as below (+0 for the splits that do not exist).
+      float v[kMaxCluster][kMaxBlockWarps];
+#pragma unroll
+      for (int q = 0; q < kMaxCluster; ++q) {
+        const float* src = q < nc && nc > 1 ? cluster.map_shared_rank(partials, q) : partials;
+#pragma unroll
+        for (int w = 0; w < kMaxBlockWarps; ++w)
+          v[q][w] = q < nc && w < kw ? src[(tr * kw + w) * WF + e * 32 + l] : 0.0f;
+      }
+#pragma unroll
+      for (int q = 0; q < kMaxCluster; ++q) {
+#pragma unroll
+        for (int w = 0; w < kMaxBlockWarps; ++w) sum += v[q][w];
+      }
+    } else {
+      for (int q = 0; q < nc; ++q) {
+        const float* src = nc > 1 ? cluster.map_shared_rank(partials, q) : partials;
+        for (int w = 0; w < kw; ++w) sum += src[(tr * kw + w) * WF + e * 32 + l];
+      }
     }
     float y = sum * (sa * p.scale_b[p.scale_b_per_channel ? n : 0]);
     if (p.bias) y += to_float(static_cast<const OutT*>(p.bias)[n]);
@@ -297,7 +470,30 @@ __global__ void skinny_gemm_bytes_kernel(SkinnyGemmParams p) {
 
 template <typename OutT, int NT>
 auto kernel_for(int convert) {
-  return convert == kIntOps ? skinny_gemm_kernel<OutT, NT, kIntOps> : skinny_gemm_kernel<OutT, NT, kCvt>;
+  return convert == kF16Copy ? skinny_gemm_kernel<OutT, NT, kF16Copy>
+         : convert == kIntOps ? skinny_gemm_kernel<OutT, NT, kIntOps>
+                              : skinny_gemm_kernel<OutT, NT, kCvt>;
+}
+
+// n-tiles of 8 activation rows: M 1-8, 9-16, 17-24, 25-32 (and M > 32 in slices of 32).
+int n_tiles(int64_t M) { return M >= kMaxM ? 4 : int((M + 7) / 8); }
+
+// The 16-byte-load kernel takes rows that are 16-byte aligned with K % 16 == 0.
+bool vector_path(const SkinnyGemmParams& p) {
+  return p.K % 16 == 0 && p.lda % 16 == 0 && p.ldb % 16 == 0 && aligned(p.a, 16) && aligned(p.b, 16);
+}
+
+// The activation's conversion: the caller's, else the f16 copy where the activation rows
+// are many (M > 8: per-warp conversions grow with M), the instruction where few.
+int convert_for(const SkinnyGemmParams& p, int nt) {
+  return p.convert > 0 ? p.convert : (nt >= 2 ? kF16Copy : kCvt);
+}
+
+// Programmatic dependent launch between the pre-pass and the GEMM: on unless
+// IK_SKINNY_GEMM_PDL=0 (benchmarks compare; read at each launch).
+bool use_pdl() {
+  const char* v = std::getenv("IK_SKINNY_GEMM_PDL");
+  return !(v && v[0] == '0');
 }
 
 // Resident blocks of `threads` per SM for this kernel (registers and shared memory).
@@ -308,57 +504,127 @@ int blocks_per_sm(Kernel kernel, int threads, size_t smem) {
   return std::max(n, 1);
 }
 
+// Thread-block clusters of `nc` blocks resident on the whole GPU at once: clusters live
+// inside one GPC, so this can be less than (SMs x blocks per SM) / nc. 0 if not known.
+template <typename Kernel>
+int clusters_resident(Kernel kernel, int threads, size_t smem, int nc) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(nc), 1, 1);
+  cfg.blockDim = dim3(unsigned(threads), 1, 1);
+  cfg.dynamicSmemBytes = smem;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = unsigned(nc);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  int n = 0;
+  if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
+    (void)cudaGetLastError();
+    n = 0;
+  }
+  return n;
+}
+
 template <typename OutT, int NT>
 int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
-  // Integer conversions of the activation by default where they are many (M > 8).
-  const int convert = p.convert > 0 ? p.convert : (NT >= 2 ? kIntOps : kCvt);
-  if (convert != kCvt && convert != kIntOps) return cudaErrorInvalidValue;
+  const int convert = convert_for(p, NT);
+  if (convert != kCvt && convert != kIntOps && convert != kF16Copy) return cudaErrorInvalidValue;
+  if (convert == kF16Copy && !p.a16) return cudaErrorInvalidValue;  // the caller's workspace
   const auto kernel = kernel_for<OutT, NT>(convert);
-  constexpr size_t kWarpSmem = kMT * NT * 4 * 32 * sizeof(float);
+  const size_t kWarpSmem = convert == kF16Copy ? warp_smem_bytes<NT, kF16Copy>() : warp_smem_bytes<NT, kCvt>();
+  if (kMaxBlockWarps * kWarpSmem > 48 * 1024) {
+    // Past the default 48 KB of dynamic shared memory (the ring: 64 KB for 8 warps).
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               int(kMaxBlockWarps * kWarpSmem));
+    if (e != cudaSuccess) return e;
+  }
   Geometry geo{};
   geo.tiles = (p.N + kTileRows - 1) / kTileRows;
   geo.nchunks = (p.K + kChunk - 1) / kChunk;
   const int sms = sm_count();
   // Resident blocks of `warps` warps per SM (registers, shared memory), asked once.
-  static int resident_cache[3][kMaxBlockWarps + 1] = {};
+  static int resident_cache[4][kMaxBlockWarps + 1] = {};
   const auto resident = [&](int warps) {
     int& n = resident_cache[convert][warps];
     if (!n) n = blocks_per_sm(kernel, warps * 32, size_t(warps) * kWarpSmem);
     return n;
   };
   const int occ_warps = std::min(64, resident(kMaxBlockWarps) * kMaxBlockWarps);
-
-  // Tiles per block: at M > 8 two tiles share each activation chunk through L1.
-  int rb = p.tiles_per_block > 0 ? p.tiles_per_block : (NT >= 2 ? 2 : 1);
-  if (rb > kMaxBlockWarps) return cudaErrorInvalidValue;
-  rb = int(std::min<int64_t>(rb, geo.tiles));
-  const int max_kw = kMaxBlockWarps / rb;
-  const int64_t row_blocks = (geo.tiles + rb - 1) / rb;
-  // K splits per tile: about 16 streaming warps per SM in all (fewer if registers say so),
-  // each split at least 4 chunks (256 bytes of each of its 32 rows, two load batches).
-  const int64_t target = int64_t(sms) * std::min(occ_warps, 16);
-  int64_t want = target / (row_blocks * rb);
-  want = std::clamp<int64_t>(want, 1, std::max<int64_t>(1, geo.nchunks / 4));
-  want = std::min<int64_t>(want, int64_t(max_kw) * kMaxCluster);
-  // The caller's split where given; else the fewest cluster blocks that reach `want`
-  // with up to max_kw warps each. One wave: with more blocks than fit at once, the last
-  // wave would stream alone, so shrink the cluster (re-spreading its share over the
-  // warps) until the grid fits; a huge N may never fit, and then runs in waves.
-  const auto warps_for = [&](int clusters) {
-    return p.warps_per_tile > 0
-               ? p.warps_per_tile
-               : int(std::clamp<int64_t>((want + clusters - 1) / clusters, 1, max_kw));
+  // Blocks of `warps` warps resident at once in clusters of `nc`: for the f16-copy path,
+  // which picks clusters of up to 8 for big weights, counted in whole clusters (asked
+  // once); the other paths keep their SMs x blocks-per-SM estimate.
+  static int cluster_cache[kMaxBlockWarps + 1][kMaxCluster + 1] = {};
+  const auto fits = [&](int warps, int nc) -> int64_t {
+    if (nc <= 1 || convert != kF16Copy) return int64_t(sms) * resident(warps);
+    int& n = cluster_cache[warps][nc];  // 0: not asked yet; -1: none fit (or unknown)
+    if (!n) {
+      n = clusters_resident(kernel, warps * 32, size_t(warps) * kWarpSmem, nc);
+      if (n <= 0) n = -1;
+    }
+    return n > 0 ? int64_t(n) * nc : 0;
   };
-  int nc = p.cluster;
-  if (nc <= 0) {
-    const int64_t per_block = p.warps_per_tile > 0 ? p.warps_per_tile : max_kw;
-    nc = int(std::clamp<int64_t>((want + per_block - 1) / per_block, 1, kMaxCluster));
-    for (; nc > 1; --nc) {
-      if (row_blocks * nc <= int64_t(sms) * resident(rb * warps_for(nc))) break;
+
+  // The work split for `rb` tiles per block (the caller's fields where given).
+  struct Plan {
+    int rb, kw, nc;
+    int64_t row_blocks, warps;  // warps: those resident at once
+  };
+  const auto plan = [&](int rb) {
+    rb = int(std::min<int64_t>(rb, geo.tiles));
+    const int max_kw = kMaxBlockWarps / rb;
+    const int64_t row_blocks = (geo.tiles + rb - 1) / rb;
+    // K splits per tile: about 16 streaming warps per SM in all (fewer if registers say
+    // so), each split at least 4 chunks (256 bytes of each of its 32 rows).
+    const int64_t target = int64_t(sms) * std::min(occ_warps, 16);
+    int64_t want = target / (row_blocks * rb);
+    want = std::clamp<int64_t>(want, 1, std::max<int64_t>(1, geo.nchunks / 4));
+    want = std::min<int64_t>(want, int64_t(max_kw) * kMaxCluster);
+    // The caller's split where given; else the fewest cluster blocks that reach `want`
+    // with up to max_kw warps each. One wave: with more blocks than fit at once, the last
+    // wave would stream alone, so shrink the cluster (re-spreading its share over the
+    // warps) until the grid fits; a huge N may never fit, and then runs in waves.
+    const auto warps_for = [&](int clusters) {
+      return p.warps_per_tile > 0
+                 ? p.warps_per_tile
+                 : int(std::clamp<int64_t>((want + clusters - 1) / clusters, 1, max_kw));
+    };
+    int nc = p.cluster;
+    if (nc <= 0) {
+      const int64_t per_block = p.warps_per_tile > 0 ? p.warps_per_tile : max_kw;
+      nc = int(std::clamp<int64_t>((want + per_block - 1) / per_block, 1, kMaxCluster));
+      for (; nc > 1; --nc) {
+        if (row_blocks * nc <= fits(rb * warps_for(nc), nc)) break;
+      }
+    }
+    const int kw = warps_for(nc);
+    const int64_t fit = kw <= max_kw ? fits(rb * kw, nc) : 0;
+    return Plan{rb, kw, nc, row_blocks, std::min(row_blocks * nc, fit) * rb * kw};
+  };
+  // Tiles per block: at M > 8 two tiles share each activation chunk through L1. With the
+  // f16 copy (2 bytes a value, read by the warps of every tile) as many tiles as keep at
+  // least 80% of the best choice's streaming warps: the warps of a block walk the same K
+  // and read each activation chunk from L2 once between them.
+  Plan pl{};
+  if (p.tiles_per_block > 0 || convert != kF16Copy) {
+    if (p.tiles_per_block > kMaxBlockWarps) return cudaErrorInvalidValue;
+    pl = plan(p.tiles_per_block > 0 ? p.tiles_per_block : (NT >= 2 ? 2 : 1));
+  } else {
+    Plan cand[4];
+    int64_t best = 0;
+    for (int i = 0; i < 4; ++i) {
+      cand[i] = plan(kMaxBlockWarps >> i);  // 8, 4, 2, 1 tiles
+      best = std::max(best, cand[i].warps);
+    }
+    pl = cand[3];
+    for (int i = 3; i >= 0; --i) {
+      if (cand[i].warps * 5 >= best * 4) pl = cand[i];
     }
   }
-  const int kw = warps_for(nc);
-  if (kw > max_kw || nc > kMaxCluster) return cudaErrorInvalidValue;
+  const int rb = pl.rb, kw = pl.kw, nc = pl.nc;
+  const int64_t row_blocks = pl.row_blocks;
+  if (kw > kMaxBlockWarps / rb || nc > kMaxCluster) return cudaErrorInvalidValue;
   const int threads = rb * kw * 32;
   const size_t smem = size_t(rb) * kw * kWarpSmem;
   geo.tiles_per_block = rb;
@@ -367,26 +633,49 @@ int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
 
   const int64_t m_slices = (p.M + kMaxM - 1) / kMaxM;
   if (m_slices > 65535 || row_blocks * nc > INT32_MAX) return cudaErrorInvalidValue;
+  const bool pdl = convert == kF16Copy && use_pdl();
+  if (convert == kF16Copy) {
+    const int64_t rows = a16_rows(p.M), segs = rows * geo.nchunks * (kChunk / 16);
+    const int blocks = int(std::clamp<int64_t>((segs + 255) / 256, 1, int64_t(sms) * 4));
+    fp8_rows_to_f16_kernel<<<blocks, 256, 0, stream>>>(static_cast<const uint8_t*>(p.a), p.lda,
+                                                       static_cast<uint8_t*>(p.a16), p.M, p.K, rows,
+                                                       geo.nchunks, NT);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+  }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(unsigned(row_blocks * nc), unsigned(m_slices), 1);
   cfg.blockDim = dim3(unsigned(threads), 1, 1);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = unsigned(nc);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
+  cudaLaunchAttribute attr[2];
+  unsigned n_attr = 0;
+  if (nc > 1) {
+    attr[n_attr].id = cudaLaunchAttributeClusterDimension;
+    attr[n_attr].val.clusterDim.x = unsigned(nc);
+    attr[n_attr].val.clusterDim.y = 1;
+    attr[n_attr].val.clusterDim.z = 1;
+    ++n_attr;
+  }
+  if (pdl) {
+    attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n_attr].val.programmaticStreamSerializationAllowed = 1;
+    ++n_attr;
+  }
   cfg.attrs = attr;
-  cfg.numAttrs = nc > 1 ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, p, geo);
+  cfg.numAttrs = n_attr;
+  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, p, geo);
+  if (e != cudaSuccess && pdl) {  // a runtime that refuses the dependent launch: a plain one
+    (void)cudaGetLastError();
+    cfg.numAttrs = n_attr - 1;
+    e = cudaLaunchKernelEx(&cfg, kernel, p, geo);
+  }
+  return e;
 }
 
 template <typename OutT>
 int launch_out(const SkinnyGemmParams& p, cudaStream_t stream) {
-  const bool vec = p.K % 16 == 0 && p.lda % 16 == 0 && p.ldb % 16 == 0 && aligned(p.a, 16) &&
-                   aligned(p.b, 16);
-  if (!vec) {
+  if (!vector_path(p)) {
     constexpr int kWarps = 8;
     const int64_t blocks = (p.N + kWarps - 1) / kWarps;
     if (blocks > INT32_MAX) return cudaErrorInvalidValue;
@@ -394,8 +683,7 @@ int launch_out(const SkinnyGemmParams& p, cudaStream_t stream) {
     skinny_gemm_bytes_kernel<OutT><<<grid, kWarps * 32, 0, stream>>>(p);
     return cudaSuccess;
   }
-  // n-tiles of 8 activation rows: M 1-8, 9-16, 17-24, 25-32 (and M > 32 in slices of 32).
-  switch (p.M >= kMaxM ? 4 : (p.M + 7) / 8) {
+  switch (n_tiles(p.M)) {
     case 1: return launch<OutT, 1>(p, stream);
     case 2: return launch<OutT, 2>(p, stream);
     case 3: return launch<OutT, 3>(p, stream);
@@ -406,6 +694,13 @@ int launch_out(const SkinnyGemmParams& p, cudaStream_t stream) {
 }  // namespace
 
 namespace inference_kernels {
+
+int64_t skinny_gemm_fp8_workspace_bytes(const SkinnyGemmParams& p) {
+  if (p.M <= 0 || p.N <= 0 || p.K <= 0 || !vector_path(p)) return 0;
+  // The f16 copy of a, rows padded with zeros to whole 64-element chunks.
+  return convert_for(p, n_tiles(p.M)) == kF16Copy ? 2 * a16_rows(p.M) * ((p.K + kChunk - 1) / kChunk * kChunk)
+                                                  : 0;
+}
 
 int skinny_gemm_fp8_launch(const SkinnyGemmParams& p, void* stream) {
   if (p.M <= 0 || p.N <= 0) return cudaSuccess;

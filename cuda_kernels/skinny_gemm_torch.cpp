@@ -1,5 +1,6 @@
 // Torch-facing wrapper of skinny_gemm.cu: check the tensors, pick the stream, launch.
 // Compiled by the host C++ compiler, so no torch header goes through nvcc.
+#include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -13,7 +14,8 @@
 using namespace inference_kernels;
 
 // config (benchmarks and tests; empty = the launcher's choice): [tiles_per_block,
-// warps_per_tile, cluster, convert], 0 = the launcher's choice for that field.
+// warps_per_tile, cluster, convert], 0 = the launcher's choice for that field (convert:
+// gpu_launchers.h; 3 takes a workspace of 2 * M * K bytes, allocated here).
 void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
                           const at::Tensor& scale_a, const at::Tensor& scale_b,
                           const std::optional<at::Tensor>& bias, at::IntArrayRef config) {
@@ -27,13 +29,22 @@ void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor
               "config: tiles_per_block * warps_per_tile must be at most 8 (0 = automatic), got ",
               num(rb), " and ", num(kw));
   TORCH_CHECK(nc >= 0 && nc <= 8, "config: cluster must be 0 (automatic) to 8, got ", num(nc));
-  TORCH_CHECK(cvt >= 0 && cvt <= 2, "config: convert must be 0 (automatic), 1 or 2, got ", num(cvt));
+  TORCH_CHECK(cvt >= 0 && cvt <= 3, "config: convert must be 0 (automatic), 1, 2 or 3, got ", num(cvt));
   p.tiles_per_block = int(rb);
   p.warps_per_tile = int(kw);
   p.cluster = int(nc);
   p.convert = int(cvt);
   if (p.M == 0 || p.N == 0) return;
   const c10::cuda::CUDAGuard guard(a.device());
+#ifndef ROCM_KERNEL
+  // The f16 copy of a (convert 3): from the caching allocator, stream-ordered, so it is
+  // safe to free on return and is captured into CUDA graphs like any temporary.
+  at::Tensor workspace;
+  if (const int64_t bytes = skinny_gemm_fp8_workspace_bytes(p); bytes > 0) {
+    workspace = at::empty({bytes}, a.options().dtype(at::kByte));
+    p.a16 = workspace.data_ptr();
+  }
+#endif
   C10_CUDA_CHECK(static_cast<cudaError_t>(
       skinny_gemm_fp8_launch(p, c10::cuda::getCurrentCUDAStream().stream())));
 }

@@ -41,6 +41,14 @@
 #           and png under $OUT), its SASS, compute-sanitizer memcheck + racecheck on its odd
 #           sizes (last: the first cut if 600 s run out)
 #   gemm_tune: the skinny GEMM's work-split sweep on the blog's shapes
+#   gemm_prof: Nsight Compute (--clock-control none) of the skinny GEMM at 13312 x 16384,
+#           M = 1, 16, 32 (ours at the launcher's defaults; M = 32 also with convert 2,
+#           the previous default), the f16 pre-pass at M = 32, and torch._scaled_mm's
+#           kernel at M = 32: duration, DRAM/L2/L1 throughput and hit rates, issue, pipe
+#           utilisation, stall reasons, registers, occupancy (ncu_gemm.txt; key lines printed)
+#   gemm_new: skinny_gemm_fp8 tests, the quick benchmark (blog shapes, M 1/8/16/32, MLP),
+#           the activation paths side by side (--paths), SASS counts and the main loop's
+#           instruction mix (scripts/sass_mix.py), compute-sanitizer on the GEMM (last)
 #   final1: the CUDA test cases, tensor-parallel decode, the Q4_K and FP8 GEMM benchmarks
 #   final2: the norm/SwiGLU/LayerNorm benchmarks, SASS, compute-sanitizer over every kernel
 #   all   : check + bench
@@ -248,10 +256,16 @@ tests_gemm() {
 }
 bench_gemm() {
   step "skinny GEMM benchmark"
-  timeout 300 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" "$@" 2>&1 | tee "$OUT/bench_skinny_gemm.log" | tail -150
+  timeout 300 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" "$@" 2>&1 | tee -a "$OUT/bench_skinny_gemm.log" | tail -150
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 }
 sanitizers_gemm() { sanitize gemm skinny_gemm; }
+sass_mix_gemm() {
+  step "main-loop instruction mix of skinny_gemm_fp8 per 64-byte chunk (scripts/sass_mix.py)"
+  cuobjdump -sass "$SO" | python3 scripts/sass_mix.py | tee "$OUT/sass_mix_gemm.txt"
+  cuobjdump -res-usage "$SO" 2>/dev/null | grep -A1 -E "skinny_gemm|fp8_rows_to_f16" | grep -oE "REG:[0-9]+ STACK:[0-9]+ SHARED:[0-9]+ LOCAL:[0-9]+" \
+    | sort | uniq -c | tee -a "$OUT/sass_mix_gemm.txt"
+}
 sass_gemm() {
   step "SASS of skinny_gemm_fp8 (per kernel: loads, MMAs, conversions, local memory)"
   cuobjdump -sass "$SO" | awk '
@@ -259,6 +273,38 @@ sass_gemm() {
     name { while (match($0, /(LDG|STG|LDL|STL|HMMA|F2FP)[.A-Z0-9_]*/)) { c[substr($0, RSTART, RLENGTH)]++; $0 = substr($0, RSTART + RLENGTH) } }
     function report(  k, s) { s = ""; for (k in c) s = s " " k "=" c[k]; print name ":" s }
     END { if (name) report() }' | tee "$OUT/sass_gemm.txt"
+}
+# Where the skinny GEMM's warps stall and which pipe limits (Nsight Compute, real clocks).
+profile_gemm() {
+  step "Nsight Compute: skinny GEMM, 13312 x 16384"
+  export PATH="$PATH:/usr/local/cuda/bin"
+  command -v ncu >/dev/null || { echo "ncu not found" | tee "$OUT/ncu_gemm.txt"; status=1; return; }
+  local f="$OUT/ncu_gemm.txt" spec impl m filter rc
+  local sections=(--section SpeedOfLight --section WarpStateStats --section SchedulerStats
+    --section InstructionStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
+    --section Occupancy --section LaunchStats)
+  local metrics=(--metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,regex:sm__inst_executed_pipe_.*\.avg\.pct_of_peak_sustained_active,regex:sm__pipe_.*_cycles_active\.avg\.pct_of_peak_sustained_active')
+  for spec in "ours 1" "ours 16" "ours 32" "ours 32 0 0 0 2" "prepass 32" "scaled_mm 32"; do
+    set -- $spec; impl=$1; m=$2; shift 2
+    case $impl in
+      ours) filter=(--kernel-name regex:skinny_gemm_kernel) ;;
+      prepass) filter=(--kernel-name regex:fp8_rows_to_f16); impl=ours ;;
+      *) filter=() ;;
+    esac
+    echo "--- $spec" | tee -a "$f"
+    timeout 150 ncu --clock-control none --profile-from-start off "${filter[@]}" --launch-skip 2 --launch-count 1 \
+      "${sections[@]}" "${metrics[@]}" --print-details all \
+      python3 benchmarks/profile_gemm.py $impl 13312 16384 $m "$@" > /tmp/ncu_one.txt 2>&1
+    rc=$?
+    if [ $rc != 0 ]; then  # an unknown metric name fails the run: again with the sections only
+      grep -m3 -E "ERROR|rror" /tmp/ncu_one.txt
+      timeout 150 ncu --clock-control none --profile-from-start off "${filter[@]}" --launch-skip 2 --launch-count 1 \
+        "${sections[@]}" python3 benchmarks/profile_gemm.py $impl 13312 16384 $m "$@" > /tmp/ncu_one.txt 2>&1
+    fi
+    grep -vE "^==PROF==|^\s*$" /tmp/ncu_one.txt >> "$f"
+  done
+  grep -E "^---|Context [0-9]+, Stream|Duration|DRAM Through|Memory Throughput|L1/TEX Cache Through|L2 Cache Through|L1/TEX Hit Rate|L2 Hit Rate|Compute \(SM\) Through|Issued Warp|Issue Slots Busy|No Eligible|Active Warps Per Sch|Eligible Warps|Warp Cycles Per Issued|Executed Ipc Active|Registers Per|Achieved Occ|Theoretical Occ|Block Limit|Grid Size|Block Size|Dynamic Shared|pipe_(tensor|alu|fma|fmaheavy|xu|lsu|uniform|adu|cbu)[a-z_]*(_op_hmma)?[a-z_]*\.avg\.pct|stalled_(long_scoreboard|short_scoreboard|math_pipe_throttle|mio_throttle|lg_throttle|wait|not_selected|barrier|no_instruction|dispatch_stall|selected|tex_throttle|membar|drain|imc_miss|branch_resolving|sleeping|misc)_per" "$f" \
+    | grep -vE " 0(\.0+)?$" | cut -c1-150 | head -230
 }
 tests_gpu() {
   # The CUDA cases (-k cuda: the device parameter, test_q4k_cuda.py); CI runs the rest: the
@@ -300,6 +346,9 @@ case "$MODE" in
   final1) tests_gpu; tp_decode; bench_gemm; bench_q4k --quick ;;
   final2) bench_fp8; bench_swiglu; bench_layernorm; bench_quick; sass; sass_q4k; sass_gemm; sanitizers ;;
   gemm_tune) bench_gemm --tune ;;
+  gemm_prof) profile_gemm ;;
+  gemm_new) tests_gemm; bench_gemm --quick; bench_gemm --paths --name bench_gemm_paths; sass_gemm; sass_mix_gemm
+            sanitizers_gemm ;;
   all)    tests; error_paths; sass; sanitizers; example; bench_sweep ;;
   *) echo "unknown mode $MODE"; exit 2 ;;
 esac

@@ -85,19 +85,23 @@ def kquant_gemvs(ik, dev):
 def skinny_gemms(ik, dev):
     """skinny_gemm_fp8 at odd sizes: every M slice (1-8, 9-16, 17-24, 25-32, > 32), odd N,
     K tails (a partial last chunk; K % 16 != 0, the byte path), a misaligned view, row
-    strides, bias and per-channel scales, cluster and warp splits. The op is called
-    directly (no torch._scaled_mm route). Returns the launch count."""
+    strides, bias and per-channel scales, cluster and warp splits, each activation path
+    (convert 1 and 2 per warp; 3, the f16 pre-pass with the cp.async weight ring, the
+    default at M > 8, also at M <= 8 and with K < 64, where only the partial chunk runs).
+    The op is called directly (no torch._scaled_mm route). Returns the launch count."""
     fp8 = torch.float8_e4m3fn
     n_launch = 0
     for m, n, k in [(1, 1, 16), (3, 17, 80), (8, 129, 1040), (9, 33, 4096), (17, 2317, 272),
-                    (32, 64, 6656 + 16), (33, 40, 128), (5, 23, 4099), (2, 7, 3)]:
+                    (24, 77, 64 * 13 + 32), (32, 64, 6656 + 16), (33, 40, 128), (70, 19, 592),
+                    (5, 23, 4099), (2, 7, 3)]:
         a = (torch.randn(m, k + 32, device=dev) * 3).to(fp8)
         b = (torch.randn(n, k, device=dev) * 3).to(fp8)
         sa = torch.tensor([0.01], device=dev)
         sb = torch.rand(n, device=dev) / 64
         bias = torch.randn(n, device=dev).bfloat16()
         out = torch.empty(m, n + 3, device=dev, dtype=torch.bfloat16)
-        for cfg in ([], [1, 8, 4, 1], [2, 4, 2, 2], [1, 1, 8, 1]):
+        for cfg in ([], [1, 8, 4, 1], [2, 4, 2, 2], [1, 1, 8, 1], [1, 8, 4, 3], [2, 4, 2, 3],
+                    [8, 1, 2, 3], [0, 0, 0, 3]):
             ik.ops.skinny_gemm_fp8(out[:, :n], a[:, :k], b, sa, sb, bias, cfg)
             n_launch += 1
         ik.ops.skinny_gemm_fp8(out[:, 1:n + 1], a[:, 1:k + 1], b, sa, sb[:1], None)  # byte path

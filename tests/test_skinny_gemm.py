@@ -9,7 +9,9 @@ import torch
 
 FP8 = torch.float8_e4m3fn
 ROW_TOL = 1e-2
-MS = [1, 2, 7, 8, 16, 31, 32, 33, 64]
+# M 1-8 (one n-tile, activation converted per warp), 9-32 (two to four n-tiles, the f16
+# copy of a and the weight ring by default), > 32 (slices of 32 rows).
+MS = [1, 2, 7, 8, 9, 12, 16, 17, 24, 25, 31, 32, 33, 64]
 # (N, K): odd N, K % 64 != 0 (a last partial chunk), K % 16 != 0 (the byte path), K < 64.
 SHAPES = [(129, 4096), (2304 + 13, 1040), (64, 80), (40, 4099), (17, 16)]
 OUT_DTYPES = [torch.bfloat16, torch.float16]
@@ -174,19 +176,22 @@ def test_large_m_goes_to_scaled_mm(ik, device, m):
         assert_rows_close(y, reference(a, b, sa, sb, bias.to(dtype)), dtype)
 
 
-def test_cuda_graph_replays_new_inputs(ik, device):
+@pytest.mark.parametrize("m", [8, 24])
+def test_cuda_graph_replays_new_inputs(ik, device, m):
+    """M = 24 captures the f16 pre-pass, its workspace and the programmatic dependent
+    launch of the GEMM into the graph."""
     cuda_only(device)
     n, k = 2304 + 13, 4096
-    a, b = rand_fp8((8, k), device), rand_fp8((n, k), device)
+    a, b = rand_fp8((m, k), device), rand_fp8((n, k), device)
     sa, sb = scales(n, device, True)
-    out = poisoned(8, n, torch.bfloat16, device)
+    out = poisoned(m, n, torch.bfloat16, device)
     ik.skinny_gemm_fp8(a, b, sa, sb, out=out)  # warm-up (allocations, module load)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         ik.skinny_gemm_fp8(a, b, sa, sb, out=out)
     for _ in range(2):
-        a.copy_(rand_fp8((8, k), device))
+        a.copy_(rand_fp8((m, k), device))
         sa.copy_(scales(n, device, False)[0])
         out.fill_(float("nan"))
         graph.replay()
@@ -196,10 +201,11 @@ def test_cuda_graph_replays_new_inputs(ik, device):
 
 # [tiles_per_block, warps_per_tile, cluster, convert]: every split the benchmark sweeps.
 CONFIGS = [[1, 1, 1, 1], [1, 8, 1, 1], [1, 4, 2, 2], [2, 4, 8, 1], [4, 2, 3, 2], [8, 1, 1, 2],
-           [1, 3, 5, 1], [0, 0, 8, 0], [0, 0, 0, 2]]
+           [1, 3, 5, 1], [0, 0, 8, 0], [0, 0, 0, 2], [0, 0, 0, 1], [0, 0, 0, 3], [1, 1, 1, 3],
+           [1, 8, 1, 3], [2, 4, 2, 3], [8, 1, 1, 3], [1, 1, 8, 3], [4, 2, 3, 3], [1, 3, 5, 3]]
 
 
-@pytest.mark.parametrize("m", [1, 8, 17, 32])
+@pytest.mark.parametrize("m", [1, 8, 9, 17, 24, 32, 40])
 def test_every_work_split(ik, device, m):
     cuda_only(device)
     n, k = 1000, 64 * 37 + 16
@@ -213,10 +219,30 @@ def test_every_work_split(ik, device, m):
         assert_rows_close(out, ref, torch.float16)
 
 
+@pytest.mark.parametrize("m", [1, 5, 9, 16, 23, 32])
+@pytest.mark.parametrize("k", [64 * 41, 64 * 41 + 48, 16])
+def test_f16_copy_matches_per_warp_conversion(ik, device, m, k):
+    """convert 3 (the f16 copy of a and the cp.async weight ring) runs the same MMAs in the
+    same order as convert 1 (the activation converted in every warp), from the same exact
+    f16 values: for one work split the outputs are bitwise equal, K tails included."""
+    cuda_only(device)
+    n = 333
+    a, b = rand_fp8((m, k), device), rand_fp8((n, k), device)
+    sa, sb = scales(n, device, True)
+    for split in ([1, 4, 2], [2, 4, 1], [1, 1, 1], [8, 1, 3]):
+        outs = []
+        for cvt in (1, 3):
+            out = poisoned(m, n, torch.bfloat16, device)
+            ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, split + [cvt])
+            outs.append(out)
+        assert torch.equal(outs[0], outs[1]), f"convert 1 and 3 differ for split {split}"
+    assert_rows_close(outs[1], reference(a, b, sa, sb), torch.bfloat16)
+
+
 def test_fp8_nan_and_extremes(ik, device):
     """Saturated weights and activations (+-448) and subnormals: exact products in fp32.
     A NaN weight propagates; an activation NaN propagates on the CPU and, on CUDA, with
-    convert=1 (convert=2 reads it as 480: documented)."""
+    convert=1 and 3 (convert=2 reads it as 480: documented)."""
     k = 256
     a = torch.full((2, k), 448.0, device=device).to(FP8)
     a[1] = torch.tensor(2.0 ** -9, device=device).to(FP8)  # the smallest subnormal
@@ -234,9 +260,17 @@ def test_fp8_nan_and_extremes(ik, device):
     if device == "cuda":
         out = poisoned(2, 16, torch.bfloat16, device)
         ik.ops.skinny_gemm_fp8(out, a_nan, b, one, one, None, [0, 0, 0, 1])
+        out3 = poisoned(2, 16, torch.bfloat16, device)
+        ik.ops.skinny_gemm_fp8(out3, a_nan, b, one, one, None, [0, 0, 0, 3])
+        assert torch.isnan(out3[0]).all() and not torch.isnan(out3[1]).any()
     else:
         out = ik.skinny_gemm_fp8(a_nan, b, one, one)
     assert torch.isnan(out[0]).all() and not torch.isnan(out[1]).any()
+    # M > 8 takes the f16 copy by default: an activation NaN still propagates.
+    a12 = a.repeat(6, 1)
+    a12[7, 9] = float("nan")
+    y = ik.skinny_gemm_fp8(a12, b, one, one)
+    assert torch.isnan(y[7]).all() and not torch.isnan(y[torch.arange(12, device=device) != 7]).any()
 
 
 # ---- the op as torch sees it.
@@ -351,7 +385,7 @@ def test_rejects_bad_config(ik, device):
     out = torch.empty(4, 8, device=device, dtype=torch.bfloat16)
     for cfg, msg in (([3, 3], "tiles_per_block \\* warps_per_tile must be at most 8"),
                      ([1, 1, 9], "cluster must be 0 \\(automatic\\) to 8, got 9"),
-                     ([1, 1, 1, 3], "convert must be 0 \\(automatic\\), 1 or 2, got 3"),
+                     ([1, 1, 1, 4], "convert must be 0 \\(automatic\\), 1, 2 or 3, got 4"),
                      ([1, 1, 1, 1, 1], "config holds at most 4 values")):
         with pytest.raises(RuntimeError, match=msg):
             ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, cfg)
