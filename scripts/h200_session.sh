@@ -19,6 +19,7 @@
 #           add+RMSNorm+FP8 benchmarks, the LayerNorm benchmark
 #   tuneonly: the norm layout sweep alone (no package build)
 #   s4a   : the k-quant tests, the quick Q4_K benchmark, then norms_explore
+#   s4c   : GEMM, norm/activation and k-quant tests, then the quick benchmarks of each
 #   norms_explore: why Triton leads at decode sizes: kernels per call and their device time,
 #           ours vs torch.compile vs Liger (benchmarks/profile_latency.py); Nsight Compute of
 #           ours vs Liger, rms_norm bf16 1x4096 and 4096x4096 (ncu_norms.txt); the layout
@@ -335,6 +336,8 @@ case "$MODE" in
   tune)   tests_norms; tune; bench_swiglu; bench_fp8 --quick; bench_layernorm ;;
   norms_explore) norms_explore ;;
   s4a)    tests_q4k; bench_q4k --quick --formats Q4_K; norms_explore ;;
+  s4c)    tests_gemm; tests_norms; tests_q4k; bench_gemm --quick; bench_q4k --quick; bench_swiglu --quick
+          bench_quick; bench_layernorm --quick; bench_fp8 --quick ;;
   tp)     tp_decode ;;
   q4k)    tests_q4k; bench_q4k; sass_q4k; sanitizers_q4k ;;
   q4k_prof) profile_q4k ;;
