@@ -117,10 +117,10 @@ struct SkinnyGemmParams {
   // thread-block cluster (1..8, reduced through distributed shared memory).
   int tiles_per_block, warps_per_tile, cluster;
   // How the fast path turns the fp8 activation into f16 for the tensor cores: 1 the
-  // conversion instruction in every warp (exact, NaN stays NaN; the default at M <= 8),
-  // 2 integer bit operations in every warp (exact for every finite value, an fp8 NaN
-  // reads as 480), 3 once, by a pre-pass into an f16 copy of a in `a16` (exact, NaN
-  // stays NaN; the default at M > 8). 0 = default.
+  // conversion instruction in every warp (exact, NaN stays NaN; the default), 2 integer
+  // bit operations in every warp (exact for every finite value, an fp8 NaN reads as
+  // 480), 3 once, by a pre-pass into an f16 copy of a in `a16` (exact, NaN stays NaN;
+  // the default at M > 8 for weights under 64 MiB). 0 = default.
   int convert;
   // Workspace of skinny_gemm_fp8_workspace_bytes(p) bytes (16-byte aligned), or null
   // where that is 0: the f16 copy of a for convert 3.

@@ -19,12 +19,14 @@
 //   through the conversion instruction (F2FP, 2 bytes each), and the MMAs are
 //   HMMA.16816.F32 (fp32 accumulation). A weight byte is converted once; the activation
 //   is needed by every warp, which is what grows with M. Two ways, per M:
-//   * M <= 8 (one n-tile; convert 1, or 2): each warp converts its activation fragments
-//     itself (a few percent of its instructions). Weight loads skip L1
+//   * convert 1 (the default, but for small weights at M > 8; convert_for), or 2: each
+//     warp converts its activation fragments itself (at M <= 8 a few percent of its
+//     instructions). Weight loads skip L1
 //     (L1::no_allocate) and are unrolled U chunks deep in registers; activation loads go
 //     through L1, where the warps of a block that share a K range reuse them.
-//   * M > 8 (convert 3): converting per warp cost, at M = 32, 144 integer instructions
-//     per chunk (182 of 257 issued; scripts/sass_mix.py), and with the fragments of four
+//   * convert 3 (the default for small weights at M > 8): converting per warp with
+//     integer operations (convert 2) cost, at M = 32, 144 integer instructions per
+//     chunk (182 of 257 issued; scripts/sass_mix.py), and with the fragments of four
 //     n-tiles in registers only one chunk of weight fit in flight per warp, so each
 //     warp's load latency and arithmetic ran in series. Instead a pre-pass writes an f16
 //     copy of a (a16_offset's fragment order, L2-resident: 2 KB per row per 1K of K) that
@@ -483,10 +485,16 @@ bool vector_path(const SkinnyGemmParams& p) {
   return p.K % 16 == 0 && p.lda % 16 == 0 && p.ldb % 16 == 0 && aligned(p.a, 16) && aligned(p.b, 16);
 }
 
-// The activation's conversion: the caller's, else the f16 copy where the activation rows
-// are many (M > 8: per-warp conversions grow with M), the instruction where few.
+// The activation's conversion: the caller's, else the conversion instruction in every
+// warp, except for small weights at M > 8, where the f16 copy wins. H200, M = 16 / 32
+// (bench_skinny_gemm.py --paths, BENCHMARKS.md): 2304 x 16384 (38 MB) 18.8 / 22.3 us
+// with the copy against 23.6 / 30.4; 13312 x 16384 59.2 / 72.9 with the instruction
+// against 74.2 / 85.1, 16384 x 6656 31.5 / 36.6 against 40.8 / 47.7. The integer
+// conversion (2) lost everywhere and reads an fp8 NaN as 480: caller's choice only.
 int convert_for(const SkinnyGemmParams& p, int nt) {
-  return p.convert > 0 ? p.convert : (nt >= 2 ? kF16Copy : kCvt);
+  constexpr int64_t kSmallWeight = int64_t{64} << 20;  // bytes: between 38 MB and 109 MB
+  if (p.convert > 0) return p.convert;
+  return nt >= 2 && p.N * p.K < kSmallWeight ? kF16Copy : kCvt;
 }
 
 // Programmatic dependent launch between the pre-pass and the GEMM: on unless

@@ -87,7 +87,8 @@ def skinny_gemms(ik, dev):
     K tails (a partial last chunk; K % 16 != 0, the byte path), a misaligned view, row
     strides, bias and per-channel scales, cluster and warp splits, each activation path
     (convert 1 and 2 per warp; 3, the f16 pre-pass with the cp.async weight ring, the
-    default at M > 8, also at M <= 8 and with K < 64, where only the partial chunk runs).
+    default at M > 8 for weights under 64 MiB, also at M <= 8 and with K < 64, where only
+    the partial chunk runs).
     The op is called directly (no torch._scaled_mm route). Returns the launch count."""
     fp8 = torch.float8_e4m3fn
     n_launch = 0

@@ -9,8 +9,9 @@ import torch
 
 FP8 = torch.float8_e4m3fn
 ROW_TOL = 1e-2
-# M 1-8 (one n-tile, activation converted per warp), 9-32 (two to four n-tiles, the f16
-# copy of a and the weight ring by default), > 32 (slices of 32 rows).
+# M 1-8 (one n-tile, activation converted per warp), 9-32 (two to four n-tiles; for
+# these small weights the f16 copy of a and the weight ring by default), > 32 (slices of
+# 32 rows).
 MS = [1, 2, 7, 8, 9, 12, 16, 17, 24, 25, 31, 32, 33, 64]
 # (N, K): odd N, K % 64 != 0 (a last partial chunk), K % 16 != 0 (the byte path), K < 64.
 SHAPES = [(129, 4096), (2304 + 13, 1040), (64, 80), (40, 4099), (17, 16)]
@@ -266,7 +267,8 @@ def test_fp8_nan_and_extremes(ik, device):
     else:
         out = ik.skinny_gemm_fp8(a_nan, b, one, one)
     assert torch.isnan(out[0]).all() and not torch.isnan(out[1]).any()
-    # M > 8 takes the f16 copy by default: an activation NaN still propagates.
+    # M > 8 with a small weight takes the f16 copy by default: an activation NaN still
+    # propagates (as through convert 1, the default for large weights).
     a12 = a.repeat(6, 1)
     a12[7, 9] = float("nan")
     y = ik.skinny_gemm_fp8(a12, b, one, one)
