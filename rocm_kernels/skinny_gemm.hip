@@ -212,9 +212,9 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(SkinnyGemmParams 
     static_cast<OutT*>(p.out)[m * p.ldo + n] = from_float<OutT>(y);
   };
 
-  for (int64_t item = blockIdx.x; item < plan.items; item += gridDim.x) {
+  for (int item = blockIdx.x; item < plan.items; item += gridDim.x) {
     const Item w = item_work(plan, item);
-    const int64_t steps = item_steps(w);
+    const int steps = item_steps(w);
 
     // Producer rows: NW weight rows, then MT activation rows (clamped to real rows).
     const uint8_t* src[Q];
@@ -231,7 +231,7 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(SkinnyGemmParams 
     // flight and the compiler's waits count exactly: at a write, only that step's loads
     // (a path with fewer in flight, or a select on the data, made it drain them all).
     U32x4 buf[kDepth][Q];
-    auto load_step = [&](U32x4(&dst)[Q], int64_t s) {
+    auto load_step = [&](U32x4(&dst)[Q], int s) {
       const int64_t c = std::min(producer_chunk(w, s, wave), w.c1 - 1);
       const int64_t off = std::min(c * kChunk + 16 * g, K - 16) - 16 * g;
 #pragma unroll
@@ -240,7 +240,7 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(SkinnyGemmParams 
       for (int q = NW; q < Q; ++q) dst[q] = *reinterpret_cast<const U32x4*>(src[q] + off);
     };
     // Chunks past the item are written too (whatever they hold) and never read.
-    auto write_step = [&](const U32x4(&v)[Q], int64_t s) {
+    auto write_step = [&](const U32x4(&v)[Q], int s) {
       uint8_t* dst = lds + (ring_slot(s) * kStep + wave) * Q * kPiece + lane * 16;
 #pragma unroll
       for (int q = 0; q < Q; ++q) *reinterpret_cast<U32x4*>(dst + q * kPiece) = v[q];
@@ -252,7 +252,7 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(SkinnyGemmParams 
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) acc[nw][mt] = F32x4{0.0f, 0.0f, 0.0f, 0.0f};
     }
-    auto consume = [&](int64_t s) {
+    auto consume = [&](int s) {
 #pragma unroll
       for (int j = 0; j < kStep / kConsumers; ++j) {
         const int jc = cw + j * kConsumers;
@@ -294,14 +294,14 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(SkinnyGemmParams 
       __syncthreads();
       // Step s: write step s + 1 from buf[(s + 1) % kDepth] (past the last step, into a
       // slot no one reads: no branch), reload those registers with step s + 1 + kDepth.
-      auto step = [&](int64_t s, U32x4(&v)[Q]) {
+      auto step = [&](int s, U32x4(&v)[Q]) {
         write_step(v, s + 1);
         load_step(v, s + 1 + kDepth);
         __syncthreads();
       };
       // Whole groups of kDepth steps, then the rest: a `break` out of the unrolled group
       // would join the loop's back edge with fewer loads in flight.
-      int64_t s0 = 0;
+      int s0 = 0;
       for (; s0 + kDepth <= steps; s0 += kDepth) {
 #pragma unroll
         for (int u = 0; u < kDepth; ++u) step(s0 + u, buf[(u + 1) % kDepth]);
@@ -312,7 +312,7 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(SkinnyGemmParams 
       }
     } else {
       __syncthreads();
-      for (int64_t s = 0; s < steps; ++s) {
+      for (int s = 0; s < steps; ++s) {
         consume(s);
         __syncthreads();
       }
@@ -331,7 +331,7 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(SkinnyGemmParams 
       }
     }
     __syncthreads();
-    float* slot = plan.splits > 1 ? wk.slots + item * E * kWave : nullptr;
+    float* slot = plan.splits > 1 ? wk.slots + int64_t(item) * E * kWave : nullptr;
     for (int j = threadIdx.x; j < E * kWave; j += kThreads) {
       float sum = 0.0f;
 #pragma unroll
@@ -353,7 +353,7 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(SkinnyGemmParams 
       __syncthreads();
       if (*last) {
         __threadfence();  // acquire: the other items' slots
-        const float* tile_slots = wk.slots + w.tile * plan.splits * E * kWave;
+        const float* tile_slots = wk.slots + int64_t(w.tile) * plan.splits * E * kWave;
         for (int j = threadIdx.x; j < E * kWave; j += kThreads) {
           // 8 slots loaded at once, then added in split order (a missing slot adds +0,
           // which changes no sum: sum starts at +0 and never becomes -0).
@@ -419,12 +419,12 @@ bool vector_path(const SkinnyGemmParams& p) {
 
 template <typename OutT, int NW, int MT>
 int launch(const SkinnyGemmParams& p, const Plan& plan, hipStream_t stream) {
-  if (plan.grid > INT32_MAX) return hipErrorInvalidConfiguration;
+  if (!plan.fits) return hipErrorInvalidConfiguration;
   Work wk{plan, nullptr, nullptr};
   if (plan.splits > 1) {
     if (!p.a16 || !aligned(p.a16, 16)) return hipErrorInvalidValue;
     wk.slots = static_cast<float*>(p.a16);
-    wk.arrivals = reinterpret_cast<unsigned*>(static_cast<uint8_t*>(p.a16) + plan.items * NW * MT * 1024);
+    wk.arrivals = reinterpret_cast<unsigned*>(static_cast<uint8_t*>(p.a16) + int64_t(plan.items) * NW * MT * 1024);
     const hipError_t err = hipMemsetAsync(wk.arrivals, 0, size_t(plan.tiles) * 4, stream);
     if (err != hipSuccess) return err;
   }

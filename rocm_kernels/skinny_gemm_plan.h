@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <climits>
 
 #if defined(__HIP__)
 #define IK_HD __host__ __device__
@@ -26,15 +27,18 @@ constexpr int kMaxSplits = 32;  // K splits of one tile across work items
 // (about one memory latency) and the partials' round trip. A guess, not a measurement.
 constexpr int64_t kItemOverheadKB = 32;
 
+// Counts are 32-bit so the kernel's item arithmetic is 32-bit (64-bit scalar division is
+// a long routine that spilled SGPRs); make_plan reports whether they fit.
 struct Plan {
   int nw, mt;         // 16-row n-tiles and 16-row m-tiles per tile
-  int64_t nchunks;    // ceil(K / 64)
-  int64_t n_tiles;    // tiles along N (16 * nw weight rows each)
-  int64_t tiles;      // n_tiles x ceil(M / 32)
+  int nchunks;        // ceil(K / 64)
+  int n_tiles;        // tiles along N (16 * nw weight rows each)
+  int tiles;          // n_tiles x ceil(M / 32)
   int splits;         // K ranges per tile (work items per tile)
-  int64_t items;      // tiles x splits
-  int64_t grid;       // blocks: one per CU, fewer when there are fewer items
+  int items;          // tiles x splits
+  int grid;           // blocks: one per CU, fewer when there are fewer items
   int64_t workspace;  // bytes: fp32 partials per item, then one counter per tile
+  bool fits;          // every count above fits in 32 bits (else the launch is refused)
 };
 
 // tiles_per_block: 0 (automatic), 1 or 2 n-tiles; splits: 0 (automatic) or forced
@@ -45,30 +49,38 @@ IK_HD inline Plan make_plan(int64_t M, int64_t N, int64_t K, int cus, int tiles_
   p.mt = M > 16 ? 2 : 1;
   // Two n-tiles share each activation chunk; only where one tile per CU is still there.
   p.nw = tiles_per_block > 0 ? (tiles_per_block >= 2 ? 2 : 1) : ((N + 31) / 32 >= cus ? 2 : 1);
-  p.nchunks = (K + kChunk - 1) / kChunk;
-  p.n_tiles = (N + 16 * p.nw - 1) / (16 * p.nw);
-  p.tiles = p.n_tiles * ((M + kMaxM - 1) / kMaxM);
-  const int64_t most = p.nchunks < kMaxSplits ? p.nchunks : kMaxSplits;
+  const int64_t nchunks = (K + kChunk - 1) / kChunk;
+  const int64_t n_tiles = (N + 16 * p.nw - 1) / (16 * p.nw);
+  const int64_t tiles = n_tiles * ((M + kMaxM - 1) / kMaxM);
+  const int64_t most = nchunks < kMaxSplits ? nchunks : kMaxSplits;
+  int64_t chosen = 1;
   if (splits > 0) {
-    p.splits = int(splits < most ? splits : most);
+    chosen = splits < most ? splits : most;
   } else {
     // Fewest rounds of items over the CUs, each round as long as its longest item plus
     // the item overhead; a split below one ring step is never worth it.
-    p.splits = 1;
     int64_t best = -1;
     for (int64_t s = 1; s <= most; ++s) {
-      if (s > 1 && p.nchunks / s < kStep) break;
-      const int64_t rounds = (p.tiles * s + cus - 1) / cus;
-      const int64_t cost = rounds * ((p.nchunks + s - 1) / s * p.nw + kItemOverheadKB);
+      if (s > 1 && nchunks / s < kStep) break;
+      const int64_t rounds = (tiles * s + cus - 1) / cus;
+      const int64_t cost = rounds * ((nchunks + s - 1) / s * p.nw + kItemOverheadKB);
       if (best < 0 || cost < best) {
         best = cost;
-        p.splits = int(s);
+        chosen = s;
       }
     }
   }
-  p.items = p.tiles * p.splits;
-  p.grid = p.items < cus ? p.items : cus;
-  p.workspace = p.splits > 1 ? p.items * p.nw * p.mt * 1024 + p.tiles * 4 : 0;
+  if (chosen < 1) chosen = 1;  // K = 0: one empty item per tile
+  const int64_t items = tiles * chosen;
+  // c0 = split * nchunks / splits is computed in 32 bits too.
+  p.fits = items <= INT32_MAX && nchunks * chosen <= INT32_MAX;
+  p.nchunks = int(nchunks);
+  p.n_tiles = int(n_tiles);
+  p.tiles = int(tiles);
+  p.splits = int(chosen);
+  p.items = int(items);
+  p.grid = int(items < cus ? items : cus);
+  p.workspace = chosen > 1 ? items * p.nw * p.mt * 1024 + tiles * 4 : 0;
   return p;
 }
 
@@ -76,29 +88,29 @@ IK_HD inline Plan make_plan(int64_t M, int64_t N, int64_t K, int cus, int tiles_
 // [c0, c1) of split item % splits. The splits of a tile are consecutive items, so they
 // run at once on neighbouring blocks and the last arrival finds the others done.
 struct Item {
-  int64_t tile, n0, m0, c0, c1;
-  int split;
+  int tile, split, c0, c1;
+  int64_t n0, m0;
 };
 
-IK_HD inline Item item_work(const Plan& p, int64_t item) {
+IK_HD inline Item item_work(const Plan& p, int item) {
   Item w{};
   w.tile = item / p.splits;
-  w.split = int(item % p.splits);
-  w.n0 = (w.tile % p.n_tiles) * 16 * p.nw;
-  w.m0 = (w.tile / p.n_tiles) * kMaxM;
+  w.split = item % p.splits;
+  w.n0 = int64_t(w.tile % p.n_tiles) * 16 * p.nw;
+  w.m0 = int64_t(w.tile / p.n_tiles) * kMaxM;
   w.c0 = w.split * p.nchunks / p.splits;
   w.c1 = (w.split + 1) * p.nchunks / p.splits;
   return w;
 }
 
-IK_HD inline int64_t item_steps(const Item& w) { return (w.c1 - w.c0 + kStep - 1) / kStep; }
+IK_HD inline int item_steps(const Item& w) { return (w.c1 - w.c0 + kStep - 1) / kStep; }
 
 // The chunk that producer `p` loads (and consumer `c`, `j`-th of the step, reads) in
-// step s, and the ring slot that step lives in; a chunk >= w.c1 is skipped by both.
-IK_HD inline int64_t producer_chunk(const Item& w, int64_t s, int p) { return w.c0 + s * kStep + p; }
-IK_HD inline int64_t consumer_chunk(const Item& w, int64_t s, int c, int j) {
+// step s, and the ring slot that step lives in; a chunk >= w.c1 is not multiplied.
+IK_HD inline int producer_chunk(const Item& w, int s, int p) { return w.c0 + s * kStep + p; }
+IK_HD inline int consumer_chunk(const Item& w, int s, int c, int j) {
   return w.c0 + s * kStep + c + j * kConsumers;
 }
-IK_HD inline int ring_slot(int64_t s) { return int(s & 1); }
+IK_HD inline int ring_slot(int s) { return s & 1; }
 
 }  // namespace inference_kernels::rocm_gemm
