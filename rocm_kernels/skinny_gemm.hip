@@ -10,17 +10,20 @@
 // - Persistent grid, work items: one block per CU walks work items (a tile of 16 * NW
 //   weight rows and 32 activation rows, times one of `splits` K ranges;
 //   skinny_gemm_plan.h). With one block per output tile a small N leaves CUs idle
-//   (N = 2304 is 144 tiles for MI300X's 304 CUs); with K split into items every CU
-//   streams, and the split is chosen against the count of rounds over the CUs.
+//   (N = 2304 is 144 tiles for MI300X's 304 CUs); split into 288 items, every CU but 16
+//   streams. The split is chosen by counting rounds of items over the CUs, each item
+//   charged a guessed fixed cost (filling the ring, the partials' round trip): untuned.
 // - Producer and consumer waves: 8 producer waves only load, 4 consumer waves only run
-//   MFMAs. Producer p owns chunk p of each 8-chunk step and keeps 3 steps of loads in
+//   MFMAs. Producer p owns chunk p of each 8-chunk step and keeps 4 steps of loads in
 //   flight in its registers (memory-level parallelism that does not depend on the MFMA
 //   waves' registers or stalls), then writes each into a 2-slot LDS ring; consumer c
 //   reads chunks c and c + 4 of the step from the other slot. One s_barrier per step is
 //   the queue's only synchronisation: it cannot deadlock or lose a slot, which wave-level
 //   flags polled in LDS could, and no one has run this kernel. __syncthreads waits for LDS
-//   (lgkmcnt) only, so the producers' global loads stay in flight across it
-//   (test_rocm_isa.py checks the loop's waits).
+//   (lgkmcnt) only, so the producers' global loads stay in flight across it; the loop is
+//   shaped so the compiler's vmcnt waits leave 3 steps in flight (test_rocm_isa.py
+//   checks them). The activation goes through the ring too (it is 1/NW of the bytes and
+//   mostly L2 hits), so consumers never wait on global memory.
 // - Lane mapping: per 64-byte chunk, lane (r = lane % 16, g = lane / 16) loads 16 bytes
 //   at byte 16g of weight row r of each n-tile and of activation row r of each 16-row
 //   m-tile (M padded to the MFMA's 16): one global_load_dwordx4 each, a wave moving 1 KB
@@ -52,9 +55,12 @@
 //   are repeatable per device type, not across MI300X and MI210.
 // - Tails: rows past N and activation rows past M are clamped to the last real row (valid
 //   memory; their outputs are never stored). K % 64 != 0 leaves a last chunk whose
-//   segments past K load zero bytes (+0 in fnuz); chunks past an item's range are neither
-//   loaded nor multiplied. Rows not 16-byte aligned, or K % 16 != 0, take a byte kernel (a
-//   wave per weight row): correct for any layout, not fast.
+//   segments past K are loaded from the row's last 16 bytes and zeroed by the consumer
+//   (+0 in fnuz; zeroing both operands keeps a stray NaN byte out). Producers load in
+//   every step, even past their item (the item's last chunk again, a cache hit): a load
+//   skipped on some path makes the compiler's waits drain all loads in flight. Chunks
+//   past an item are never multiplied. Rows not 16-byte aligned, or K % 16 != 0, take a
+//   byte kernel (a wave per weight row): correct for any layout, not fast.
 // - Not done: prefetching the next item's first steps during this item's epilogue (each
 //   item pays one memory latency to fill the ring, which is why the plan weighs items);
 //   sparse MFMA for M <= 8.
