@@ -123,12 +123,13 @@ struct SkinnyGemmParams {
   // the default at M > 8 for weights under 64 MiB). 0 = default.
   int convert;
   // Workspace of skinny_gemm_fp8_workspace_bytes(p) bytes (16-byte aligned), or null
-  // where that is 0: the f16 copy of a for convert 3.
+  // where that is 0: the f16 copy of a for convert 3 (CUDA); the split-K partials and
+  // per-tile arrival counters (ROCm; the launcher zeroes the counters itself).
   void* a16;
 };
 
-// Bytes of workspace the launch needs for these operands and options (0: none). CUDA;
-// the ROCm launcher needs none.
+// Bytes of workspace the launch needs for these operands and options (0: none), on the
+// current device (ROCm's split depends on its CU count).
 int64_t skinny_gemm_fp8_workspace_bytes(const SkinnyGemmParams& p);
 
 // Returns the launch status (0 is success).

@@ -15,7 +15,8 @@ using namespace inference_kernels;
 
 // config (benchmarks and tests; empty = the launcher's choice): [tiles_per_block,
 // warps_per_tile, cluster, convert], 0 = the launcher's choice for that field (convert:
-// gpu_launchers.h; 3 takes a workspace of 2 * M * K bytes, allocated here).
+// gpu_launchers.h; 3 takes a workspace of 2 * M * K bytes, allocated here). On ROCm,
+// warps_per_tile is the K splits across work items and cluster and convert are ignored.
 void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
                           const at::Tensor& scale_a, const at::Tensor& scale_b,
                           const std::optional<at::Tensor>& bias, at::IntArrayRef config) {
@@ -36,15 +37,14 @@ void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor
   p.convert = int(cvt);
   if (p.M == 0 || p.N == 0) return;
   const c10::cuda::CUDAGuard guard(a.device());
-#ifndef ROCM_KERNEL
-  // The f16 copy of a (convert 3): from the caching allocator, stream-ordered, so it is
-  // safe to free on return and is captured into CUDA graphs like any temporary.
+  // The launcher's workspace (CUDA: the f16 copy of a for convert 3; ROCm: the split-K
+  // partials and tile counters): from the caching allocator, stream-ordered, so it is
+  // safe to free on return and is captured into graphs like any temporary.
   at::Tensor workspace;
   if (const int64_t bytes = skinny_gemm_fp8_workspace_bytes(p); bytes > 0) {
     workspace = at::empty({bytes}, a.options().dtype(at::kByte));
     p.a16 = workspace.data_ptr();
   }
-#endif
   C10_CUDA_CHECK(static_cast<cudaError_t>(
       skinny_gemm_fp8_launch(p, c10::cuda::getCurrentCUDAStream().stream())));
 }

@@ -4,7 +4,7 @@ No AMD GPU here: `tools/build.py --backend rocm --compile-only` turns every .hip
 build.toml into device assembly per arch (Debian's clang-19), and this test reads it:
 16-byte loads on the vector paths, wave64, no scratch and no spills, and register use
 that leaves at least 4 waves per SIMD; the FP8 GEMM's MFMA instructions (fp8 on gfx942,
-f16 on gfx90a). Skips without the toolchain unless CI is set
+f16 on gfx90a), its LDS ring, barriers, loads in flight and split-K fences. Skips without the toolchain unless CI is set
 (`make test` installs it first: `make rocm-toolchain`).
 """
 
@@ -89,15 +89,41 @@ def gemm_shape(name: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if "skinny_gemm_kernel" in name and m else None
 
 
+def plan_constant(name: str) -> int:
+    text = (ROOT / "rocm_kernels" / "skinny_gemm_plan.h").read_text()
+    return int(re.search(rf"constexpr int {name} = (\d+);", text).group(1))
+
+
+def loops(body: str) -> list[str]:
+    """Each loop of a kernel: from a label to the last branch back to it."""
+    out = []
+    for m in re.finditer(r"^(\.LBB\w+):", body, re.M):
+        back = list(re.finditer(rf"^\s+s_(?:cbranch_\w+|branch) {re.escape(m.group(1))}$", body[m.end():], re.M))
+        if back:
+            out.append(body[m.start():m.end() + back[-1].end()])
+    return out
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 def test_skinny_gemm_isa(asm, arch):
-    """The FP8 GEMM: fp8 MFMA on gfx942 (the fnuz bytes as loaded), f16 MFMA on gfx90a
-    (no fp8 there), the weight in 16-byte loads, wave64, no scratch, 4 waves/SIMD."""
+    """The FP8 GEMM (rocm_kernels/skinny_gemm.hip): fp8 MFMA on gfx942 (the fnuz bytes as
+    loaded), f16 MFMA on gfx90a (no fp8 there), wave64, no scratch. Its design: one block
+    of 12 waves per CU (3 waves per SIMD: at most 168 VGPRs + AGPRs), the weight streamed in
+    16-byte loads by producer waves through an LDS ring (ds_write_b128 / ds_read_b128, all
+    within the 64 KB of a CU) to MFMA consumer waves that touch no global memory in their
+    loop, one s_barrier per step, and the producers' loads kept in flight across it
+    (their loop never waits for fewer than kDepth - 1 steps of loads); the split-K
+    arrival through a device-scope atomic between release and acquire fences."""
     text = asm[("skinny_gemm", arch)]
     ks = kernels(text)
     assert len(ks) == 2 * (4 + 1)  # 2 out dtypes x ((NW, MT) in {1, 2}^2 + the byte kernel)
     mfma = {"gfx942": "v_mfma_f32_16x16x32_fp8_fp8", "gfx90a": "v_mfma_f32_16x16x16f16"}[arch]
-    print(f"\nskinny_gemm {arch}: kernel  VGPRs  AGPRs  SGPRs  LDS  MFMAs")
+    producers, consumers = plan_constant("kProducers"), plan_constant("kConsumers")
+    depth, step = plan_constant("kDepth"), producers  # kStep = kProducers: a chunk each
+    waves = producers + consumers
+    budget = 512 // -(-waves // 4) // 8 * 8  # one block per CU: ceil(waves / 4) per SIMD
+    print(f"\nskinny_gemm {arch}: kernel  VGPRs  AGPRs  SGPRs  LDS bytes  MFMAs  "
+          f"(fast path: {waves} waves a block, one block per CU, {budget} VGPRs allowed)")
     for k in ks:
         name, body = k[".name"], k["body"]
         print(f"  {short(name)}  {k['.vgpr_count']}  {k['.agpr_count']}  {k['.sgpr_count']}  "
@@ -106,23 +132,47 @@ def test_skinny_gemm_isa(asm, arch):
         assert k[".private_segment_fixed_size"] == 0, f"{name} uses scratch"
         assert k[".vgpr_spill_count"] == 0 and k[".sgpr_spill_count"] == 0, f"{name} spills"
         assert not SCRATCH.search(body), f"{name}: {SCRATCH.search(body).group(0)}"
-        assert k[".vgpr_count"] + k[".agpr_count"] <= MAX_VGPRS, f"{name}: fewer than 4 waves/SIMD"
         shape = gemm_shape(name)
-        if shape is None:  # the byte path: no MFMA
+        if shape is None:  # the byte path: no MFMA, no LDS
+            assert k[".vgpr_count"] + k[".agpr_count"] <= MAX_VGPRS, f"{name}: fewer than 4 waves/SIMD"
             assert "v_mfma" not in body, name
             continue
         nw, mt = shape
+        q = nw + mt  # 1 KB pieces per 64-byte chunk: nw of weight, mt of activation
+        assert k[".max_flat_workgroup_size"] == waves * 64, name
+        assert k[".vgpr_count"] + k[".agpr_count"] <= budget, f"{name}: over {budget} VGPRs"
+        # The ring (2 slots of kStep chunks) is the kernel's only LDS; the partials reuse it.
+        assert k[".group_segment_fixed_size"] == 2 * step * q * 1024 <= 65536, name
         mfmas = re.findall(r"^\s+(v_mfma\w*)", body, re.M)
         assert mfmas and set(mfmas) == {mfma}, f"{name}: {sorted(set(mfmas))}"
-        # Per 64-byte chunk and (n-tile, m-tile) pair: 2 fp8 MFMAs (K = 32) or 4 f16 (K = 16),
-        # in the unrolled loop and the tail loop at least.
-        assert len(mfmas) >= 2 * nw * mt * (2 if arch == "gfx942" else 4), name
         loads = re.findall(r"^\s+(global_load_\w+)", body, re.M)
         # The weight streams in non-temporal 16-byte loads; no operand load is narrower
-        # than 16 bytes (the scalars are the scales, the bias, the geometry: dword/ushort).
+        # than 16 bytes (the scalars are the scales, the bias, the partials: dword/ushort).
         nt = "nt" if arch == "gfx942" else "glc slc"
         assert re.search(rf"global_load_dwordx4 [^\n]*{nt}$", body, re.M), f"{name}: no streamed weight load"
         assert "global_load_dwordx2" not in loads and "global_load_ubyte" not in loads, f"{name}: {set(loads)}"
+        ls = loops(body)
+        # Producers: a loop of 16-byte loads and 16-byte LDS writes, kDepth steps a turn.
+        prod = [lp for lp in ls if "global_load_dwordx4" in lp and "ds_write_b128" in lp
+                and "v_mfma" not in lp and "ds_read" not in lp]
+        assert prod, f"{name}: no producer loop"
+        lp = min(prod, key=len)
+        assert lp.count("global_load_dwordx4") == lp.count("ds_write_b128") == depth * q, name
+        assert lp.count("s_barrier") == depth, name
+        waits = [int(v) for v in re.findall(r"s_waitcnt\s[^\n]*vmcnt\((\d+)\)", lp)]
+        assert waits and min(waits) >= (depth - 1) * q, f"{name}: producer loop drains its loads: {waits}"
+        # Consumers: LDS reads and MFMAs, no global memory, one barrier a step.
+        cons = [lp for lp in ls if "ds_read_b128" in lp and "v_mfma" in lp]
+        assert cons, f"{name}: no consumer loop"
+        lp = min(cons, key=len)
+        assert "global_" not in lp and "s_barrier" in lp, name
+        assert lp.count("ds_read_b128") * (2 if arch == "gfx942" else 4) * nw * mt <= \
+            lp.count("v_mfma") * q, f"{name}: an MFMA step without its operands' LDS reads"
+        # Split-K arrival: a device-scope atomic add between a release fence (gfx942 writes
+        # its XCD's L2 back) and an acquire fence (invalidates L2 / the CU's L1).
+        assert re.search(r"global_atomic_add\b", body), f"{name}: no arrival counter"
+        fences = ("buffer_wbl2 sc1", "buffer_inv sc1") if arch == "gfx942" else ("buffer_wbinvl1_vol",)
+        assert all(f in body for f in fences), f"{name}: no device-scope fences"
     # f16 denormals on: gfx90a's fp8 subnormals pass through f16 subnormals (x 2^-7).
     assert ".amdhsa_float_denorm_mode_16_64 3" in text
     assert f"amdgcn-amd-amdhsa--{arch}" in text
