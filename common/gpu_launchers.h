@@ -119,13 +119,13 @@ struct SkinnyGemmParams {
   // How the fast path turns the fp8 activation into f16 for the tensor cores: 1 the
   // conversion instruction in every warp (exact, NaN stays NaN; the default), 2 integer
   // bit operations in every warp (exact for every finite value, an fp8 NaN reads as
-  // 480), 3 once, by a pre-pass into an f16 copy of a in `a16` (exact, NaN stays NaN;
+  // 480), 3 once, by a pre-pass into an f16 copy of a in `workspace` (exact, NaN stays NaN;
   // the default at M > 8 for weights under 64 MiB). 0 = default.
   int convert;
   // Workspace of skinny_gemm_fp8_workspace_bytes(p) bytes (16-byte aligned), or null
   // where that is 0: the f16 copy of a for convert 3 (CUDA); the split-K partials and
   // per-tile arrival counters (ROCm; the launcher zeroes the counters itself).
-  void* a16;
+  void* workspace;
 };
 
 // Bytes of workspace the launch needs for these operands and options (0: none), on the

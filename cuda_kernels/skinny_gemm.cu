@@ -338,7 +338,7 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32, kMinBlocks)
     for (int nt = 0; nt < NT; ++nt) x[nt] = a + std::min(m0 + nt * 8 + g, M - 1) * p.lda + 16 * t;
 
     if constexpr (CVT == kF16Copy) {
-      const auto* xa = static_cast<const uint8_t*>(p.a16) + int64_t(blockIdx.y) * geo.nchunks * NT * 1024 + 32 * lane;
+      const auto* xa = static_cast<const uint8_t*>(p.workspace) + int64_t(blockIdx.y) * geo.nchunks * NT * 1024 + 32 * lane;
       ring_loop<NT>(acc, p, w_lo, w_hi, xa, c0, c1, smem_addr(partials + warp * WF) + 16 * lane, t);
     } else {
     // Chunks wholly inside K run unchecked, U at a time; the rest one by one.
@@ -539,7 +539,7 @@ template <typename OutT, int NT>
 int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int convert = convert_for(p, NT);
   if (convert != kCvt && convert != kIntOps && convert != kF16Copy) return cudaErrorInvalidValue;
-  if (convert == kF16Copy && !p.a16) return cudaErrorInvalidValue;  // the caller's workspace
+  if (convert == kF16Copy && !p.workspace) return cudaErrorInvalidValue;  // the caller's workspace
   const auto kernel = kernel_for<OutT, NT>(convert);
   const size_t kWarpSmem = convert == kF16Copy ? warp_smem_bytes<NT, kF16Copy>() : warp_smem_bytes<NT, kCvt>();
   if (kMaxBlockWarps * kWarpSmem > 48 * 1024) {
@@ -646,7 +646,7 @@ int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
     const int64_t rows = a16_rows(p.M), segs = rows * geo.nchunks * (kChunk / 16);
     const int blocks = int(std::clamp<int64_t>((segs + 255) / 256, 1, int64_t(sms) * 4));
     fp8_rows_to_f16_kernel<<<blocks, 256, 0, stream>>>(static_cast<const uint8_t*>(p.a), p.lda,
-                                                       static_cast<uint8_t*>(p.a16), p.M, p.K, rows,
+                                                       static_cast<uint8_t*>(p.workspace), p.M, p.K, rows,
                                                        geo.nchunks, NT);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;

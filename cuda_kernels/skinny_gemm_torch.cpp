@@ -43,7 +43,7 @@ void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor
   at::Tensor workspace;
   if (const int64_t bytes = skinny_gemm_fp8_workspace_bytes(p); bytes > 0) {
     workspace = at::empty({bytes}, a.options().dtype(at::kByte));
-    p.a16 = workspace.data_ptr();
+    p.workspace = workspace.data_ptr();
   }
   C10_CUDA_CHECK(static_cast<cudaError_t>(
       skinny_gemm_fp8_launch(p, c10::cuda::getCurrentCUDAStream().stream())));

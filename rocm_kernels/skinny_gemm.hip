@@ -428,9 +428,9 @@ int launch(const SkinnyGemmParams& p, const Plan& plan, hipStream_t stream) {
   if (!plan.fits) return hipErrorInvalidConfiguration;
   Work wk{plan, nullptr, nullptr};
   if (plan.splits > 1) {
-    if (!p.a16 || !aligned(p.a16, 16)) return hipErrorInvalidValue;
-    wk.slots = static_cast<float*>(p.a16);
-    wk.arrivals = reinterpret_cast<unsigned*>(static_cast<uint8_t*>(p.a16) + int64_t(plan.items) * NW * MT * 1024);
+    if (!p.workspace || !aligned(p.workspace, 16)) return hipErrorInvalidValue;
+    wk.slots = static_cast<float*>(p.workspace);
+    wk.arrivals = reinterpret_cast<unsigned*>(static_cast<uint8_t*>(p.workspace) + int64_t(plan.items) * NW * MT * 1024);
     const hipError_t err = hipMemsetAsync(wk.arrivals, 0, size_t(plan.tiles) * 4, stream);
     if (err != hipSuccess) return err;
   }
