@@ -30,6 +30,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "ggml_blocks.h"
@@ -37,11 +40,33 @@
 #include "torch_checks.h"
 #include "vec_io.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace {
 
 using namespace inference_kernels::ggml;
 using inference_kernels::num;
 using inference_kernels::cpu::fVec;
+
+#if defined(__x86_64__)
+// The gemv's AVX2 and AVX-512 inner loops (namespaces avx2, avx512), each compiled with
+// its own target attribute; cpu_isa() below picks one at run time.
+// GCC 12's AVX-512 intrinsics fill their unused pass-through operand with
+// _mm512_undefined_*(), a self-initialised variable its -Wmaybe-uninitialized then
+// reports once inlined (GCC bug 105593): silenced for these two inclusions only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#define IK_SIMD_BITS 256
+#include "q4k_simd.h"
+#undef IK_SIMD_BITS
+#define IK_SIMD_BITS 512
+#include "q4k_simd.h"
+#undef IK_SIMD_BITS
+#pragma GCC diagnostic pop
+#endif
 
 inline float half_to_float(uint16_t bits) { return c10::Half(bits, c10::Half::from_bits()); }
 inline uint16_t float_to_half(float v) { return c10::Half(v).x; }
@@ -371,6 +396,10 @@ struct Q4K {
   static constexpr const char* name = "Q4_K";
   static void quantize(const float* x, const float* im, Block* b) { quantize_block_q4k(x, im, b); }
   static void dequantize(const Block& b, float* out) { dequantize_block_q4k(b, out); }
+#if defined(__x86_64__)
+  static constexpr auto dots_avx2 = avx2::q4k_dots;
+  static constexpr auto dots_avx512 = avx512::q4k_dots;
+#endif
 };
 
 struct Q6K {
@@ -378,6 +407,10 @@ struct Q6K {
   static constexpr const char* name = "Q6_K";
   static void quantize(const float* x, const float* im, Block* b) { quantize_block_q6k(x, im, b); }
   static void dequantize(const Block& b, float* out) { dequantize_block_q6k(b, out); }
+#if defined(__x86_64__)
+  static constexpr auto dots_avx2 = avx2::q6k_dots;
+  static constexpr auto dots_avx512 = avx512::q6k_dots;
+#endif
 };
 
 // Blocks of a quantised row: ggml blocks are packed back to back with no padding; a
@@ -468,15 +501,81 @@ void dequantize(at::Tensor& out, const at::Tensor& q) {
 
 constexpr int64_t kMaxGemvRows = inference_kernels::kMaxKquantGemvRows;
 
-// out[m, n] = sum_k x[m, k] * W[n, k]: each block of weight row n is dequantised into a
-// 1 KiB stack buffer (L1-resident, never the whole weight) and dotted with the M rows
-// of x, fp32 vectors, one accumulator vector per row of x.
+// ---- the gemv's instruction set --------------------------------------------------------
+//
+// One CPU variant serves every x86-64 machine, so the gemv picks its inner loop at run
+// time: AVX-512 (F, BW, VL) when the CPU and OS support it, else AVX2 + FMA, else the
+// baseline loop (at::vec's portable vectors; also the only one on aarch64). The
+// environment variable IK_CPU_ISA=baseline|avx2|avx512 forces one (tests run every
+// path that way; asking for more than the CPU has is an error). Read once, at the first
+// gemv; the cpu_isa op says what was chosen.
+
+enum class Isa { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512: return "avx512";
+    case Isa::kAvx2: return "avx2";
+    default: return "baseline";
+  }
+}
+
+Isa best_isa() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx2") &&
+      __builtin_cpu_supports("fma"))
+    return Isa::kAvx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
+#endif
+  return Isa::kBaseline;
+}
+
+Isa choose_isa() {
+  const Isa best = best_isa();
+  const char* env = std::getenv("IK_CPU_ISA");
+  if (env == nullptr || *env == '\0') return best;
+  for (Isa isa : {Isa::kBaseline, Isa::kAvx2, Isa::kAvx512}) {
+    if (std::strcmp(env, isa_name(isa)) != 0) continue;
+    TORCH_CHECK(static_cast<int>(isa) <= static_cast<int>(best), "IK_CPU_ISA=", std::string(env),
+                " asks for instructions this CPU (or this build) lacks; it supports up to ",
+                isa_name(best));
+    return isa;
+  }
+  TORCH_CHECK(false, "IK_CPU_ISA must be baseline, avx2 or avx512 (or unset: the best the CPU has), got '",
+              std::string(env), "'");
+  return best;
+}
+
+Isa cpu_isa() {
+  static const Isa isa = choose_isa();  // a failed check throws and is retried next call
+  return isa;
+}
+
+// out[m, n] = sum_k x[m, k] * W[n, k]. Baseline: each block of weight row n is
+// dequantised into a 1 KiB stack buffer (L1-resident, never the whole weight) and dotted
+// with the M rows of x in at::vec vectors, one accumulator vector per row of x; with
+// -ffp-contract=off at::vec's fmadd is a rounded product then a rounded sum. AVX2 /
+// AVX-512: q4k_simd.h (the same dequantised values, in registers, FMA sums).
 template <typename F, typename T>
 void gemv_rows(T* out, const float* x, const at::Tensor& q, int64_t m, int64_t n, int64_t blocks) {
   const int64_t k = blocks * kQK;
   // ~16 KiB of weight bytes per task.
   const int64_t grain = std::max<int64_t>(1, 16384 / (blocks * sizeof(typename F::Block)));
+  const Isa isa = cpu_isa();
   at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
+#if defined(__x86_64__)
+    if (isa != Isa::kBaseline) {
+      const auto dots = isa == Isa::kAvx512 ? F::dots_avx512 : F::dots_avx2;
+      float sums[kMaxGemvRows];
+      for (int64_t r = begin; r < end; ++r) {
+        dots(block_row<F>(q, r, blocks), blocks, x, k, static_cast<int>(m), sums);
+        for (int64_t i = 0; i < m; ++i) out[i * n + r] = static_cast<T>(sums[i]);
+      }
+      return;
+    }
+#endif
     alignas(64) float w[kQK];
     for (int64_t r = begin; r < end; ++r) {
       const auto* row = block_row<F>(q, r, blocks);
@@ -528,3 +627,5 @@ void dequantize_q4_k_cpu(at::Tensor& out, const at::Tensor& q) { dequantize<Q4K>
 void dequantize_q6_k_cpu(at::Tensor& out, const at::Tensor& q) { dequantize<Q6K>(out, q); }
 void q4k_gemv_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& q) { gemv<Q4K>(out, x, q); }
 void q6k_gemv_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& q) { gemv<Q6K>(out, x, q); }
+
+std::string cpu_isa_cpu() { return isa_name(cpu_isa()); }

@@ -42,6 +42,9 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   // out [M, N] <- x [M, K] @ dequantize(q).T for M in 1..8, fp32 accumulation, in x's dtype.
   ops.def("q4k_gemv(Tensor! out, Tensor x, Tensor q) -> ()");
   ops.def("q6k_gemv(Tensor! out, Tensor x, Tensor q) -> ()");
+  // The instruction set the CPU k-quant gemv runs: "avx512", "avx2" or "baseline" (the
+  // best the CPU has, or the environment variable IK_CPU_ISA, read once).
+  ops.def("cpu_isa() -> str");
   // out [M, N] <- a [M, K] @ b [K, N], fp32 accumulation, rounded once to a's dtype
   // (CPU and Metal).
   ops.def("matmul(Tensor! out, Tensor a, Tensor b) -> ()");
@@ -93,6 +96,7 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("dequantize_q6_k", c10::kCPU, &dequantize_q6_k_cpu);
   ops.impl("q4k_gemv", c10::kCPU, &q4k_gemv_cpu);
   ops.impl("q6k_gemv", c10::kCPU, &q6k_gemv_cpu);
+  ops.impl("cpu_isa", &cpu_isa_cpu);  // no tensor arguments: a catch-all kernel
 #endif
 
 // Only the ops with a shader in metal_kernels/; the others have no MPS kernel.

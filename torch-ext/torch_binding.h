@@ -64,6 +64,7 @@ void dequantize_q4_k_cpu(at::Tensor& out, const at::Tensor& q);
 void dequantize_q6_k_cpu(at::Tensor& out, const at::Tensor& q);
 void q4k_gemv_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
 void q6k_gemv_cpu(at::Tensor& out, const at::Tensor& x, const at::Tensor& q);
+std::string cpu_isa_cpu();
 #endif
 
 // Metal (torch::kMPS): metal_kernels/*_mps.cpp check the tensors and describe each
