@@ -84,6 +84,18 @@ IK_TARGET inline float hsum(V v) {
 
 constexpr int kW = 32 / kL;  // vectors per 32 weights
 
+// Software prefetch of the block kPrefetch bytes ahead (rows are contiguous, so this runs
+// into the next row too). Without it a weight that is not in cache (every weight, in a
+// decode step through a multi-GB model) took twice as long here as a cached one: the
+// hardware prefetcher alone did not keep the dequantising loop fed (BENCHMARKS.md).
+constexpr int kPrefetch = 2048;
+
+template <typename Block>
+IK_TARGET inline void prefetch(const Block* p) {
+  const char* c = reinterpret_cast<const char*>(p) + kPrefetch;
+  for (int o = 0; o < static_cast<int>(sizeof(Block)) + 63; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
+}
+
 // Independent accumulators per row of x: enough chains to hide the FMA latency at small
 // M, few enough to stay in registers at M = 8 (32 vector registers with AVX-512, 16 with
 // AVX2; the dequantised weights and an x load need some too).
@@ -115,40 +127,90 @@ IK_TARGET inline void finish(V (&acc)[M][acc_count<M>()], float* sums) {
   }
 }
 
+// 8 bytes as 8 floats.
+IK_TARGET inline __m256 bytes8_to_float(const uint8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+
+// The fp32 factors of a Q4_K block, as dequantize_block_q4k computes them:
+// ds[j] = d * sc_j, dm[j] = dmin * m_j (each one rounded product).
+IK_TARGET inline void q4k_factors(const BlockQ4K& blk, float* ds, float* dm) {
+  alignas(16) uint8_t sc[8], m[8];
+  for (int j = 0; j < 8; ++j) unpack_scale_min(blk.scales, j, &sc[j], &m[j]);
+  const __m256 d = _mm256_set1_ps(c10::Half(blk.d, c10::Half::from_bits()));
+  const __m256 dmin = _mm256_set1_ps(c10::Half(blk.dmin, c10::Half::from_bits()));
+  _mm256_storeu_ps(ds, _mm256_mul_ps(d, bytes8_to_float(sc)));
+  _mm256_storeu_ps(dm, _mm256_mul_ps(dmin, bytes8_to_float(m)));
+}
+
 // Q4_K: sub-block j holds weights 32j..32j+31, the low (j even) or high (j odd) nibbles
 // of qs[32 (j / 2) ...]; w = (d * sc_j) * q - dmin * m_j.
+// AVX-512: the 16 values a sub-block's weights can take, (ds * q) - dm for q = 0..15,
+// are computed once per sub-block (the same two roundings) and each weight looked up
+// with vpermps, which reads only the index's low 4 bits (no mask needed).
 template <int M>
 IK_TARGET void q4k_dots_m(const BlockQ4K* row, int64_t blocks, const float* x, int64_t k,
                           float* sums) {
   V acc[M][acc_count<M>()];
   for (auto& r : acc)
     for (auto& a : r) a = zero();
+#if IK_SIMD_BITS == 512
+  const V iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+#endif
   for (int64_t b = 0; b < blocks; ++b) {
     const BlockQ4K& blk = row[b];
-    const float d = c10::Half(blk.d, c10::Half::from_bits());
-    const float dmin = c10::Half(blk.dmin, c10::Half::from_bits());
+    prefetch(&blk);
+    alignas(32) float ds[8], dm[8];
+    q4k_factors(blk, ds, dm);
     const float* xb = x + b * kQK;
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
-      uint8_t sc, m;
-      unpack_scale_min(blk.scales, j, &sc, &m);
-      const V ds = splat(d * sc), dm = splat(dmin * m);
       const uint8_t* q = blk.qs + 32 * (j / 2);
       V w[kW];
+#if IK_SIMD_BITS == 512
+      const V table = sub(mul(splat(ds[j]), iota), splat(dm[j]));
+      for (int u = 0; u < kW; ++u) {
+        const I raw = bytes(q + u * kL);
+        w[u] = _mm512_permutexvar_ps((j & 1) ? shr<4>(raw) : raw, table);
+      }
+#else
+      const V dsv = splat(ds[j]), dmv = splat(dm[j]);
       for (int u = 0; u < kW; ++u) {
         const I raw = bytes(q + u * kL);
         const I lev = and_((j & 1) ? shr<4>(raw) : raw, 0x0F);
-        w[u] = sub(mul(ds, to_float(lev)), dm);
+        w[u] = sub(mul(dsv, to_float(lev)), dmv);
       }
+#endif
       dot32<M>(acc, w, xb + 32 * j, k, j);
     }
   }
   finish<M>(acc, sums);
 }
 
-// Q6_K: quarter s of half h is weights 128h + 32s + l (l < 32): the low nibble (s < 2)
-// or high nibble of ql[64h + 32 (s & 1) + l], with bits 2s..2s+1 of qh[32h + l] on top;
-// w = (d * scales[8h + 2s + l / 16]) * (q - 32).
+// Q6_K: quarter s of half h is weights 128h + 32s + l (l < 32): the low (s < 2) or high
+// nibble of ql[64h + 32 (s & 1) + l], with bits 2s..2s+1 of qh[32h + l] on top;
+// w = (d * scales[8h + 2s + l / 16]) * (q - 32), i.e. weights 16v..16v+15 use scales[v].
+// The 6-bit levels q - 32 of a whole block are assembled first with byte-wide operations
+// (a quarter per 32 bytes) into a stack buffer, then widened, converted and scaled.
+IK_TARGET inline void q6k_levels(const BlockQ6K& blk, int8_t* lev) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h));
+    const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h + 32));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
+    // 16-bit shifts then byte masks: bits crossing into the neighbouring byte are masked off.
+    const __m256i q[4] = {
+        _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2)),
+        _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m2)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                        _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2)),
+    };
+    for (int s = 0; s < 4; ++s)
+      _mm256_store_si256(reinterpret_cast<__m256i*>(lev + 128 * h + 32 * s), _mm256_sub_epi8(q[s], k32));
+  }
+}
+
 template <int M>
 IK_TARGET void q6k_dots_m(const BlockQ6K* row, int64_t blocks, const float* x, int64_t k,
                           float* sums) {
@@ -157,28 +219,27 @@ IK_TARGET void q6k_dots_m(const BlockQ6K* row, int64_t blocks, const float* x, i
     for (auto& a : r) a = zero();
   for (int64_t b = 0; b < blocks; ++b) {
     const BlockQ6K& blk = row[b];
-    const float d = c10::Half(blk.d, c10::Half::from_bits());
+    prefetch(&blk);
+    alignas(32) int8_t lev[kQK];
+    q6k_levels(blk, lev);
+    // ds[v] = d * scales[v], as dequantize_block_q6k rounds it.
+    alignas(64) float ds[16];
+    const __m256 d = _mm256_set1_ps(c10::Half(blk.d, c10::Half::from_bits()));
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
+    _mm256_store_ps(ds, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))));
+    _mm256_store_ps(ds + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))));
     const float* xb = x + b * kQK;
 #pragma GCC unroll 8
     for (int t = 0; t < 8; ++t) {
-      const int h = t / 4, s = t % 4;
-      const uint8_t* ql = blk.ql + 64 * h + 32 * (s & 1);
-      const uint8_t* qh = blk.qh + 32 * h;
       V w[kW];
       for (int u = 0; u < kW; ++u) {
-        const I lo_raw = bytes(ql + u * kL), hi_raw = bytes(qh + u * kL);
-        I lo, hi;
-        // Fixed shifts per quarter (the loop is unrolled, so these branches fold).
-        if (s >> 1) lo = and_(shr<4>(lo_raw), 0x0F); else lo = and_(lo_raw, 0x0F);
-        switch (s) {
-          case 0: hi = and_(hi_raw, 3); break;
-          case 1: hi = and_(shr<2>(hi_raw), 3); break;
-          case 2: hi = and_(shr<4>(hi_raw), 3); break;
-          default: hi = shr<6>(hi_raw); break;
-        }
-        const I lev = sub_i(or_(lo, shl<4>(hi)), 32);
-        const float sc = d * blk.scales[8 * h + 2 * s + (u * kL) / 16];
-        w[u] = mul(splat(sc), to_float(lev));
+        const int e = 32 * t + u * kL;
+#if IK_SIMD_BITS == 512
+        const I l = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(lev + e)));
+#else
+        const I l = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(lev + e)));
+#endif
+        w[u] = mul(splat(ds[e / 16]), to_float(l));
       }
       dot32<M>(acc, w, xb + 32 * t, k, t);
     }

@@ -9,11 +9,16 @@ when that package imports.
 import copy
 import ctypes
 import math
+import os
+import re
+import subprocess
+import sys
 
 import pytest
 import torch
 
-from reference import assert_close
+from conftest import ROOT
+from reference import assert_close, poisoned_like
 
 gguf = pytest.importorskip("gguf")
 np = pytest.importorskip("numpy")
@@ -198,26 +203,82 @@ def test_quantiser_beats_naive_rtn(ik, device, fmt, kind, record_property):
 
 
 # ---- gemv
+#
+# On the CPU the gemv runs one of three inner loops (baseline, AVX2 + FMA, AVX-512), the
+# best the CPU has unless IK_CPU_ISA forces one; it is read once per process, so
+# test_gemv_every_isa reruns these tests in a child process per instruction set.
+
+ISAS = ["baseline", "avx2", "avx512"]
+
+
+def check_isa(ik, device):
+    # In a child run, the forced instruction set must be the one that ran.
+    if device == "cpu" and os.environ.get("IK_CPU_ISA"):
+        assert ik.ops.cpu_isa() == os.environ["IK_CPU_ISA"]
+
 
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("m", range(1, 9))
 def test_gemv(ik, device, fmt, dtype, m):
+    check_isa(ik, device)
     quantize, dequantize, gemv = fns(ik, fmt)
     n, k = 37, 768  # odd N
     q = quantize(torch.randn(n, k, device=device))
     x = torch.randn(m, k, device=device).to(dtype)
+    ref = x.double() @ dequantize(q).double().T
     out = gemv(x, q)
     assert out.shape == (m, n) and out.dtype == dtype
-    assert_close(out, x.double() @ dequantize(q).double().T, dtype)
+    assert_close(out, ref, dtype)
+    out = poisoned_like(out)  # every element must be written
+    getattr(ik.ops, FORMATS[fmt][2])(out, x, q)
+    assert_close(out, ref, dtype)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_gemv_large_n_and_k(ik, device, fmt):
+    check_isa(ik, device)
     quantize, dequantize, gemv = fns(ik, fmt)
     q = quantize(torch.randn(1031, 2048, device=device))
     x = torch.randn(3, 2048, device=device)
     assert_close(gemv(x, q), x.double() @ dequantize(q).double().T, torch.float32)
+
+
+def run_child(code_or_args, isa, **kw):
+    env = {**os.environ, "IK_CPU_ISA": isa}
+    return subprocess.run([sys.executable, *code_or_args], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=900, **kw)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_gemv_every_isa(ik, device, isa):
+    if device != "cpu":
+        pytest.skip("the instruction sets are the CPU gemv's")
+    if os.environ.get("IK_CPU_ISA"):
+        pytest.skip("already a child run with IK_CPU_ISA set")
+    best = ik.ops.cpu_isa()
+    if ISAS.index(isa) > ISAS.index(best):
+        pytest.skip(f"this CPU supports up to {best}")
+    proc = run_child(["-m", "pytest", str(ROOT / "tests" / "test_q4k.py"), "-q", "-p", "no:cacheprovider",
+                      "-k", "test_gemv and not every_isa"], isa)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    passed = re.search(r"(\d+) passed", proc.stdout)
+    # 2 formats x 3 dtypes x 8 row counts, and the large case per format.
+    assert passed and int(passed.group(1)) >= 2 * 3 * 8 + 2, proc.stdout[-2000:]
+
+
+def test_cpu_isa_env_errors(ik, device):
+    if device != "cpu":
+        pytest.skip("the instruction sets are the CPU gemv's")
+    code = ("import kernels, torch; ik = kernels.get_kernel('inference-kernels/inference-kernels', version=1); "
+            "q = ik.quantize_q4_k(torch.randn(2, 256)); ik.q4k_gemv(torch.randn(1, 256), q)")
+    proc = run_child(["-c", code], "avx-9000")
+    assert proc.returncode != 0
+    assert "IK_CPU_ISA must be baseline, avx2 or avx512" in proc.stderr and "got 'avx-9000'" in proc.stderr
+    best = ik.ops.cpu_isa() if not os.environ.get("IK_CPU_ISA") else None
+    if best is not None and best != "avx512":
+        proc = run_child(["-c", code], "avx512")
+        assert proc.returncode != 0 and f"supports up to {best}" in proc.stderr, proc.stderr[-2000:]
 
 
 # ---- errors
