@@ -568,10 +568,13 @@ void gemv_rows(T* out, const float* x, const at::Tensor& q, int64_t m, int64_t n
 #if defined(__x86_64__)
     if (isa != Isa::kBaseline) {
       const auto dots = isa == Isa::kAvx512 ? F::dots_avx512 : F::dots_avx2;
-      float sums[kMaxGemvRows];
-      for (int64_t r = begin; r < end; ++r) {
-        dots(block_row<F>(q, r, blocks), blocks, x, k, static_cast<int>(m), sums);
-        for (int64_t i = 0; i < m; ++i) out[i * n + r] = static_cast<T>(sums[i]);
+      constexpr int64_t kChunk = 64;  // rows per call: sums for them fit on the stack
+      float sums[kChunk * kMaxGemvRows];
+      for (int64_t r0 = begin; r0 < end; r0 += kChunk) {
+        const int64_t nr = std::min(kChunk, end - r0);
+        dots(block_row<F>(q, r0, blocks), nr, blocks, x, k, static_cast<int>(m), sums);
+        for (int64_t r = 0; r < nr; ++r)
+          for (int64_t i = 0; i < m; ++i) out[i * n + r0 + r] = static_cast<T>(sums[r * m + i]);
       }
       return;
     }

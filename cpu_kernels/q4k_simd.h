@@ -84,15 +84,14 @@ IK_TARGET inline float hsum(V v) {
 
 constexpr int kW = 32 / kL;  // vectors per 32 weights
 
-// Software prefetch of the block kPrefetch bytes ahead (rows are contiguous, so this runs
-// into the next row too). Without it a weight that is not in cache (every weight, in a
-// decode step through a multi-GB model) took twice as long here as a cached one: the
-// hardware prefetcher alone did not keep the dequantising loop fed (BENCHMARKS.md).
-constexpr int kPrefetch = 2048;
-
+// Software prefetch `ahead` blocks further along the same weight row (rows are
+// contiguous, so near a row's end this fetches the next row's start). Without it a
+// weight that is not in cache (every weight, in a decode step through a multi-GB model)
+// took about twice as long here as a cached one: the hardware prefetcher alone did not
+// keep the dequantising loop fed (BENCHMARKS.md).
 template <typename Block>
-IK_TARGET inline void prefetch(const Block* p) {
-  const char* c = reinterpret_cast<const char*>(p) + kPrefetch;
+IK_TARGET inline void prefetch(const Block* p, int ahead) {
+  const char* c = reinterpret_cast<const char*>(p + ahead);
   for (int o = 0; o < static_cast<int>(sizeof(Block)) + 63; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
 }
 
@@ -132,15 +131,33 @@ IK_TARGET inline __m256 bytes8_to_float(const uint8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
 
+// fp16 bits to fp32 (exact either way): vcvtph2ps with AVX-512F, c10's bit arithmetic
+// otherwise (F16C is not part of the AVX2 path's target).
+IK_TARGET inline float half_bits_to_float(uint16_t h) {
+#if IK_SIMD_BITS == 512
+  return _mm512_cvtss_f32(_mm512_cvtph_ps(_mm256_castsi128_si256(_mm_cvtsi32_si128(h))));
+#else
+  return c10::Half(h, c10::Half::from_bits());
+#endif
+}
+
 // The fp32 factors of a Q4_K block, as dequantize_block_q4k computes them:
-// ds[j] = d * sc_j, dm[j] = dmin * m_j (each one rounded product).
+// ds[j] = d * sc_j, dm[j] = dmin * m_j (each one rounded product). The 6-bit scales and
+// mins come out of the 12 bytes four at a time (ggml_blocks.h's scale_min, per byte lane).
 IK_TARGET inline void q4k_factors(const BlockQ4K& blk, float* ds, float* dm) {
-  alignas(16) uint8_t sc[8], m[8];
-  for (int j = 0; j < 8; ++j) unpack_scale_min(blk.scales, j, &sc[j], &m[j]);
-  const __m256 d = _mm256_set1_ps(c10::Half(blk.d, c10::Half::from_bits()));
-  const __m256 dmin = _mm256_set1_ps(c10::Half(blk.dmin, c10::Half::from_bits()));
-  _mm256_storeu_ps(ds, _mm256_mul_ps(d, bytes8_to_float(sc)));
-  _mm256_storeu_ps(dm, _mm256_mul_ps(dmin, bytes8_to_float(m)));
+  uint32_t a0, a1, c;
+  std::memcpy(&a0, blk.scales, 4);
+  std::memcpy(&a1, blk.scales + 4, 4);
+  std::memcpy(&c, blk.scales + 8, 4);
+  alignas(8) uint32_t sc[2], m[2];
+  sc[0] = a0 & 0x3F3F3F3Fu;  // sub-blocks 0..3: low 6 bits of bytes 0..3 (scales), 4..7 (mins)
+  m[0] = a1 & 0x3F3F3F3Fu;
+  sc[1] = (c & 0x0F0F0F0Fu) | ((a0 >> 2) & 0x30303030u);  // 4..7: nibbles of 8..11, top 2 bits
+  m[1] = ((c >> 4) & 0x0F0F0F0Fu) | ((a1 >> 2) & 0x30303030u);  // of bytes 0..3 / 4..7
+  const __m256 d = _mm256_set1_ps(half_bits_to_float(blk.d));
+  const __m256 dmin = _mm256_set1_ps(half_bits_to_float(blk.dmin));
+  _mm256_store_ps(ds, _mm256_mul_ps(d, bytes8_to_float(reinterpret_cast<const uint8_t*>(sc))));
+  _mm256_store_ps(dm, _mm256_mul_ps(dmin, bytes8_to_float(reinterpret_cast<const uint8_t*>(m))));
 }
 
 // Q4_K: sub-block j holds weights 32j..32j+31, the low (j even) or high (j odd) nibbles
@@ -149,42 +166,33 @@ IK_TARGET inline void q4k_factors(const BlockQ4K& blk, float* ds, float* dm) {
 // are computed once per sub-block (the same two roundings) and each weight looked up
 // with vpermps, which reads only the index's low 4 bits (no mask needed).
 template <int M>
-IK_TARGET void q4k_dots_m(const BlockQ4K* row, int64_t blocks, const float* x, int64_t k,
-                          float* sums) {
-  V acc[M][acc_count<M>()];
-  for (auto& r : acc)
-    for (auto& a : r) a = zero();
+IK_TARGET __attribute__((always_inline)) inline void q4k_block(const BlockQ4K& blk, const float* xb, int64_t k,
+                                V (&acc)[M][acc_count<M>()]) {
+  alignas(32) float ds[8], dm[8];
+  q4k_factors(blk, ds, dm);
 #if IK_SIMD_BITS == 512
   const V iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 #endif
-  for (int64_t b = 0; b < blocks; ++b) {
-    const BlockQ4K& blk = row[b];
-    prefetch(&blk);
-    alignas(32) float ds[8], dm[8];
-    q4k_factors(blk, ds, dm);
-    const float* xb = x + b * kQK;
 #pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {
-      const uint8_t* q = blk.qs + 32 * (j / 2);
-      V w[kW];
+  for (int j = 0; j < 8; ++j) {
+    const uint8_t* q = blk.qs + 32 * (j / 2);
+    V w[kW];
 #if IK_SIMD_BITS == 512
-      const V table = sub(mul(splat(ds[j]), iota), splat(dm[j]));
-      for (int u = 0; u < kW; ++u) {
-        const I raw = bytes(q + u * kL);
-        w[u] = _mm512_permutexvar_ps((j & 1) ? shr<4>(raw) : raw, table);
-      }
-#else
-      const V dsv = splat(ds[j]), dmv = splat(dm[j]);
-      for (int u = 0; u < kW; ++u) {
-        const I raw = bytes(q + u * kL);
-        const I lev = and_((j & 1) ? shr<4>(raw) : raw, 0x0F);
-        w[u] = sub(mul(dsv, to_float(lev)), dmv);
-      }
-#endif
-      dot32<M>(acc, w, xb + 32 * j, k, j);
+    const V table = sub(mul(splat(ds[j]), iota), splat(dm[j]));
+    for (int u = 0; u < kW; ++u) {
+      const I raw = bytes(q + u * kL);
+      w[u] = _mm512_permutexvar_ps((j & 1) ? shr<4>(raw) : raw, table);
     }
+#else
+    const V dsv = splat(ds[j]), dmv = splat(dm[j]);
+    for (int u = 0; u < kW; ++u) {
+      const I raw = bytes(q + u * kL);
+      const I lev = and_((j & 1) ? shr<4>(raw) : raw, 0x0F);
+      w[u] = sub(mul(dsv, to_float(lev)), dmv);
+    }
+#endif
+    dot32<M>(acc, w, xb + 32 * j, k, j);
   }
-  finish<M>(acc, sums);
 }
 
 // Q6_K: quarter s of half h is weights 128h + 32s + l (l < 32): the low (s < 2) or high
@@ -212,67 +220,123 @@ IK_TARGET inline void q6k_levels(const BlockQ6K& blk, int8_t* lev) {
 }
 
 template <int M>
-IK_TARGET void q6k_dots_m(const BlockQ6K* row, int64_t blocks, const float* x, int64_t k,
-                          float* sums) {
-  V acc[M][acc_count<M>()];
-  for (auto& r : acc)
-    for (auto& a : r) a = zero();
-  for (int64_t b = 0; b < blocks; ++b) {
-    const BlockQ6K& blk = row[b];
-    prefetch(&blk);
-    alignas(32) int8_t lev[kQK];
-    q6k_levels(blk, lev);
-    // ds[v] = d * scales[v], as dequantize_block_q6k rounds it.
-    alignas(64) float ds[16];
-    const __m256 d = _mm256_set1_ps(c10::Half(blk.d, c10::Half::from_bits()));
-    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
-    _mm256_store_ps(ds, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))));
-    _mm256_store_ps(ds + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))));
-    const float* xb = x + b * kQK;
+IK_TARGET __attribute__((always_inline)) inline void q6k_block(const BlockQ6K& blk, const float* xb, int64_t k,
+                                V (&acc)[M][acc_count<M>()]) {
+  alignas(32) int8_t lev[kQK];
+  q6k_levels(blk, lev);
+  // ds[v] = d * scales[v], as dequantize_block_q6k rounds it.
+  alignas(64) float ds[16];
+  const __m256 d = _mm256_set1_ps(half_bits_to_float(blk.d));
+  const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
+  _mm256_store_ps(ds, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))));
+  _mm256_store_ps(ds + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))));
 #pragma GCC unroll 8
-    for (int t = 0; t < 8; ++t) {
-      V w[kW];
-      for (int u = 0; u < kW; ++u) {
-        const int e = 32 * t + u * kL;
+  for (int t = 0; t < 8; ++t) {
+    V w[kW];
+    for (int u = 0; u < kW; ++u) {
+      const int e = 32 * t + u * kL;
 #if IK_SIMD_BITS == 512
-        const I l = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(lev + e)));
+      const I l = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(lev + e)));
 #else
-        const I l = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(lev + e)));
+      const I l = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(lev + e)));
 #endif
-        w[u] = mul(splat(ds[e / 16]), to_float(l));
-      }
-      dot32<M>(acc, w, xb + 32 * t, k, t);
+      w[u] = mul(splat(ds[e / 16]), to_float(l));
     }
-  }
-  finish<M>(acc, sums);
-}
-
-// sums[i] = x_i . dequantised row, for the m (1..8) rows of x (fp32, row stride k).
-IK_TARGET void q4k_dots(const BlockQ4K* row, int64_t blocks, const float* x, int64_t k, int m,
-                        float* sums) {
-  switch (m) {
-    case 1: return q4k_dots_m<1>(row, blocks, x, k, sums);
-    case 2: return q4k_dots_m<2>(row, blocks, x, k, sums);
-    case 3: return q4k_dots_m<3>(row, blocks, x, k, sums);
-    case 4: return q4k_dots_m<4>(row, blocks, x, k, sums);
-    case 5: return q4k_dots_m<5>(row, blocks, x, k, sums);
-    case 6: return q4k_dots_m<6>(row, blocks, x, k, sums);
-    case 7: return q4k_dots_m<7>(row, blocks, x, k, sums);
-    default: return q4k_dots_m<8>(row, blocks, x, k, sums);
+    dot32<M>(acc, w, xb + 32 * t, k, t);
   }
 }
 
-IK_TARGET void q6k_dots(const BlockQ6K* row, int64_t blocks, const float* x, int64_t k, int m,
-                        float* sums) {
+// Rows are taken tile_rows<M>() at a time, block column by block column, so from M = 3
+// on the slice of x a block column needs (M KiB) is read from L1 by the tile's 4 rows
+// instead of all of x (up to 8 x K floats, more than L1) streaming in once per row.
+// Fewer rows of x fit in L1 whole; there one row at a time keeps a single stream per
+// thread, which prefetches best. The prefetch runs 16 block visits ahead either way
+// (measured on this workplace's CPU: BENCHMARKS.md). The tile's accumulators live on
+// the stack between blocks and in registers within one.
+template <int M>
+constexpr int tile_rows() { return M <= 2 ? 1 : 4; }
+
+template <int M, typename Fmt, typename Block = typename Fmt::Block>
+IK_TARGET inline void dots_m(const Block* rows, int64_t nrows, int64_t blocks, const float* x, int64_t k,
+                             float* sums) {
+  constexpr int kA = acc_count<M>(), kT = tile_rows<M>(), kAhead = 16 / kT;
+  for (int64_t r0 = 0; r0 < nrows; r0 += kT) {
+    const int nr = static_cast<int>(std::min<int64_t>(kT, nrows - r0));
+    V tile[kT][M][kA];
+    for (int r = 0; r < nr; ++r)
+      for (int i = 0; i < M; ++i)
+        for (int a = 0; a < kA; ++a) tile[r][i][a] = zero();
+    for (int64_t b = 0; b < blocks; ++b) {
+      for (int r = 0; r < nr; ++r) {
+        const Block* blk = rows + (r0 + r) * blocks + b;
+        prefetch(blk, kAhead);
+        V acc[M][kA];
+        for (int i = 0; i < M; ++i)
+          for (int a = 0; a < kA; ++a) acc[i][a] = tile[r][i][a];
+        Fmt::template block<M>(*blk, x + b * kQK, k, acc);
+        for (int i = 0; i < M; ++i)
+          for (int a = 0; a < kA; ++a) tile[r][i][a] = acc[i][a];
+      }
+    }
+    for (int r = 0; r < nr; ++r) finish<M>(tile[r], sums + (r0 + r) * M);
+  }
+}
+
+struct Q4KFmt {
+  using Block = BlockQ4K;
+  template <int M>
+  IK_TARGET __attribute__((always_inline)) static void block(const Block& b, const float* xb, int64_t k, V (&acc)[M][acc_count<M>()]) {
+    q4k_block<M>(b, xb, k, acc);
+  }
+};
+
+struct Q6KFmt {
+  using Block = BlockQ6K;
+  template <int M>
+  IK_TARGET __attribute__((always_inline)) static void block(const Block& b, const float* xb, int64_t k, V (&acc)[M][acc_count<M>()]) {
+    q6k_block<M>(b, xb, k, acc);
+  }
+};
+
+template <int M>
+IK_TARGET void q4k_dots_m(const BlockQ4K* rows, int64_t nrows, int64_t blocks, const float* x, int64_t k,
+                          float* sums) {
+  dots_m<M, Q4KFmt>(rows, nrows, blocks, x, k, sums);
+}
+
+template <int M>
+IK_TARGET void q6k_dots_m(const BlockQ6K* rows, int64_t nrows, int64_t blocks, const float* x, int64_t k,
+                          float* sums) {
+  dots_m<M, Q6KFmt>(rows, nrows, blocks, x, k, sums);
+}
+
+// sums[r * m + i] = x_i . dequantised row r, for nrows consecutive weight rows and the
+// m (1..8) rows of x (fp32, row stride k).
+IK_TARGET void q4k_dots(const BlockQ4K* row, int64_t nrows, int64_t blocks, const float* x, int64_t k,
+                        int m, float* sums) {
   switch (m) {
-    case 1: return q6k_dots_m<1>(row, blocks, x, k, sums);
-    case 2: return q6k_dots_m<2>(row, blocks, x, k, sums);
-    case 3: return q6k_dots_m<3>(row, blocks, x, k, sums);
-    case 4: return q6k_dots_m<4>(row, blocks, x, k, sums);
-    case 5: return q6k_dots_m<5>(row, blocks, x, k, sums);
-    case 6: return q6k_dots_m<6>(row, blocks, x, k, sums);
-    case 7: return q6k_dots_m<7>(row, blocks, x, k, sums);
-    default: return q6k_dots_m<8>(row, blocks, x, k, sums);
+    case 1: return q4k_dots_m<1>(row, nrows, blocks, x, k, sums);
+    case 2: return q4k_dots_m<2>(row, nrows, blocks, x, k, sums);
+    case 3: return q4k_dots_m<3>(row, nrows, blocks, x, k, sums);
+    case 4: return q4k_dots_m<4>(row, nrows, blocks, x, k, sums);
+    case 5: return q4k_dots_m<5>(row, nrows, blocks, x, k, sums);
+    case 6: return q4k_dots_m<6>(row, nrows, blocks, x, k, sums);
+    case 7: return q4k_dots_m<7>(row, nrows, blocks, x, k, sums);
+    default: return q4k_dots_m<8>(row, nrows, blocks, x, k, sums);
+  }
+}
+
+IK_TARGET void q6k_dots(const BlockQ6K* row, int64_t nrows, int64_t blocks, const float* x, int64_t k,
+                        int m, float* sums) {
+  switch (m) {
+    case 1: return q6k_dots_m<1>(row, nrows, blocks, x, k, sums);
+    case 2: return q6k_dots_m<2>(row, nrows, blocks, x, k, sums);
+    case 3: return q6k_dots_m<3>(row, nrows, blocks, x, k, sums);
+    case 4: return q6k_dots_m<4>(row, nrows, blocks, x, k, sums);
+    case 5: return q6k_dots_m<5>(row, nrows, blocks, x, k, sums);
+    case 6: return q6k_dots_m<6>(row, nrows, blocks, x, k, sums);
+    case 7: return q6k_dots_m<7>(row, nrows, blocks, x, k, sums);
+    default: return q6k_dots_m<8>(row, nrows, blocks, x, k, sums);
   }
 }
 

@@ -244,6 +244,25 @@ def test_gemv_large_n_and_k(ik, device, fmt):
     assert_close(gemv(x, q), x.double() @ dequantize(q).double().T, torch.float32)
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_gemv_one_hot_is_dequantize(ik, device, fmt):
+    # x rows that pick one column each: every path must return the dequantised weights
+    # bit for bit (one exact product, the rest zeros), whatever its FMA and summation
+    # order, so the gemv dots x with exactly what dequantize returns. Every column of
+    # two blocks, 8 at a time. (CPU only: the CUDA kernel applies the scales to sums of
+    # levels, a different rounding, and is held to the fp64 tolerance instead.)
+    if device != "cpu":
+        pytest.skip("a property of the CPU paths")
+    check_isa(ik, device)
+    quantize, dequantize, gemv = fns(ik, fmt)
+    q = quantize(torch.randn(21, 512, device=device) * torch.rand(21, 1, device=device) * 10)
+    w = dequantize(q)
+    for c in range(0, 512, 8):
+        x = torch.zeros(8, 512, device=device)
+        x[torch.arange(8), c + torch.arange(8)] = 1.0
+        assert torch.equal(gemv(x, q), w[:, c:c + 8].T), f"columns {c}..{c + 7}"
+
+
 def run_child(code_or_args, isa, **kw):
     env = {**os.environ, "IK_CPU_ISA": isa}
     return subprocess.run([sys.executable, *code_or_args], env=env, cwd=ROOT, capture_output=True,
@@ -263,8 +282,8 @@ def test_gemv_every_isa(ik, device, isa):
                       "-k", "test_gemv and not every_isa"], isa)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     passed = re.search(r"(\d+) passed", proc.stdout)
-    # 2 formats x 3 dtypes x 8 row counts, and the large case per format.
-    assert passed and int(passed.group(1)) >= 2 * 3 * 8 + 2, proc.stdout[-2000:]
+    # 2 formats x 3 dtypes x 8 row counts, then the large and the one-hot case per format.
+    assert passed and int(passed.group(1)) >= 2 * 3 * 8 + 2 * 2, proc.stdout[-2000:]
 
 
 def test_cpu_isa_env_errors(ik, device):
