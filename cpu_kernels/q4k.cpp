@@ -563,7 +563,7 @@ void gemv_rows(T* out, const float* x, const at::Tensor& q, int64_t m, int64_t n
   const int64_t k = blocks * kQK;
   // ~16 KiB of weight bytes per task.
   const int64_t grain = std::max<int64_t>(1, 16384 / (blocks * sizeof(typename F::Block)));
-  const Isa isa = cpu_isa();
+  [[maybe_unused]] const Isa isa = cpu_isa();  // read on aarch64 too: IK_CPU_ISA is checked
   at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
 #if defined(__x86_64__)
     if (isa != Isa::kBaseline) {
