@@ -553,50 +553,65 @@ Isa cpu_isa() {
   return isa;
 }
 
-// out[m, n] = sum_k x[m, k] * W[n, k]. Baseline: each block of weight row n is
-// dequantised into a 1 KiB stack buffer (L1-resident, never the whole weight) and dotted
-// with the M rows of x in at::vec vectors, one accumulator vector per row of x; with
-// -ffp-contract=off at::vec's fmadd is a rounded product then a rounded sum. AVX2 /
-// AVX-512: q4k_simd.h (the same dequantised values, in registers, FMA sums).
+// out[m, n] = sum_k x[m, k] * W[n, k] for weight rows [begin, end), the baseline loop:
+// each block of a weight row is dequantised into a 1 KiB stack buffer (L1-resident,
+// never the whole weight) and dotted with the M rows of x in at::vec vectors, one
+// accumulator vector per row of x; with -ffp-contract=off at::vec's fmadd is a rounded
+// product then a rounded sum. A function of its own: inside the lambda next to the SIMD
+// dispatch, GCC 12 stopped vectorising its generic at::vec loops (3x slower at M = 8).
+template <typename F, typename T>
+void gemv_rows_baseline(T* out, const float* x, const typename F::Block* q, int64_t m, int64_t n,
+                        int64_t blocks, int64_t begin, int64_t end) {
+  const int64_t k = blocks * kQK;
+  alignas(64) float w[kQK];
+  for (int64_t r = begin; r < end; ++r) {
+    const auto* row = q + r * blocks;
+    fVec acc[kMaxGemvRows];
+    for (int64_t i = 0; i < m; ++i) acc[i] = fVec(0.0f);
+    for (int64_t b = 0; b < blocks; ++b) {
+      F::dequantize(row[b], w);
+      for (int64_t i = 0; i < m; ++i) {
+        const float* xb = x + i * k + b * kQK;
+        fVec a = acc[i];
+        for (int e = 0; e < kQK; e += fVec::size())
+          a = at::vec::fmadd(fVec::loadu(w + e), fVec::loadu(xb + e), a);
+        acc[i] = a;
+      }
+    }
+    for (int64_t i = 0; i < m; ++i)
+      out[i * n + r] = static_cast<T>(at::vec::vec_reduce_all<float>(std::plus<fVec>(), acc[i]));
+  }
+}
+
+#if defined(__x86_64__)
+// The same with the AVX2 / AVX-512 loops of q4k_simd.h: the same dequantised values,
+// in registers, FMA sums.
+template <typename F, typename T>
+void gemv_rows_simd(T* out, const float* x, const typename F::Block* q, int64_t m, int64_t n,
+                    int64_t blocks, int64_t begin, int64_t end, Isa isa) {
+  const auto dots = isa == Isa::kAvx512 ? F::dots_avx512 : F::dots_avx2;
+  constexpr int64_t kChunk = 64;  // rows per call: their sums fit on the stack
+  float sums[kChunk * kMaxGemvRows];
+  for (int64_t r0 = begin; r0 < end; r0 += kChunk) {
+    const int64_t nr = std::min(kChunk, end - r0);
+    dots(q + r0 * blocks, nr, blocks, x, blocks * kQK, static_cast<int>(m), sums);
+    for (int64_t r = 0; r < nr; ++r)
+      for (int64_t i = 0; i < m; ++i) out[i * n + r0 + r] = static_cast<T>(sums[r * m + i]);
+  }
+}
+#endif
+
 template <typename F, typename T>
 void gemv_rows(T* out, const float* x, const at::Tensor& q, int64_t m, int64_t n, int64_t blocks) {
-  const int64_t k = blocks * kQK;
   // ~16 KiB of weight bytes per task.
   const int64_t grain = std::max<int64_t>(1, 16384 / (blocks * sizeof(typename F::Block)));
+  const auto* qb = block_row<F>(q, 0, blocks);
   [[maybe_unused]] const Isa isa = cpu_isa();  // read on aarch64 too: IK_CPU_ISA is checked
   at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) {
 #if defined(__x86_64__)
-    if (isa != Isa::kBaseline) {
-      const auto dots = isa == Isa::kAvx512 ? F::dots_avx512 : F::dots_avx2;
-      constexpr int64_t kChunk = 64;  // rows per call: sums for them fit on the stack
-      float sums[kChunk * kMaxGemvRows];
-      for (int64_t r0 = begin; r0 < end; r0 += kChunk) {
-        const int64_t nr = std::min(kChunk, end - r0);
-        dots(block_row<F>(q, r0, blocks), nr, blocks, x, k, static_cast<int>(m), sums);
-        for (int64_t r = 0; r < nr; ++r)
-          for (int64_t i = 0; i < m; ++i) out[i * n + r0 + r] = static_cast<T>(sums[r * m + i]);
-      }
-      return;
-    }
+    if (isa != Isa::kBaseline) return gemv_rows_simd<F>(out, x, qb, m, n, blocks, begin, end, isa);
 #endif
-    alignas(64) float w[kQK];
-    for (int64_t r = begin; r < end; ++r) {
-      const auto* row = block_row<F>(q, r, blocks);
-      fVec acc[kMaxGemvRows];
-      for (int64_t i = 0; i < m; ++i) acc[i] = fVec(0.0f);
-      for (int64_t b = 0; b < blocks; ++b) {
-        F::dequantize(row[b], w);
-        for (int64_t i = 0; i < m; ++i) {
-          const float* xb = x + i * k + b * kQK;
-          fVec a = acc[i];
-          for (int e = 0; e < kQK; e += fVec::size())
-            a = at::vec::fmadd(fVec::loadu(w + e), fVec::loadu(xb + e), a);
-          acc[i] = a;
-        }
-      }
-      for (int64_t i = 0; i < m; ++i)
-        out[i * n + r] = static_cast<T>(at::vec::vec_reduce_all<float>(std::plus<fVec>(), acc[i]));
-    }
+    gemv_rows_baseline<F>(out, x, qb, m, n, blocks, begin, end);
   });
 }
 
