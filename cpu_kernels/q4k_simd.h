@@ -5,14 +5,17 @@
 // for every x86-64 machine, so only the functions chosen at run time may use these
 // instructions. No include guard on purpose; x86-64 only (the includer checks).
 //
-// Numerics. Each weight is dequantised exactly as dequantize_block_q4k / _q6k compute it
-// (fp32, (d * sc) * q - dmin * m, product and difference rounded separately: explicit
-// mul and sub intrinsics, which -ffp-contract cannot touch), so the gemv dots x with the
-// very values dequantize_q4_k returns. The dot product then uses FMA: each product w * x
-// is added to its fp32 accumulator with one rounding (not two, as in the baseline path),
-// spread over several accumulator vectors (per lane and per row of x, kAcc of them), which
-// are summed at the end of the row. So the summation order differs from the baseline path
-// and from torch; each path is tested against the fp64 product, not bit for bit.
+// Numerics. Each weight is dequantised to exactly the fp32 value dequantize_block_q4k /
+// _q6k produce: Q4_K (d * sc) * q - dmin * m, Q6_K (d * scale) * (q - 32), each product
+// and the difference rounded separately (explicit mul and sub intrinsics, which
+// -ffp-contract cannot fuse; with AVX-512, Q4_K computes the 16 values q = 0..15 of a
+// sub-block that way and looks its weights up). The dot product then uses FMA: each
+// w * x is added to an fp32 accumulator with one rounding (the baseline path rounds the
+// product and the sum), spread over acc_count<M>() accumulator vectors per row of x,
+// which are added together and then across lanes at the end of the weight row. So the
+// summation order differs from the baseline path and from torch; every path is tested
+// against the fp64 product, and with one-hot rows of x (one exact product) for returning
+// the dequantised weights bit for bit (tests/test_q4k.py).
 
 #if IK_SIMD_BITS == 512
 #define IK_SIMD_NS avx512
