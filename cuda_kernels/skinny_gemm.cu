@@ -194,6 +194,22 @@ __host__ __device__ __forceinline__ int64_t a16_offset(int64_t m, int64_t sg, in
   return ((slice * nchunks + c) * nt_all + r / 8) * 1024 + ((r % 8) * 4 + t) * 32;
 }
 
+// One chunk's weight (16 bytes at off of each lane's rows; zeros past K: avail, see
+// load16) against the chunk's f16 activation fragments xf: the chunk past the last whole
+// one, in both main loops.
+template <int NT>
+__device__ __forceinline__ void mma_weight_chunk(float (&acc)[kMT][NT][4], const uint8_t* const (&w_lo)[kMT],
+                                                 const uint8_t* const (&w_hi)[kMT], int64_t off,
+                                                 int64_t avail, const F16x8 (&xf)[NT]) {
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) {
+    const F16x8 lf = to_f16(load16<true>(w_lo[mt] + off, avail));
+    const F16x8 hf = to_f16(load16<true>(w_hi[mt] + off, avail));
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) mma_chunk(acc[mt][nt], lf, hf, xf[nt]);
+  }
+}
+
 // The kF16Copy main loop over chunks [c0, c1) of K. Weights: each lane copies its own
 // 2 * kMT segments of 16 bytes per chunk (cp.async) into lane-private slots of the warp's
 // ring (slot s, segment j at ring + (s * 2 kMT + j) * 512; a warp's 32 lanes read 512
@@ -264,14 +280,8 @@ __device__ __forceinline__ void ring_loop(float (&acc)[kMT][NT][4], const Skinny
   if (ce < c1) {  // the last chunk of K, partial: direct loads, zeros past K
     F16x8 xf[NT];
     activation(ce, xf);
-    const int64_t off = ce * kChunk, avail = K - off - 16 * t;
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt) {
-      const F16x8 lf = to_f16(load16<true>(w_lo[mt] + off, avail));
-      const F16x8 hf = to_f16(load16<true>(w_hi[mt] + off, avail));
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) mma_chunk(acc[mt][nt], lf, hf, xf[nt]);
-    }
+    const int64_t off = ce * kChunk;
+    mma_weight_chunk<NT>(acc, w_lo, w_hi, off, K - off - 16 * t, xf);
   }
 }
 
@@ -341,50 +351,44 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32, kMinBlocks)
       const auto* xa = static_cast<const uint8_t*>(p.workspace) + int64_t(blockIdx.y) * geo.nchunks * NT * 1024 + 32 * lane;
       ring_loop<NT>(acc, p, w_lo, w_hi, xa, c0, c1, smem_addr(partials + warp * WF) + 16 * lane, t);
     } else {
-    // Chunks wholly inside K run unchecked, U at a time; the rest one by one.
-    const int64_t full = std::max(c0, std::min(c1, K / kChunk));
-    int64_t c = c0;
-    for (; c + U <= full; c += U) {
-      uint4 lo[U][kMT], hi[U][kMT], xv[U][NT];
+      // Chunks wholly inside K run unchecked, U at a time; the rest one by one.
+      const int64_t full = std::max(c0, std::min(c1, K / kChunk));
+      int64_t c = c0;
+      for (; c + U <= full; c += U) {
+        uint4 lo[U][kMT], hi[U][kMT], xv[U][NT];
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
+        for (int u = 0; u < U; ++u) {
 #pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) {
-          lo[u][mt] = load16<true>(w_lo[mt] + (c + u) * kChunk, 16);
-          hi[u][mt] = load16<true>(w_hi[mt] + (c + u) * kChunk, 16);
+          for (int mt = 0; mt < kMT; ++mt) {
+            lo[u][mt] = load16<true>(w_lo[mt] + (c + u) * kChunk, 16);
+            hi[u][mt] = load16<true>(w_hi[mt] + (c + u) * kChunk, 16);
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) xv[u][nt] = load16<false>(x[nt] + (c + u) * kChunk, 16);
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          F16x8 xf[NT];
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) xf[nt] = activation_to_f16<CVT>(xv[u][nt]);
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            const F16x8 lf = to_f16(lo[u][mt]), hf = to_f16(hi[u][mt]);
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) mma_chunk(acc[mt][nt], lf, hf, xf[nt]);
+          }
         }
       }
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) xv[u][nt] = load16<false>(x[nt] + (c + u) * kChunk, 16);
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
+      for (; c < c1; ++c) {
+        const int64_t off = c * kChunk, avail = K - off - 16 * t;
         F16x8 xf[NT];
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) xf[nt] = activation_to_f16<CVT>(xv[u][nt]);
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) {
-          const F16x8 lf = to_f16(lo[u][mt]), hf = to_f16(hi[u][mt]);
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt) mma_chunk(acc[mt][nt], lf, hf, xf[nt]);
-        }
+        for (int nt = 0; nt < NT; ++nt) xf[nt] = activation_to_f16<CVT>(load16<false>(x[nt] + off, avail));
+        mma_weight_chunk<NT>(acc, w_lo, w_hi, off, avail, xf);
       }
-    }
-    for (; c < c1; ++c) {
-      const int64_t off = c * kChunk, avail = K - off - 16 * t;
-      F16x8 xf[NT];
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) xf[nt] = activation_to_f16<CVT>(load16<false>(x[nt] + off, avail));
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
-        const F16x8 lf = to_f16(load16<true>(w_lo[mt] + off, avail));
-        const F16x8 hf = to_f16(load16<true>(w_hi[mt] + off, avail));
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) mma_chunk(acc[mt][nt], lf, hf, xf[nt]);
-      }
-    }
     }
   }
 
