@@ -22,6 +22,8 @@
 #   s4f   : every CUDA test case, compute-sanitizer over every kernel, the GEMM's path table
 #           (results packed after each stage: a cut run keeps what finished)
 #   s4g   : the GEMM tests and quick benchmark
+#   s4h   : the k-quant and GEMM tests (the CUDA variant carries the CPU k-quant ops), then
+#           the GEMM under compute-sanitizer
 #   s4c   : GEMM, norm/activation and k-quant tests, then the quick benchmarks of each
 #   norms_explore: why Triton leads at decode sizes: kernels per call and their device time,
 #           ours vs torch.compile vs Liger (benchmarks/profile_latency.py); Nsight Compute of
@@ -342,6 +344,7 @@ case "$MODE" in
   s4f)    tests_gpu; pack; sanitizers; pack; timeout 150 python3 benchmarks/bench_skinny_gemm.py --paths \
             --name bench_gemm_paths --out "$OUT" 2>&1 | tail -40 ;;
   s4g)    tests_gemm; bench_gemm --quick ;;
+  s4h)    tests_q4k; tests_gemm; pack; sanitizers_gemm ;;
   s4c)    tests_gemm; tests_norms; tests_q4k; bench_gemm --quick; bench_q4k --quick; bench_swiglu --quick
           bench_quick; bench_layernorm --quick; bench_fp8 --quick ;;
   tp)     tp_decode ;;
