@@ -62,6 +62,12 @@ def rand_fp8(shape, device):
     return (torch.randn(shape, device=device) * 3).clamp(-FP8_MAX, FP8_MAX).to(FP8)
 
 
+def rotated_weights(n, k, dev):
+    """At least 8 copies of an [n, k] fp8 weight, > 256 MB in all: no call reads its weight from L2."""
+    n_rot = max(8, harness.rotations_for(n * k, target_bytes=256 << 20))
+    return [rand_fp8((n, k), dev) for _ in range(n_rot)]
+
+
 def worst_row_err(y, ref) -> float:
     y = y.double()
     return ((y - ref).norm(dim=1) / ref.norm(dim=1).clamp_min(1e-30)).max().item()
@@ -78,8 +84,8 @@ def gemm_sweep(k, shapes, ms, bw, dev, md, results, title):
              "_scaled_mm": lambda a, b: scaled_mm(a, b, sa, sb)}
     for n, kk in shapes:
         nbytes = n * kk
-        n_rot = max(8, harness.rotations_for(nbytes, target_bytes=256 << 20))
-        ws = [rand_fp8((n, kk), dev) for _ in range(n_rot)]
+        ws = rotated_weights(n, kk, dev)
+        n_rot = len(ws)
         a_all = rand_fp8((max(ms), kk), dev)
         ref_all = (a_all.double() @ ws[0].double().T) * sa.item() * sb.item()
         table = []
@@ -120,8 +126,8 @@ def tune_sweep(k, shapes, ms, bw, dev, md, results):
     sa = torch.tensor([0.02], device=dev)
     sb = torch.tensor([0.01], device=dev)
     for n, kk in shapes:
-        n_rot = max(8, harness.rotations_for(n * kk, target_bytes=256 << 20))
-        ws = [rand_fp8((n, kk), dev) for _ in range(n_rot)]
+        ws = rotated_weights(n, kk, dev)
+        n_rot = len(ws)
         for m in ms:
             a = rand_fp8((m, kk), dev)
             out = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
@@ -154,8 +160,8 @@ def paths_sweep(k, shapes, ms, bw, dev, md, results):
     sa = torch.tensor([0.02], device=dev)
     sb = torch.tensor([0.01], device=dev)
     for n, kk in shapes:
-        n_rot = max(8, harness.rotations_for(n * kk, target_bytes=256 << 20))
-        ws = [rand_fp8((n, kk), dev) for _ in range(n_rot)]
+        ws = rotated_weights(n, kk, dev)
+        n_rot = len(ws)
         rows = []
         for m in ms:
             a = rand_fp8((m, kk), dev)
