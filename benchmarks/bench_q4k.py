@@ -1,11 +1,11 @@
-"""GGUF Q4_K / Q6_K mat-vec (q4k_gemv, q6k_gemv): ours vs cuBLAS bf16 and vs
+"""GGUF Q4_K / Q6_K mat-vec (q4k_gemv, q6k_gemv): ours vs cuBLAS and vs
 dequantise-then-matmul, on Llama-3-8B shapes, and the decode tokens/s they imply.
 
-For each format and weight shape (N, K) and M = 1..8 rows of x (bf16):
+For each format and weight shape (N, K) and M = 1..8 rows of x (bf16; fp16 with --dtype fp16):
   * ours: the fused gemv on the quantised bytes (4.5 bits/weight Q4_K, 6.5625 Q6_K);
-  * cuBLAS bf16: x @ W.T with the dequantised weight in bf16 (what an unquantised
+  * cuBLAS: x @ W.T with the dequantised weight in x's dtype (what an unquantised
     model runs);
-  * dequant+mm (M = 1 only): quant.dequantize in plain torch on the GPU, cast to bf16,
+  * dequant+mm (M = 1 only): quant.dequantize in plain torch on the GPU, cast to x's dtype,
     then the matmul (what a framework without a fused kernel does each step).
 Every implementation is checked against an fp64 product first. Times: medians of
 CUDA-graph replays over rotating weight copies (at least 8, and > 200 MB in all, so
@@ -35,6 +35,7 @@ import harness  # noqa: E402
 
 BLOCK_BYTES = {"Q4_K": 144, "Q6_K": 210}
 GEMV = {"Q4_K": "q4k_gemv", "Q6_K": "q6k_gemv"}
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # Llama-3-8B: hidden 4096, 8 KV heads of 128 (k/v: 1024), MLP 14336, vocab 128256.
 HIDDEN, KV, MLP, VOCAB, LAYERS = 4096, 1024, 14336, 128256, 32
 LAYER_SHAPES = {"q": (HIDDEN, HIDDEN), "k": (KV, HIDDEN), "v": (KV, HIDDEN), "o": (HIDDEN, HIDDEN),
@@ -60,27 +61,27 @@ def random_q(n, k, fmt, device, gen=None):
     return q.reshape(n, nb * BLOCK_BYTES[fmt])
 
 
-def bench_shape(ik, fmt, n, k, ms, dev, bw, log):
+def bench_shape(ik, fmt, n, k, ms, dev, bw, log, dtype=torch.bfloat16):
     qbytes = n * k // 256 * BLOCK_BYTES[fmt]
     copies = max(8, harness.rotations_for(qbytes))
     qs = [random_q(n, k, fmt, dev) for _ in range(copies)]
     wd = ik.quant.dequantize(qs[0], fmt).double()  # the reference weight (copy 0)
-    w16 = wd.to(torch.bfloat16)  # cuBLAS's weight: one dequantisation, copied
+    w16 = wd.to(dtype)  # cuBLAS's weight: one dequantisation, copied
     bf_copies = max(8, harness.rotations_for(w16.numel() * 2))
     ws = [w16] + [w16.clone() for _ in range(bf_copies - 1)]
     op = getattr(ik.ops, GEMV[fmt])
     rows = []
     for m in ms:
-        x = torch.randn(m, k, device=dev).to(torch.bfloat16)
-        out = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
+        x = torch.randn(m, k, device=dev).to(dtype)
+        out = torch.empty(m, n, device=dev, dtype=dtype)
         ref = x.double() @ wd.T
         impls = {
             "ours": lambda i: op(out, x, qs[i % copies]),
-            "cuBLAS bf16": lambda i: torch.matmul(x, ws[i % bf_copies].T),
+            "cuBLAS": lambda i: torch.matmul(x, ws[i % bf_copies].T),
         }
         if m == 1:
             impls["dequant+mm"] = lambda i: torch.matmul(
-                x, ik.quant.dequantize(qs[i % copies], fmt).to(torch.bfloat16).T)
+                x, ik.quant.dequantize(qs[i % copies], fmt).to(dtype).T)
         errs = {}
         for name, f in impls.items():
             try:
@@ -92,7 +93,7 @@ def bench_shape(ik, fmt, n, k, ms, dev, bw, log):
                 log["errors"].append(f"{fmt} {n}x{k} m={m} {name}: {type(e).__name__}: {e}")
         times = {}
         for name, f in impls.items():
-            n_rot = copies if name != "cuBLAS bf16" else bf_copies
+            n_rot = copies if name != "cuBLAS" else bf_copies
             times[name] = (None if errs[name] is None or errs[name] > 2e-2
                            else harness.measure(f"{fmt} {n}x{k} m={m} {name}", f, n_rot, dev, log))
         t = times["ours"]
@@ -113,8 +114,8 @@ def bench_shape(ik, fmt, n, k, ms, dev, bw, log):
     return rows
 
 
-def table(rows, fmt, md):
-    headers = ["N x K", "M", "copies", "ours us", "GB/s", "% BW", "cuBLAS bf16 us", "bf16/ours",
+def table(rows, fmt, md, dname="bf16"):
+    headers = ["N x K", "M", "copies", "ours us", "GB/s", "% BW", f"cuBLAS {dname} us", f"{dname}/ours",
                "dequant+mm us", "floor us"]
     body = []
     for r in rows:
@@ -122,14 +123,14 @@ def table(rows, fmt, md):
             continue
         us = r["us"]
         body.append([f"{r['n']}x{r['k']}", r["m"], r["copies"], us["ours"], r["gb_s"],
-                     f"{r['pct_bw']:.0f}%" if r["pct_bw"] else None, us["cuBLAS bf16"],
-                     f"{us['cuBLAS bf16'] / us['ours']:.2f}x" if us["ours"] and us["cuBLAS bf16"] else None,
+                     f"{r['pct_bw']:.0f}%" if r["pct_bw"] else None, us["cuBLAS"],
+                     f"{us['cuBLAS'] / us['ours']:.2f}x" if us["ours"] and us["cuBLAS"] else None,
                      us.get("dequant+mm"), r["floor_us"]])
     bits = 8 * BLOCK_BYTES[fmt] / 256
-    harness.print_table(headers, body, f"{fmt} gemv ({bits:g} bits/weight), x bf16", md)
+    harness.print_table(headers, body, f"{fmt} gemv ({bits:g} bits/weight), x {dname}", md)
 
 
-def decode_model(ik, rows, bw, md):
+def decode_model(ik, rows, bw, md, dname="bf16"):
     """Tokens/s of the linear layers of a Q4_K_M Llama-3-8B at M = 1, from the table."""
     t = {(r["fmt"], r["n"], r["k"]): r["us"] for r in rows if r["m"] == 1}
 
@@ -137,7 +138,7 @@ def decode_model(ik, rows, bw, md):
         v = t.get((fmt, *shape), {}).get(impl)
         return v
 
-    total = {"ours": 0.0, "cuBLAS bf16": 0.0}
+    total = {"ours": 0.0, "cuBLAS": 0.0}
     qbytes = 0
     missing = []
     for i in range(LAYERS):
@@ -166,8 +167,8 @@ def decode_model(ik, rows, bw, md):
         f"v/down, Q6_K head): {qbytes / 1e9:.2f} GB of weights per token",
         f"  ours (q4k_gemv/q6k_gemv): {total['ours']:.0f} us/token -> {1e6 / total['ours']:.0f} tok/s"
         if total["ours"] else "  ours: -",
-        f"  cuBLAS bf16 (unquantised weights, same shapes): {total['cuBLAS bf16']:.0f} us/token -> "
-        f"{1e6 / total['cuBLAS bf16']:.0f} tok/s" if total["cuBLAS bf16"] else "  cuBLAS bf16: -",
+        f"  cuBLAS {dname} (unquantised weights, same shapes): {total['cuBLAS']:.0f} us/token -> "
+        f"{1e6 / total['cuBLAS']:.0f} tok/s" if total["cuBLAS"] else f"  cuBLAS {dname}: -",
         f"  roofline at the measured copy bandwidth ({bw / 1e12:.2f} TB/s): {roof_us:.0f} us -> "
         f"{1e6 / roof_us:.0f} tok/s",
         f"  {LLAMA_CPP}",
@@ -186,6 +187,7 @@ def main(argv=None) -> int:
     p = harness.bench_parser(__doc__, "bench_q4k")
     p.add_argument("--formats", nargs="+", choices=sorted(SHAPES), default=sorted(SHAPES),
                    help="which formats to time (default: both)")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16", help="x and out (default bf16)")
     args = p.parse_args(argv)
     dev = harness.bench_device(args.cpu_smoke, "bench_q4k")
     if dev is None:
@@ -200,16 +202,16 @@ def main(argv=None) -> int:
     bw = harness.copy_bandwidth(device=dev)
     print(f"device copy bandwidth (read + write): {bw / 1e12:.3f} TB/s")
     md = harness.out_dir() / f"{args.name}.md"
-    md.write_text(f"# {args.name}\n\nCopy bandwidth {bw / 1e12:.3f} TB/s; x bf16; medians of "
+    md.write_text(f"# {args.name}\n\nCopy bandwidth {bw / 1e12:.3f} TB/s; x {args.dtype}; medians of "
                   "CUDA-graph replays over rotating weight copies.\n")
     log = {"errors": [], "notes": []}
     rows = []
     for fmt, lst in shapes.items():
         for n, k in lst:
-            rows += bench_shape(ik, fmt, n, k, ms, dev, bw, log)
+            rows += bench_shape(ik, fmt, n, k, ms, dev, bw, log, DTYPES[args.dtype])
     for fmt in shapes:
-        table(rows, fmt, md)
-    model = decode_model(ik, rows, bw, md) if dev == "cuda" else None
+        table(rows, fmt, md, args.dtype)
+    model = decode_model(ik, rows, bw, md, args.dtype) if dev == "cuda" else None
     for e in log["errors"]:
         print("error:", e)
     (harness.out_dir() / f"{args.name}.json").write_text(json.dumps(

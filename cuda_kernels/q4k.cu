@@ -26,7 +26,8 @@
 //   these are 4-byte words shifted into place when a block is not 4-aligned).
 //
 // Unpacking: a level q placed in the low mantissa bits of 128.0 (bf16 0x4300) or 1024.0
-// (f16 0x6400) reads as 128 + q or 1024 + q: one PRMT and one LOP3 per two weights. The
+// (f16 0x6400) reads as 128 + q or 1024 + q: about one instruction per two weights
+// (q4k_pairs, q6k_pairs; f16 reads Q4_K's high nibbles as 16 q, with no shift). The
 // offset comes off per sub-block with the activation sum X = sum x, which the min term
 // needs anyway (weight = ds q - dm, so sum w x = ds S - (offset ds + dm) X with S =
 // sum (offset + q) x) and which one more MMA (A all ones) gives in the same fragment
@@ -73,6 +74,7 @@ using inference_kernels::cuda::from_float;
 using inference_kernels::cuda::ld_stream16;
 using inference_kernels::cuda::ld_stream8;
 using inference_kernels::cuda::mma_m16n8k16;
+using inference_kernels::cuda::prefetch_l1;
 using inference_kernels::ggml::BlockQ4K;
 using inference_kernels::ggml::BlockQ6K;
 using inference_kernels::ggml::kQK;
@@ -93,13 +95,6 @@ __device__ __forceinline__ uint32_t ld_u32(const uint8_t* p) {
 __device__ __forceinline__ uint32_t ld_word(const uint8_t* base, int off, uint32_t shift) {
   const uint32_t lo = ld_u32(base + off);
   return shift ? __funnelshift_r(lo, ld_u32(base + off + 4), shift) : lo;
-}
-
-// (a & mask) | bits in one LOP3 (with two immediates the compiler emits two).
-__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t mask, uint32_t bits) {
-  uint32_t d;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(mask), "r"(bits));
-  return d;
 }
 
 __device__ __forceinline__ float half_bits_to_float(uint32_t bits) {
@@ -126,10 +121,9 @@ struct Operand {
   static constexpr uint32_t kMagic = kF16 ? 0x64006400u : 0x43004300u;
 };
 
-// A pair of levels (bits 0-5 and 16-21 of v & mask) as an A-operand pair.
+// A pair of magic-offset levels as the MMA's operand: fp32 x takes them exact (offset 0).
 template <typename T>
-__device__ __forceinline__ uint32_t level_pair(uint32_t v, uint32_t mask) {
-  const uint32_t a = and_or(v, mask, Operand<T>::kMagic);
+__device__ __forceinline__ uint32_t operand_pair(uint32_t a) {
   if constexpr (Operand<T>::kOffset == 0.0f) {
     // 128 + q minus 128, in bf16: exact.
     __nv_bfloat162 h = *reinterpret_cast<const __nv_bfloat162*>(&a);
@@ -138,6 +132,21 @@ __device__ __forceinline__ uint32_t level_pair(uint32_t v, uint32_t mask) {
   } else {
     return a;
   }
+}
+
+// Bytes 0, 1 (i = 0) or 2, 3 (i = 1) of q, levels below 128, as an A pair: one PRMT
+// puts each level in a half's low byte and the magic's high byte above it.
+template <typename T>
+__device__ __forceinline__ uint32_t level_pair(uint32_t q, int i) {
+  return operand_pair<T>(__byte_perm(q, Operand<T>::kMagic >> 8, i ? 0x4342u : 0x4140u));
+}
+
+// The levels in bits 0-5 and 16-21 of v & mask as an A pair (mask and magic in one LOP3).
+template <typename T>
+__device__ __forceinline__ uint32_t masked_pair(uint32_t v, uint32_t mask) {
+  uint32_t a;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(a) : "r"(v), "r"(mask), "r"(Operand<T>::kMagic));
+  return operand_pair<T>(a);
 }
 
 constexpr uint32_t kOnesBf16 = 0x3F803F80u, kOnesF16 = 0x3C003C00u;
@@ -305,10 +314,12 @@ __device__ __forceinline__ void q4k_scales(const Lane& l, const uint4& head, flo
   const uint32_t scw = h ? (s2 & 0x0F0F0F0Fu) | ((s0 >> 2) & 0x30303030u) : s0 & 0x3F3F3F3Fu;
   const uint32_t mnw = h ? ((s2 >> 4) & 0x0F0F0F0Fu) | ((s1 >> 2) & 0x30303030u) : s1 & 0x3F3F3F3Fu;
   const float d = half_bits_to_float(head.x), dmin = half_bits_to_float(head.x >> 16);
+  // Odd sub-blocks are high nibbles, which f16 reads as 16 q (q4k_pairs).
+  const float d_hi = Operand<T>::kF16 ? d * 0.0625f : d;
   float ds[4], dc[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    ds[i] = d * byte_to_float(scw, i);
+    ds[i] = (i & 1 ? d_hi : d) * byte_to_float(scw, i);
     dc[i] = fmaf(Operand<T>::kOffset, ds[i], dmin * byte_to_float(mnw, i));
   }
   float* row = table + (l.lane >> 1) * kScaleStride + 4 * h;
@@ -318,13 +329,28 @@ __device__ __forceinline__ void q4k_scales(const Lane& l, const uint4& head, flo
 
 // A pairs of one qs word (bytes 0..3 at positions p..p+3): lo[i] the low nibbles of
 // bytes 2i, 2i + 1, hi[i] their high nibbles.
+// - f16 takes the high nibbles where they lie, as 16 q (1024 + 16 q is exact in f16; the
+//   sub-block's factors are divided by 16 in q4k_scales): two masks a word, then one
+//   PRMT a pair (6 instructions a word).
+// - bf16's 7-bit mantissa has no room for 16 q. Masking the word first would cost 7
+//   instructions a word against 8, but with ptxas 13.0 the direct loop then spills, so
+//   a PRMT spreads two bytes and one LOP3 a pair masks and adds the magic.
 template <typename T>
 __device__ __forceinline__ void q4k_pairs(uint32_t v, uint32_t (&lo)[2], uint32_t (&hi)[2]) {
+  if constexpr (Operand<T>::kF16) {
+    const uint32_t l = v & 0x0F0F0F0Fu, h = v & 0xF0F0F0F0u;
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const uint32_t b = __byte_perm(v, 0u, i ? 0x4342u : 0x4140u);  // bytes 2i, 2i+1 -> 0, 2
-    lo[i] = level_pair<T>(b, 0x000F000Fu);
-    hi[i] = level_pair<T>(b >> 4, 0x000F000Fu);
+    for (int i = 0; i < 2; ++i) {
+      lo[i] = level_pair<T>(l, i);
+      hi[i] = level_pair<T>(h, i);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const uint32_t b = __byte_perm(v, 0u, i ? 0x4342u : 0x4140u);  // bytes 2i, 2i+1 -> 0, 2
+      lo[i] = masked_pair<T>(b, 0x000F000Fu);
+      hi[i] = masked_pair<T>(b >> 4, 0x000F000Fu);
+    }
   }
 }
 
@@ -435,8 +461,8 @@ template <typename T>
 __device__ __forceinline__ void q6k_pairs(const Q6KRow& r, int n, int j, int h, uint32_t (&a)[2]) {
   const uint32_t lo = (r.ql[n][h][j & 1] >> (4 * (j >> 1))) & 0x0F0F0F0Fu;
   const uint32_t q = lo | (((r.qh[n][h] >> (2 * j)) << 4) & 0x30303030u);
-  a[0] = level_pair<T>(__byte_perm(q, 0u, 0x4140u), 0x003F003Fu);
-  a[1] = level_pair<T>(__byte_perm(q, 0u, 0x4342u), 0x003F003Fu);
+  a[0] = level_pair<T>(q, 0);
+  a[1] = level_pair<T>(q, 1);
 }
 
 template <typename T>
@@ -467,6 +493,18 @@ __device__ __forceinline__ void q6k_block(const Lane& l, const Q6KRaw& r, const 
 }
 
 // ---- the kernel ------------------------------------------------------------------------
+
+// The next block's activations (256 elements of rows g = lane / 4, clamped) into L1
+// while this block computes. The CTAs of an SM reach a block at about the same time, so
+// without this each block began with every warp waiting on the same L2 misses. x: the
+// lane's pointer at this block, less than a line past its row's block start, so the
+// addresses need no register of their own (the 4 lanes of a row ask for the same line).
+template <typename T>
+__device__ __forceinline__ void prefetch_next_x(const T* x) {
+  constexpr int kLine = 128 / sizeof(T);  // elements a line
+#pragma unroll
+  for (int c = 0; c < kQK / kLine; ++c) prefetch_l1(x + kQK + c * kLine);
+}
 
 // Shared memory a warp uses: Q4_K's stages, then the scale table. The partial sums of
 // the end (kPartialBytes) reuse the start once the warp's blocks are done.
@@ -549,6 +587,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
       cp_async_commit();
       cp_async_wait<S - 1>();
       __syncwarp();  // every lane's copies of block i visible to the warp
+      if (i + 1 < n) prefetch_next_x(x);
       compute<T, F, U>(l, rd, table, x, acc);  // ends with __syncwarp: the stage is free
       rd = rd == last ? region : rd + kStageBytes;
       x += kQK;
@@ -568,6 +607,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
       const bool more = ++b < end;
       Raw next;
       if (more) next = load(l);
+      // Block b's x while block b exists: past this warp's range, one spare line. (Under
+      // `if (more)` with the load above, ptxas 13.0 spilled the bf16 loop.)
+      if (b < nb) prefetch_next_x(x);
       compute<T, F, U>(l, cur, table, x, acc);
       x += kQK;
       if (!more) break;

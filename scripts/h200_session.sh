@@ -25,6 +25,9 @@
 #   s4h   : the k-quant and GEMM tests (the CUDA variant carries the CPU k-quant ops), then
 #           the GEMM under compute-sanitizer
 #   s4c   : GEMM, norm/activation and k-quant tests, then the quick benchmarks of each
+#   s5a   : k-quant tests, the quick gemv benchmark with bf16 and fp16 x, the plain-read
+#           floors (benchmarks/read_floor.py), Nsight Compute's per-instruction stalls of
+#           the Q4_K gemv (ncu_q4k_source.csv)
 #   norms_explore: why Triton leads at decode sizes: kernels per call and their device time,
 #           ours vs torch.compile vs Liger (benchmarks/profile_latency.py); Nsight Compute of
 #           ours vs Liger, rms_norm bf16 1x4096 and 4096x4096 (ncu_norms.txt); the layout
@@ -234,7 +237,22 @@ tests_q4k() {
   python3 -m pytest tests/test_q4k_cuda.py tests/test_q4k.py -q -rfEs -p no:cacheprovider 2>&1 | tee "$OUT/pytest_q4k.log" | tail -12
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 }
-bench_q4k() { step "Q4_K/Q6_K gemv benchmark"; timeout 240 python3 benchmarks/bench_q4k.py "$@" 2>&1 | tee "$OUT/bench_q4k.log" | tail -60; }
+bench_q4k() { step "Q4_K/Q6_K gemv benchmark $*"; timeout 240 python3 benchmarks/bench_q4k.py "$@" 2>&1 | tee -a "$OUT/bench_q4k.log" | tail -60; }
+# Where each SASS instruction of the k-quant gemv waits (Nsight Compute's source page,
+# warp-state samples per instruction), Q4_K 14336 x 4096, M = 1, bf16.
+profile_q4k_source() {
+  step "Nsight Compute: k-quant gemv, stalls per SASS instruction"
+  export PATH="$PATH:/usr/local/cuda/bin"
+  timeout 150 ncu --clock-control none --kernel-name regex:kquant --launch-skip 3 --launch-count 1 \
+    --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section SourceCounters \
+    -f -o /tmp/q4k_src python3 benchmarks/profile_q4k.py Q4_K 14336 4096 1 > "$OUT/ncu_q4k_src_run.txt" 2>&1
+  ncu --import /tmp/q4k_src.ncu-rep --page details > "$OUT/ncu_q4k_details.txt" 2>&1
+  ncu --import /tmp/q4k_src.ncu-rep --page source --csv --print-source sass > "$OUT/ncu_q4k_source.csv" 2>&1
+  head -c 800 "$OUT/ncu_q4k_source.csv"; echo
+  grep -E "Duration|DRAM Through|Issued Warp|No Eligible|Active Warps Per|Warp Cycles Per Issued|Stall" \
+    "$OUT/ncu_q4k_details.txt" | head -30
+}
+read_floor() { step "plain read and copy at the benchmarks' sizes"; timeout 150 python3 benchmarks/read_floor.py 2>&1 | tee "$OUT/read_floor.log" | tail -25; }
 # Where the k-quant gemv's warps stall (Nsight Compute), the large Llama shapes at M = 1.
 profile_q4k() {
   step "Nsight Compute: k-quant gemv"
@@ -347,6 +365,8 @@ case "$MODE" in
   s4h)    tests_q4k; tests_gemm; pack; sanitizers_gemm ;;
   s4c)    tests_gemm; tests_norms; tests_q4k; bench_gemm --quick; bench_q4k --quick; bench_swiglu --quick
           bench_quick; bench_layernorm --quick; bench_fp8 --quick ;;
+  s5a)    tests_q4k; pack; bench_q4k --quick; bench_q4k --quick --dtype fp16 --name bench_q4k_fp16; pack
+          read_floor; pack; profile_q4k_source ;;
   tp)     tp_decode ;;
   q4k)    tests_q4k; bench_q4k; sass_q4k; sanitizers_q4k ;;
   q4k_prof) profile_q4k ;;
