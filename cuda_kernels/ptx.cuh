@@ -94,13 +94,6 @@ __device__ __forceinline__ uint4 lds16(uint32_t addr) {
   return v;
 }
 
-// Asks L1 for the 128-byte line at p ahead of its loads, holding no register (a hint:
-// no fault, no ordering). For data every warp of an SM reads at about the same step
-// (a gemv's activations): otherwise they all miss together, an L2 latency a step.
-__device__ __forceinline__ void prefetch_l1(const void* p) {
-  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-}
-
 // Programmatic dependent launch (sm_90): a primary grid lets its dependent launch early;
 // the dependent waits, where it first reads the primary's output, until the primary has
 // finished and its writes are visible. Both are no-ops without the launch attribute.

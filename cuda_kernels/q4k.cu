@@ -74,7 +74,6 @@ using inference_kernels::cuda::from_float;
 using inference_kernels::cuda::ld_stream16;
 using inference_kernels::cuda::ld_stream8;
 using inference_kernels::cuda::mma_m16n8k16;
-using inference_kernels::cuda::prefetch_l1;
 using inference_kernels::ggml::BlockQ4K;
 using inference_kernels::ggml::BlockQ6K;
 using inference_kernels::ggml::kQK;
@@ -494,18 +493,6 @@ __device__ __forceinline__ void q6k_block(const Lane& l, const Q6KRaw& r, const 
 
 // ---- the kernel ------------------------------------------------------------------------
 
-// The next block's activations (256 elements of rows g = lane / 4, clamped) into L1
-// while this block computes. The CTAs of an SM reach a block at about the same time, so
-// without this each block began with every warp waiting on the same L2 misses. x: the
-// lane's pointer at this block, less than a line past its row's block start, so the
-// addresses need no register of their own (the 4 lanes of a row ask for the same line).
-template <typename T>
-__device__ __forceinline__ void prefetch_next_x(const T* x) {
-  constexpr int kLine = 128 / sizeof(T);  // elements a line
-#pragma unroll
-  for (int c = 0; c < kQK / kLine; ++c) prefetch_l1(x + kQK + c * kLine);
-}
-
 // Shared memory a warp uses: Q4_K's stages, then the scale table. The partial sums of
 // the end (kPartialBytes) reuse the start once the warp's blocks are done.
 constexpr int kTableBytes = kTile * kScaleStride * 4;
@@ -587,7 +574,6 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
       cp_async_commit();
       cp_async_wait<S - 1>();
       __syncwarp();  // every lane's copies of block i visible to the warp
-      if (i + 1 < n) prefetch_next_x(x);
       compute<T, F, U>(l, rd, table, x, acc);  // ends with __syncwarp: the stage is free
       rd = rd == last ? region : rd + kStageBytes;
       x += kQK;
@@ -607,9 +593,6 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
       const bool more = ++b < end;
       Raw next;
       if (more) next = load(l);
-      // Block b's x while block b exists: past this warp's range, one spare line. (Under
-      // `if (more)` with the load above, ptxas 13.0 spilled the bf16 loop.)
-      if (b < nb) prefetch_next_x(x);
       compute<T, F, U>(l, cur, table, x, acc);
       x += kQK;
       if (!more) break;
