@@ -53,6 +53,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdint>
 #include <type_traits>
 
@@ -174,25 +175,11 @@ __device__ __forceinline__ void split3(float x0, float x1, uint32_t& h, uint32_t
   l = *reinterpret_cast<uint32_t*>(&p);
 }
 
-// N = 4 or 8 elements at p (8- or 16-byte aligned): in global memory, or (SX) in the
-// warp's shared x stage.
-template <typename T, int N, bool SX>
+// N = 4 or 8 elements at p (8- or 16-byte aligned).
+template <typename T, int N>
 __device__ __forceinline__ XPairs<T, N> load_x(const T* p) {
   XPairs<T, N> r;
-  if constexpr (SX) {
-    static_assert(sizeof(T) == 2, "only 16-bit x is staged");
-    if constexpr (N == 8) {
-      const uint4 w = *reinterpret_cast<const uint4*>(p);
-      r.v[0][0] = w.x;
-      r.v[0][1] = w.y;
-      r.v[0][2] = w.z;
-      r.v[0][3] = w.w;
-    } else {
-      const uint2 w = *reinterpret_cast<const uint2*>(p);
-      r.v[0][0] = w.x;
-      r.v[0][1] = w.y;
-    }
-  } else if constexpr (std::is_same_v<T, float>) {
+  if constexpr (std::is_same_v<T, float>) {
 #pragma unroll
     for (int i = 0; i < N / 4; ++i) {
       const float4 f = __ldg(reinterpret_cast<const float4*>(p) + i);
@@ -369,7 +356,7 @@ __device__ __forceinline__ void q4k_pairs(uint32_t v, uint32_t (&lo)[2], uint32_
 
 // One block (its scales already in the table). U: chunks unrolled (a staged block
 // can be read a chunk at a time; registers hold all of it anyway).
-template <typename T, int U, bool SX, typename Src>
+template <typename T, int U, typename Src>
 __device__ __forceinline__ void q4k_block(const Lane& l, const Src& src, const float* table,
                                           const T* x, float (&acc)[4]) {
 #pragma unroll U
@@ -377,8 +364,8 @@ __device__ __forceinline__ void q4k_block(const Lane& l, const Src& src, const f
     // Sub-blocks 2c (low nibbles, x at 64c + 8t) and 2c + 1 (high, x at 64c + 32 + 8t).
     const uint2 wg = q4k_qs(l, src, 0, c);
     const uint2 wh = q4k_qs(l, src, 1, c);
-    const XPairs<T, 8> xl = load_x<T, 8, SX>(x + 64 * c);
-    const XPairs<T, 8> xh = load_x<T, 8, SX>(x + 64 * c + 32);
+    const XPairs<T, 8> xl = load_x<T, 8>(x + 64 * c);
+    const XPairs<T, 8> xh = load_x<T, 8>(x + 64 * c + 32);
     float sl[4] = {}, xsl[4] = {}, sh[4] = {}, xsh[4] = {};
 #pragma unroll
     for (int w = 0; w < 2; ++w) {  // bytes 8t + 4w .. + 3: B pairs 2w, 2w + 1
@@ -478,7 +465,7 @@ __device__ __forceinline__ void q6k_pairs(const Q6KRow& r, int n, int j, int h, 
   a[1] = level_pair<T>(q, 1);
 }
 
-template <typename T, bool SX>
+template <typename T>
 __device__ __forceinline__ void q6k_block(const Lane& l, const Q6KRaw& r, const float* table,
                                           const T* x, float (&acc)[4]) {
   // weight = ds (q - 32): sum w x = ds (S - (offset + 32) X).
@@ -493,7 +480,7 @@ __device__ __forceinline__ void q6k_block(const Lane& l, const Q6KRaw& r, const 
       const float fg[4] = {dg.x, dg.y, dg.z, dg.w}, fh[4] = {dh.x, dh.y, dh.z, dh.w};
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const XPairs<T, 4> xv = load_x<T, 4, SX>(x + 128 * n + 32 * j + 16 * h);
+        const XPairs<T, 4> xv = load_x<T, 4>(x + 128 * n + 32 * j + 16 * h);
         uint32_t ag[2], ah[2];
         q6k_pairs<T>(r.g, n, j, h, ag);
         q6k_pairs<T>(r.h, n, j, h, ah);
@@ -507,41 +494,16 @@ __device__ __forceinline__ void q6k_block(const Lane& l, const Q6KRaw& r, const 
 
 // ---- the kernel ------------------------------------------------------------------------
 
-// Shared memory a warp uses: Q4_K's stages, then the scale table, then x's stages. The
-// partial sums of the end (kPartialBytes) reuse the start once the warp's blocks are done.
+// Shared memory a warp uses: Q4_K's stages, then the scale table. The partial sums of
+// the end (kPartialBytes) reuse the start once the warp's blocks are done.
 constexpr int kTableBytes = kTile * kScaleStride * 4;
 constexpr int kPartialBytes = 4 * 32 * 4;
 template <int S>
 constexpr int kWarpSmem = (S > 0 ? S * kStageBytes : kPartialBytes) + kTableBytes;
 
-// 16-bit x goes through shared memory: the CTAs of an SM walk K in step, so a block's x
-// missed L1 in all of them at once, and its L2 latency (long under the weight stream)
-// stood before the block's first MMA. cp.async copies each block's x one block ahead
-// (S ahead in the staged loop), holding no registers. A stage holds m rows of 512
-// bytes; lane l copies bytes 16 l .. of each row. Row pitch: Q4_K's 16-byte reads (rows
-// g = 0, 1 of a quarter-warp) and Q6_K's 8-byte ones (rows 0..3 of a half-warp) fall in
-// different banks with 64 and 32 bytes of padding. fp32 x (three parts) is read as before.
-template <typename T>
-constexpr bool kStageX = sizeof(T) == 2;
-template <KQuant F>
-constexpr int kXRow = kQK * 2 + (F == KQuant::kQ4K ? 64 : 32);
-template <typename T, KQuant F, int S>
-constexpr int kXStages = kStageX<T> ? (S > 0 ? S : 2) : 0;
-template <typename T, KQuant F, int S>
-__host__ __device__ constexpr int warp_smem(int64_t m) {
-  return kWarpSmem<S> + kXStages<T, F, S> * int(m) * kXRow<F>;
-}
-
-// Block b's x (rows 0..m-1; xg: this lane's 16 bytes of row 0) into a stage.
-template <KQuant F, typename T>
-__device__ __forceinline__ void x_issue(const T* xg, int64_t x_stride, int m, uint8_t* stage_lane) {
-#pragma unroll 1
-  for (int r = 0; r < m; ++r) cp_async16(stage_lane + r * kXRow<F>, xg + r * x_stride);
-}
-
 // One block: its scales into the warp's table, then its MMAs. Src: the block's bytes
-// (Q4KRaw, Q6KRaw: registers; const uint8_t*: a Q4_K stage); x: global, or a stage (SX).
-template <typename T, KQuant F, int U, bool SX, typename Src>
+// (Q4KRaw, Q6KRaw: registers; const uint8_t*: a Q4_K stage).
+template <typename T, KQuant F, int U, typename Src>
 __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* table, const T* x,
                                         float (&acc)[4]) {
   if constexpr (F == KQuant::kQ4K) {
@@ -551,11 +513,11 @@ __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* ta
   }
   __syncwarp();
   if constexpr (F == KQuant::kQ4K) {
-    q4k_block<T, U, SX>(l, src, table, x, acc);
+    q4k_block<T, U>(l, src, table, x, acc);
   } else {
-    q6k_block<T, SX>(l, src, table, x, acc);
+    q6k_block<T>(l, src, table, x, acc);
   }
-  __syncwarp();  // the table and the stages are rewritten for a later block
+  __syncwarp();  // the table (and Q4_K's stage) is rewritten for a later block
 }
 
 // A block at a time, two ways (the launcher picks, BENCHMARKS.md has the numbers):
@@ -570,77 +532,52 @@ template <typename T, KQuant F, int MINB, int S, int U>
 __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const KQuantGemvParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int64_t kBytes = F == KQuant::kQ4K ? sizeof(BlockQ4K) : sizeof(BlockQ6K);
-  constexpr bool SX = kStageX<T>;
   const int64_t nb = p.k / kQK;
   Lane l = lane_rows(p, nb * kBytes, F == KQuant::kQ4K ? 16 + 8 * (threadIdx.x & 3) : 4 * (threadIdx.x & 3));
-  const int warp = threadIdx.x >> 5, kw = blockDim.x >> 5, m = int(p.m);
-  const int warp_bytes = warp_smem<T, F, S>(m);
-  uint8_t* region = smem + warp * warp_bytes;
+  const int warp = threadIdx.x >> 5, kw = blockDim.x >> 5;
+  uint8_t* region = smem + warp * kWarpSmem<S>;
   float* table = reinterpret_cast<float*>(region + kWarpSmem<S> - kTableBytes);
   // Lane t's activation elements start at 8t (Q4_K) or 4t (Q6_K) of each range. B
   // columns past m read the last row again: a column only reaches its own outputs,
   // which are not stored.
-  const int lane_x = (F == KQuant::kQ4K ? 8 : 4) * l.t;
-  const int x_row = std::min(l.g, m - 1);
-  const T* x = static_cast<const T*>(p.x) + int64_t(x_row) * p.x_stride + lane_x;
-  // The x stages: stage i at xst + i * x_stage; this lane copies from xg (row 0) to
-  // xst + 16 lane and reads at xst + (its row, lane_x) (xr).
-  uint8_t* const xst = region + kWarpSmem<S>;
-  const int x_stage = m * kXRow<F>;
-  const int xr = x_row * kXRow<F> + lane_x * 2;
-  const T* xg = static_cast<const T*>(p.x) + 8 * l.lane;
+  const T* x = static_cast<const T*>(p.x) + std::min<int64_t>(l.g, p.m - 1) * p.x_stride +
+               (F == KQuant::kQ4K ? 8 : 4) * l.t;
 
   float acc[4] = {};
   int64_t b = warp * nb / kw;
   const int64_t end = (warp + 1) * nb / kw;
   l.advance(b * kBytes);
   x += b * kQK;
-  xg += b * kQK;
   if constexpr (S > 0) {
     static_assert(F == KQuant::kQ4K, "only Q4_K blocks can be staged");
     const int n = int(end - b);
-    // One commit per block (its weights and x), empty past the end, so the wait below
-    // always leaves the newest S - 1 groups in flight and has block i's bytes in place.
+    // One commit per block, empty past the end, so the wait below always leaves the
+    // newest S - 1 groups in flight and has block i's bytes in place.
 #pragma unroll
     for (int s = 0; s < S - 1; ++s) {
       if (s < n) {
         q4k_issue(l, region + s * kStageBytes);
         l.advance(kBytes);
-        if constexpr (SX) {
-          x_issue<F>(xg, p.x_stride, m, xst + s * x_stage + 16 * l.lane);
-          xg += kQK;
-        }
       }
       cp_async_commit();
     }
     // Rolling stage pointers (no modulo in the loop): block i is read from rd, block
-    // i + S - 1 written to wr; the x stage index follows them.
+    // i + S - 1 written to wr.
     uint8_t* const last = region + (S - 1) * kStageBytes;
     const uint8_t* rd = region;
     uint8_t* wr = last;
-    int xi = 0;
     for (int i = 0; i < n; ++i) {
-      const int xw = xi == 0 ? S - 1 : xi - 1;  // the stage block i + S - 1 goes to
       if (i + S - 1 < n) {
         q4k_issue(l, wr);
         l.advance(kBytes);
-        if constexpr (SX) {
-          x_issue<F>(xg, p.x_stride, m, xst + xw * x_stage + 16 * l.lane);
-          xg += kQK;
-        }
       }
       wr = wr == last ? region : wr + kStageBytes;
       cp_async_commit();
       cp_async_wait<S - 1>();
       __syncwarp();  // every lane's copies of block i visible to the warp
-      if constexpr (SX) {
-        compute<T, F, U, true>(l, rd, table, reinterpret_cast<const T*>(xst + xi * x_stage + xr), acc);
-        xi = xi == S - 1 ? 0 : xi + 1;
-      } else {
-        compute<T, F, U, false>(l, rd, table, x, acc);  // ends with __syncwarp: the stage is free
-        x += kQK;
-      }
+      compute<T, F, U>(l, rd, table, x, acc);  // ends with __syncwarp: the stage is free
       rd = rd == last ? region : rd + kStageBytes;
+      x += kQK;
     }
   } else if (b < end) {
     using Raw = std::conditional_t<F == KQuant::kQ4K, Q4KRaw, Q6KRaw>;
@@ -651,32 +588,14 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
         return q6k_load(l);
       }
     };
-    int xi = 0;  // the x stage of the block being computed
-    if constexpr (SX) {
-      x_issue<F>(xg, p.x_stride, m, xst + 16 * l.lane);
-      cp_async_commit();
-      xg += kQK;
-    }
     Raw cur = load(l);
     for (;;) {
       l.advance(kBytes);
       const bool more = ++b < end;
       Raw next;
       if (more) next = load(l);
-      if constexpr (SX) {
-        // The next block's x into the other stage (its last reader finished at the
-        // __syncwarp that ends compute), then wait for this block's.
-        if (more) x_issue<F>(xg, p.x_stride, m, xst + (xi ^ 1) * x_stage + 16 * l.lane);
-        cp_async_commit();
-        xg += kQK;
-        cp_async_wait<1>();
-        __syncwarp();
-        compute<T, F, U, true>(l, cur, table, reinterpret_cast<const T*>(xst + xi * x_stage + xr), acc);
-        xi ^= 1;
-      } else {
-        compute<T, F, U, false>(l, cur, table, x, acc);
-        x += kQK;
-      }
+      compute<T, F, U>(l, cur, table, x, acc);
+      x += kQK;
       if (!more) break;
       cur = next;
     }
@@ -695,7 +614,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
     const int64_t m = 2 * (j % 4) + i % 2;
     if (row >= p.n || m >= p.m) continue;
     float sum = 0.0f;
-    for (int w = 0; w < kw; ++w) sum += reinterpret_cast<const float*>(smem + w * warp_bytes)[i * 32 + j];
+    for (int w = 0; w < kw; ++w) sum += reinterpret_cast<const float*>(smem + w * kWarpSmem<S>)[i * 32 + j];
     static_cast<T*>(p.out)[m * p.n + row] = from_float<T>(sum);
   }
 }
@@ -708,24 +627,23 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
 template <typename T, KQuant F, int MINB, int S, int U>
 struct Shape {
   static constexpr auto kernel = kquant_gemv_kernel<T, F, MINB, S, U>;
-  static int smem(int64_t m) { return warp_smem<T, F, S>(m); }  // shared memory a warp
+  static constexpr int kSmem = kWarpSmem<S>;  // shared memory a warp
 
   static int warps(const KQuantGemvParams& p) {
-    static int resident[9][kMaxWarps + 1] = {};  // blocks of kw warps per SM for m rows, asked once
+    static int resident[kMaxWarps + 1] = {};  // blocks of kw warps per SM, asked once
     const int64_t tiles = (p.n + kTile - 1) / kTile, nb = p.k / kQK;
     const int64_t sms = inference_kernels::cuda::sm_count();
-    int* res = resident[p.m];
     for (int w = int(std::min<int64_t>(kMaxWarps, nb)); w > 1; --w) {
-      if (!res[w] &&
-          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&res[w], kernel, w * 32, w * smem(p.m)) != cudaSuccess)
-        res[w] = 1;
-      if (tiles <= sms * std::max(res[w], 1)) return w;
+      if (!resident[w] &&
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident[w], kernel, w * 32, w * kSmem) != cudaSuccess)
+        resident[w] = 1;
+      if (tiles <= sms * std::max(resident[w], 1)) return w;
     }
     return 1;
   }
 
   static int launch(const KQuantGemvParams& p, int kw, cudaStream_t stream) {
-    constexpr int kMaxSmem = kMaxWarps * warp_smem<T, F, S>(8);
+    constexpr int kMaxSmem = kMaxWarps * kSmem;
     static bool opted_in[64] = {};  // per device: kMaxSmem allowed
     int dev = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return cudaErrorInvalidDevice;
@@ -735,7 +653,7 @@ struct Shape {
       opted_in[dev] = true;
     }
     const unsigned tiles = unsigned((p.n + kTile - 1) / kTile);
-    kernel<<<tiles, kw * 32, kw * smem(p.m), stream>>>(p);
+    kernel<<<tiles, kw * 32, kw * kSmem, stream>>>(p);
     return cudaGetLastError();
   }
 };
@@ -748,6 +666,21 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
     return Direct::launch(p, Direct::warps(p), stream);
   } else {
     using Direct = Shape<T, F, 2, 0, 4>;
+    if constexpr (F == KQuant::kQ4K) {
+      static const int variant = [] {
+        const char* e = std::getenv("IK_Q4K_VARIANT");
+        return e ? std::atoi(e) : 0;
+      }();
+      switch (variant) {
+        case 1: { using V = Shape<T, F, 2, 2, 4>; return V::launch(p, V::warps(p), stream); }
+        case 2: { using V = Shape<T, F, 3, 2, 4>; return V::launch(p, V::warps(p), stream); }
+        case 3: { using V = Shape<T, F, 3, 3, 4>; return V::launch(p, V::warps(p), stream); }
+        case 4: { using V = Shape<T, F, 3, 3, 2>; return V::launch(p, V::warps(p), stream); }
+        case 5: { using V = Shape<T, F, 4, 3, 2>; return V::launch(p, V::warps(p), stream); }
+        case 6: { using V = Shape<T, F, 3, 4, 2>; return V::launch(p, V::warps(p), stream); }
+        default: break;
+      }
+    }
     const int kw = Direct::warps(p);
     if (F == KQuant::kQ6K || kw > 1) return Direct::launch(p, kw, stream);
     // No K split fits one wave: each warp streams its rows' whole K, and staging pays.

@@ -30,8 +30,6 @@
 #           the Q4_K gemv (ncu_q4k_source.csv)
 #   s5b   : k-quant tests, the quick gemv benchmark (bf16, fp16 x), then the Q4_K gemv's
 #           step shapes (IK_Q4K_VARIANT=1..6, a knob of this session's experiment)
-#   s5c   : k-quant tests, the quick gemv benchmark (bf16, fp16 x), the gemv under
-#           compute-sanitizer
 #   norms_explore: why Triton leads at decode sizes: kernels per call and their device time,
 #           ours vs torch.compile vs Liger (benchmarks/profile_latency.py); Nsight Compute of
 #           ours vs Liger, rms_norm bf16 1x4096 and 4096x4096 (ncu_norms.txt); the layout
@@ -373,8 +371,6 @@ case "$MODE" in
           read_floor; pack; profile_q4k_source ;;
   s5b)    tests_q4k; bench_q4k --quick; bench_q4k --quick --dtype fp16 --name bench_q4k_fp16; pack
           for v in 1 2 3 4 5 6; do IK_Q4K_VARIANT=$v bench_q4k --quick --formats Q4_K --name q4k_v$v; pack; done ;;
-  s5c)    tests_q4k; bench_q4k --quick; bench_q4k --quick --dtype fp16 --name bench_q4k_fp16; pack
-          sanitizers_q4k ;;
   tp)     tp_decode ;;
   q4k)    tests_q4k; bench_q4k; sass_q4k; sanitizers_q4k ;;
   q4k_prof) profile_q4k ;;
