@@ -53,7 +53,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdint>
 #include <type_traits>
 
@@ -666,21 +665,6 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
     return Direct::launch(p, Direct::warps(p), stream);
   } else {
     using Direct = Shape<T, F, 2, 0, 4>;
-    if constexpr (F == KQuant::kQ4K) {
-      static const int variant = [] {
-        const char* e = std::getenv("IK_Q4K_VARIANT");
-        return e ? std::atoi(e) : 0;
-      }();
-      switch (variant) {
-        case 1: { using V = Shape<T, F, 2, 2, 4>; return V::launch(p, V::warps(p), stream); }
-        case 2: { using V = Shape<T, F, 3, 2, 4>; return V::launch(p, V::warps(p), stream); }
-        case 3: { using V = Shape<T, F, 3, 3, 4>; return V::launch(p, V::warps(p), stream); }
-        case 4: { using V = Shape<T, F, 3, 3, 2>; return V::launch(p, V::warps(p), stream); }
-        case 5: { using V = Shape<T, F, 4, 3, 2>; return V::launch(p, V::warps(p), stream); }
-        case 6: { using V = Shape<T, F, 3, 4, 2>; return V::launch(p, V::warps(p), stream); }
-        default: break;
-      }
-    }
     const int kw = Direct::warps(p);
     if (F == KQuant::kQ6K || kw > 1) return Direct::launch(p, kw, stream);
     // No K split fits one wave: each warp streams its rows' whole K, and staging pays.

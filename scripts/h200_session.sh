@@ -28,8 +28,8 @@
 #   s5a   : k-quant tests, the quick gemv benchmark with bf16 and fp16 x, the plain-read
 #           floors (benchmarks/read_floor.py), Nsight Compute's per-instruction stalls of
 #           the Q4_K gemv (ncu_q4k_source.csv)
-#   s5b   : k-quant tests, the quick gemv benchmark (bf16, fp16 x), then the Q4_K gemv's
-#           step shapes (IK_Q4K_VARIANT=1..6, a knob of this session's experiment)
+#   s5c   : k-quant tests, the quick gemv benchmark (bf16, fp16 x), the gemv under
+#           compute-sanitizer, then Nsight Compute's per-instruction stalls (as s5a)
 #   norms_explore: why Triton leads at decode sizes: kernels per call and their device time,
 #           ours vs torch.compile vs Liger (benchmarks/profile_latency.py); Nsight Compute of
 #           ours vs Liger, rms_norm bf16 1x4096 and 4096x4096 (ncu_norms.txt); the layout
@@ -369,8 +369,8 @@ case "$MODE" in
           bench_quick; bench_layernorm --quick; bench_fp8 --quick ;;
   s5a)    tests_q4k; pack; bench_q4k --quick; bench_q4k --quick --dtype fp16 --name bench_q4k_fp16; pack
           read_floor; pack; profile_q4k_source ;;
-  s5b)    tests_q4k; bench_q4k --quick; bench_q4k --quick --dtype fp16 --name bench_q4k_fp16; pack
-          for v in 1 2 3 4 5 6; do IK_Q4K_VARIANT=$v bench_q4k --quick --formats Q4_K --name q4k_v$v; pack; done ;;
+  s5c)    tests_q4k; bench_q4k --quick; bench_q4k --quick --dtype fp16 --name bench_q4k_fp16; pack
+          sanitizers_q4k; pack; profile_q4k_source ;;
   tp)     tp_decode ;;
   q4k)    tests_q4k; bench_q4k; sass_q4k; sanitizers_q4k ;;
   q4k_prof) profile_q4k ;;
