@@ -32,6 +32,7 @@
 #           compute-sanitizer, then Nsight Compute's per-instruction stalls (as s5a)
 #   s5d   : the final code of the fifth session: k-quant tests, the quick gemv benchmark,
 #           the full LayerNorm benchmark, the gemv under compute-sanitizer, per-instruction stalls
+#   s5e   : k-quant tests, the quick gemv benchmark, the gemv under compute-sanitizer
 #   norms_explore: why Triton leads at decode sizes: kernels per call and their device time,
 #           ours vs torch.compile vs Liger (benchmarks/profile_latency.py); Nsight Compute of
 #           ours vs Liger, rms_norm bf16 1x4096 and 4096x4096 (ncu_norms.txt); the layout
@@ -374,6 +375,7 @@ case "$MODE" in
   s5c)    tests_q4k; bench_q4k --quick; bench_q4k --quick --dtype fp16 --name bench_q4k_fp16; pack
           sanitizers_q4k; pack; profile_q4k_source ;;
   s5d)    tests_q4k; bench_q4k --quick; pack; bench_layernorm; pack; sanitizers_q4k; pack; profile_q4k_source ;;
+  s5e)    tests_q4k; bench_q4k --quick; pack; sanitizers_q4k ;;
   tp)     tp_decode ;;
   q4k)    tests_q4k; bench_q4k; sass_q4k; sanitizers_q4k ;;
   q4k_prof) profile_q4k ;;
