@@ -94,12 +94,6 @@ __device__ __forceinline__ uint4 lds16(uint32_t addr) {
   return v;
 }
 
-// Asks L1 for the 128-byte line at p ahead of its loads, holding no register (a hint:
-// no ordering, and each lane that executes it makes its own request).
-__device__ __forceinline__ void prefetch_l1(const void* p) {
-  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-}
-
 // Programmatic dependent launch (sm_90): a primary grid lets its dependent launch early;
 // the dependent waits, where it first reads the primary's output, until the primary has
 // finished and its writes are visible. Both are no-ops without the launch attribute.
