@@ -33,6 +33,7 @@
 #   s5d   : the final code of the fifth session: k-quant tests, the quick gemv benchmark,
 #           the full LayerNorm benchmark, the gemv under compute-sanitizer, per-instruction stalls
 #   s5e   : k-quant tests, the quick gemv benchmark, the gemv under compute-sanitizer
+#   tune_ln: the layout sweep (no package build) on the LayerNorm shapes of issue 5
 #   norms_explore: why Triton leads at decode sizes: kernels per call and their device time,
 #           ours vs torch.compile vs Liger (benchmarks/profile_latency.py); Nsight Compute of
 #           ours vs Liger, rms_norm bf16 1x4096 and 4096x4096 (ncu_norms.txt); the layout
@@ -349,6 +350,10 @@ bench_fp8() { step "add+RMSNorm+FP8 benchmark"; timeout 200 python3 benchmarks/b
 
 environment
 if [ "$MODE" = tuneonly ]; then tune; echo "session status $status"; exit $status; fi
+if [ "$MODE" = tune_ln ]; then
+  tune --only "layer_norm fp16 8192x5120,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 4096x4096"
+  grep -E "^  layer_norm" "$OUT/tune_norms.log" | sort -k5 -n | head -40; echo "session status $status"; exit $status
+fi
 build
 case "$MODE" in
   check)  tests; error_paths; sass; sanitizers; example; bench_quick ;;
