@@ -463,7 +463,7 @@ int main(int argc, char** argv) {
     if (!quick) rms(DType::kFloat16, 2, rows, 16384, NormOut::kFp8Dynamic, true);
   }
   for (auto [rows, d] : std::vector<std::pair<int64_t, int64_t>>{
-           {4096, 4096}, {16384, 1024}, {1024, 16384}, {8192, 5120}}) {
+           {4096, 4096}, {16384, 1024}, {1024, 16384}, {8192, 5120}, {4096, 8192}}) {
     ln(DType::kFloat16, rows, d);
   }
   return 0;

@@ -7,10 +7,10 @@
 // is exact-er but needs a division per element and a costlier merge in the
 // reduction. Two passes cost nothing extra here, because the row is already on chip:
 //   * rows of up to 4096 16-byte vectors (32768 fp16/bf16, 16384 fp32 elements) are
-//     read once into registers (row_kernel.cuh's layouts): a warp per row for rows of
-//     up to 128 vectors (two rows a block, no barrier), else a block per row (the
-//     flat kernel, one barrier a reduction, up to 2048 vectors; pick_layout has the
-//     shapes and the numbers). x is read once and out written once, the memory
+//     read once into registers (row_kernel.cuh's layouts): a warp per row for short
+//     rows (two rows a block, no barrier), else a block per row (the flat kernel, one
+//     barrier a reduction, up to 2048 vectors; pick_layout has the shapes and the
+//     numbers). x is read once and out written once, the memory
 //     roofline's traffic. Weight and bias are read after the reductions (from L1):
 //     loading them earlier costs registers, hence resident warps, and measured slower;
 //   * longer rows stream: each pass re-reads the row from global memory (L2 holds
@@ -205,15 +205,20 @@ cudaError_t launch_cached(const LayerNormParams& p, const RowConfig& c, cudaStre
 }
 
 // The layout for rows of nvec vectors (see the top of the file); items 0: stream.
-// Past 128 vectors the flat kernel (H200, tune_norms --explore, fp16): at 4096 a block
-// of one vector a thread for up to 132 rows (2.39 against 3.25 us at 1 row) and of 128
-// threads x 4 beyond (20.39 against 21.35 us at 4096 rows); up to 2048 vectors 512
-// threads x 2 or 4 (22.15 against 24.51 us for the cached block at 1024 x 16384);
-// longer rows the cached block, then streaming.
+// H200 measurements (fp16; tune_norms, BENCHMARKS.md):
+// - up to 132 rows: a warp per row up to 128 vectors, then the flat kernel with one
+//   vector a thread (2.39 against 3.25 us at 1 x 4096);
+// - more rows: the flat kernel with 4 vectors a thread over the fewest warps that
+//   cover the row, from 64 vectors (a warp) to 2048 (512 threads). An exact fit
+//   matters: at 8192 x 5120 (640 vectors) 160 x 4 took 43.96 us where 512 x 2, with
+//   384 of its 1024 slots idle, took 56.02; at 4096 x 4096 128 x 4 took 20.21 us
+//   (256 x 2: 20.43); at 16384 x 1024 a warp x 4 took 18.99 us (the warp-per-row
+//   block of two rows: 19.63); at 1024 x 16384 512 x 4 took 21.83 us;
+// - longer rows the cached block, then streaming.
 inline RowConfig pick_layout(int64_t rows, int64_t nvec) {
   constexpr int kItems = 4;
   RowConfig c;
-  if (nvec <= 32 * kItems) {
+  if (nvec <= 32 * kItems && (rows <= 132 || nvec <= 64)) {
     c.tx = 32;
     c.rows_per_block = 2;
     c.items = nvec <= 32 ? 1 : (nvec <= 64 ? 2 : 4);
@@ -221,14 +226,10 @@ inline RowConfig pick_layout(int64_t rows, int64_t nvec) {
     c.flat = true;
     c.tx = round_up(nvec, 32);
     c.items = 1;
-  } else if (nvec <= 128 * kItems) {
-    c.flat = true;
-    c.tx = 128;
-    c.items = kItems;
   } else if (nvec <= kItems * kFlatThreads) {
     c.flat = true;
-    c.tx = kFlatThreads;
-    c.items = nvec <= 2 * kFlatThreads ? 2 : kItems;
+    c.tx = round_up((nvec + kItems - 1) / kItems, 32);
+    c.items = kItems;
   } else if (nvec <= int64_t{kItems} * kMaxThreads) {
     c.items = kItems;
     c.tx = round_up((nvec + kItems - 1) / kItems, 32);

@@ -33,6 +33,8 @@
 #   s5d   : the final code of the fifth session: k-quant tests, the quick gemv benchmark,
 #           the full LayerNorm benchmark, the gemv under compute-sanitizer, per-instruction stalls
 #   s5e   : k-quant tests, the quick gemv benchmark, the gemv under compute-sanitizer
+#   s5f   : LayerNorm tests, benchmark and compute-sanitizer, then the layout sweep on
+#           the shapes whose default changed
 #   tune_ln: the layout sweep (no package build) on the LayerNorm shapes of issue 5
 #   norms_explore: why Triton leads at decode sizes: kernels per call and their device time,
 #           ours vs torch.compile vs Liger (benchmarks/profile_latency.py); Nsight Compute of
@@ -351,7 +353,7 @@ bench_fp8() { step "add+RMSNorm+FP8 benchmark"; timeout 200 python3 benchmarks/b
 environment
 if [ "$MODE" = tuneonly ]; then tune; echo "session status $status"; exit $status; fi
 if [ "$MODE" = tune_ln ]; then
-  tune --only "layer_norm fp16 8192x5120,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 4096x4096"
+  tune --only "layer_norm fp16 8192x5120,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 4096x4096,layer_norm fp16 4096x8192"
   grep -E "^  layer_norm" "$OUT/tune_norms.log" | sort -k5 -n | head -40; echo "session status $status"; exit $status
 fi
 build
@@ -380,6 +382,8 @@ case "$MODE" in
   s5c)    tests_q4k; bench_q4k --quick; bench_q4k --quick --dtype fp16 --name bench_q4k_fp16; pack
           sanitizers_q4k; pack; profile_q4k_source ;;
   s5d)    tests_q4k; bench_q4k --quick; pack; bench_layernorm; pack; sanitizers_q4k; pack; profile_q4k_source ;;
+  s5f)    tests_layernorm; bench_layernorm; pack; sanitize layernorm --only-layernorm; pack
+          tune --only "layer_norm fp16 8192x5120,layer_norm fp16 16384x1024,layer_norm fp16 4096x8192" ;;
   s5e)    tests_q4k; bench_q4k --quick; pack; sanitizers_q4k ;;
   tp)     tp_decode ;;
   q4k)    tests_q4k; bench_q4k; sass_q4k; sanitizers_q4k ;;

@@ -2,6 +2,7 @@
 
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck python3 scripts/sanitize_cuda.py
     ... scripts/sanitize_cuda.py --only-kquants   # q4k_gemv / q6k_gemv alone
+    ... scripts/sanitize_cuda.py --only-layernorm  # layer_norm alone
     ... python3 scripts/sanitize_cuda.py skinny_gemm    # only the FP8 GEMM's launches
 
 Without the caching allocator every tensor is its own allocation, so an
@@ -124,6 +125,19 @@ def main():
         n = kquant_gemvs(ik, dev)
         torch.cuda.synchronize()
         print(f"sanitize_cuda: {n} k-quant gemv launches done")
+        return 0
+    if "--only-layernorm" in sys.argv:
+        # The flat layouts past 132 rows (4 vectors a thread over an exact fit: 160 x 4 at
+        # 5120, a warp at 1000 and 1024, 256 x 4 at 8192) and the others.
+        for dtype in (torch.float32, torch.float16, torch.bfloat16):
+            for rows, hidden in [(200, 5120), (300, 1000), (150, 1024), (140, 8192), (133, 2056), (1, 1),
+                                 (5, 127), (33, 4096), (3, 16385), (2, 140000)]:
+                x = torch.randn(rows, hidden, device=dev, dtype=dtype)
+                w = torch.randn(hidden, device=dev, dtype=dtype)
+                wide = torch.randn(rows, hidden + 1, device=dev, dtype=dtype)
+                n += layer_norms(ik, x, w, wide)
+        torch.cuda.synchronize()
+        print(f"sanitize_cuda: {n} layer_norm launches done")
         return 0
     if hasattr(ik.ops, "q4k_gemv"):
         n += kquant_gemvs(ik, dev)
