@@ -89,7 +89,8 @@ def layer_norm_ref(x: torch.Tensor, weight=None, bias=None, eps: float = 1e-5) -
 # vectors a thread (2056, 4104, 16384 at 300 rows), a cluster of 2..8 blocks (few
 # rows; fp32 16384 at 300 rows needs two blocks whatever the rows), the scalar path
 # over a cluster (1030: not a multiple of 8), and the streaming kernel for rows past
-# 16384 vectors (140000).
+# 16384 vectors (140000); and LayerNorm's flat kernel at 4 vectors a thread over an
+# exact fit past 132 rows (5120 at 200 rows: 160 x 4; 1024 at 150 rows: a warp x 4).
 LAYOUT_SHAPES = [(300, 1000), (150, 1024), (3, 2056), (2, 4096), (200, 4096), (300, 4104), (200, 5120),
                  (300, 16384), (5, 16384), (9, 1030), (2, 140000)]
 
