@@ -12,6 +12,7 @@ A device copy (torch) of the norm benchmarks' sizes gives the same for kernels t
 read and write once.
 
     python benchmarks/read_floor.py          # on the GPU; writes read_floor.md to $OUT
+    python benchmarks/read_floor.py --cpu-smoke   # the script's path on tiny sizes (torch.sum, no Triton)
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ def make_read_kernel():
             acc += tl.load(src + offs, mask=offs < n, other=0, cache_modifier=".cg")
         tl.store(out + pid, tl.sum(acc))
 
-    def run(src, out, block, iters, warps):
+    def run(src, out, cfg):
+        block, iters, warps = cfg
         n = src.numel()
         grid = (triton.cdiv(n, block * iters),)
         read_kernel[grid](src, out, n, BLOCK=block, ITERS=iters, num_warps=warps)
@@ -71,24 +73,29 @@ def main(argv=None) -> int:
     dev = harness.bench_device(args.cpu_smoke, "read_floor")
     if dev is None:
         return 0
-    if dev == "cpu":
-        print("read_floor: GPU only (Triton); nothing to smoke-test on the CPU")
-        return 0
+    reads, copies_list, configs = READS, COPIES, CONFIGS
+    if dev == "cpu":  # the script's path only: tiny sizes, torch.sum for the read kernel
+        reads, copies_list, configs = [("smoke", 1 << 16)], [("smoke", 1 << 16)], [None]
+
+        def run(src, out, cfg):
+            torch.sum(src, 0, dtype=torch.int32, out=out[0])
+    else:
+        run = make_read_kernel()
     bw = harness.copy_bandwidth(device=dev)
     md = harness.out_dir() / f"{args.name}.md"
-    md.write_text(f"# {args.name}\n\n{torch.cuda.get_device_name()}; copy bandwidth (2 GiB) "
+    name = torch.cuda.get_device_name() if dev == "cuda" else "CPU smoke run"
+    md.write_text(f"# {args.name}\n\n{name}; copy bandwidth (2 GiB) "
                   f"{bw / 1e12:.3f} TB/s; medians of CUDA-graph replays over rotating copies.\n")
-    run = make_read_kernel()
     rows = []
-    for what, nbytes in READS:
+    for what, nbytes in reads:
         copies = max(8, harness.rotations_for(nbytes))
         srcs = [torch.randint(0, 1 << 30, (nbytes // 4,), dtype=torch.int32, device=dev) for _ in range(copies)]
         out = torch.empty(nbytes // 4 // 1024 + 1, dtype=torch.int32, device=dev)
         best = None
-        for block, iters, warps in CONFIGS:
-            t = harness.time_us(lambda i, c=(block, iters, warps): run(srcs[i], out, *c), copies)
+        for cfg in configs:
+            t = harness.time_us(lambda i, c=cfg: run(srcs[i], out, c), copies, device=dev)
             if best is None or t.us < best[0]:
-                best = (t.us, f"{block}x{iters}, {warps} warps")
+                best = (t.us, f"{cfg[0]}x{cfg[1]}, {cfg[2]} warps" if cfg else "torch.sum")
         floor = nbytes / bw * 1e6
         rows.append([what, nbytes / 1e6, copies, best[0], nbytes / best[0] / 1e6, floor,
                      f"{100 * floor / best[0]:.0f}%", best[1]])
@@ -97,11 +104,11 @@ def main(argv=None) -> int:
     harness.print_table(["read", "MB", "copies", "best read us", "TB/s", "floor us (2 GiB copy BW)",
                          "floor / read", "kernel"], rows, "Plain read of the weight bytes", md)
     rows = []
-    for what, nbytes in COPIES:
+    for what, nbytes in copies_list:
         copies = max(8, harness.rotations_for(2 * nbytes))
         srcs = [torch.empty(nbytes, dtype=torch.uint8, device=dev).fill_(1) for _ in range(copies)]
         dsts = [torch.empty_like(s) for s in srcs]
-        t = harness.time_us(lambda i: dsts[i].copy_(srcs[i]), copies)
+        t = harness.time_us(lambda i: dsts[i].copy_(srcs[i]), copies, device=dev)
         floor = 2 * nbytes / bw * 1e6
         rows.append([what, nbytes / 1e6, copies, t.us, 2 * nbytes / t.us / 1e6, floor, f"{100 * floor / t.us:.0f}%"])
         print(f"  copy {what}: {t.us:.2f} us", flush=True)
