@@ -35,6 +35,8 @@
 #   s5e   : k-quant tests, the quick gemv benchmark, the gemv under compute-sanitizer
 #   s5f   : LayerNorm tests, benchmark and compute-sanitizer, then the layout sweep on
 #           the shapes whose default changed
+#   tune_rms: the layout sweep (no package build) on issue 3's RMSNorm shapes that the flat
+#           layouts were never swept on (fused add + fp8 at 128-2048 rows, hidden 8192/16384)
 #   tune_ln: the layout sweep (no package build) on the LayerNorm shapes of issue 5
 #   norms_explore: why Triton leads at decode sizes: kernels per call and their device time,
 #           ours vs torch.compile vs Liger (benchmarks/profile_latency.py); Nsight Compute of
@@ -352,6 +354,10 @@ bench_fp8() { step "add+RMSNorm+FP8 benchmark"; timeout 200 python3 benchmarks/b
 
 environment
 if [ "$MODE" = tuneonly ]; then tune; echo "session status $status"; exit $status; fi
+if [ "$MODE" = tune_rms ]; then
+  tune --only "rms+add+fp8 fp16 128x16384,rms+add+fp8 fp16 512x16384,rms+add+fp8 fp16 2048x16384,rms bf16 4096x4096,rms bf16 4096x8192,rms bf16 4096x16384,rms bf16 256x16384"
+  grep -E "^rms" "$OUT/tune_norms.log"; echo "session status $status"; exit $status
+fi
 if [ "$MODE" = tune_ln ]; then
   tune --only "layer_norm fp16 8192x5120,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 4096x4096,layer_norm fp16 4096x8192"
   grep -E "^  layer_norm" "$OUT/tune_norms.log" | sort -k5 -n | head -40; echo "session status $status"; exit $status
