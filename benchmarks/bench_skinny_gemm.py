@@ -73,13 +73,25 @@ def worst_row_err(y, ref) -> float:
     return ((y - ref).norm(dim=1) / ref.norm(dim=1).clamp_min(1e-30)).max().item()
 
 
+# The per-tensor scales of the shape, tune and path sweeps.
+SA, SB = 0.02, 0.01
+
+
+def fp8_case(m, w, dev):
+    """A random [m, K] fp8 activation for weight w [N, K], a bf16 output buffer, and the
+    fp64 reference of the product at scales SA x SB."""
+    a = rand_fp8((m, w.shape[1]), dev)
+    out = torch.empty(m, w.shape[0], device=dev, dtype=torch.bfloat16)
+    return a, out, (a.double() @ w.double().T) * (SA * SB)
+
+
 def scaled_mm(a, b, sa, sb):
     return torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
 
 
 def gemm_sweep(k, shapes, ms, bw, dev, md, results, title):
-    sa = torch.tensor(0.02, device=dev)
-    sb = torch.tensor(0.01, device=dev)
+    sa = torch.tensor(SA, device=dev)
+    sb = torch.tensor(SB, device=dev)
     impls = {"ours": lambda a, b: k.skinny_gemm_fp8(a, b, sa, sb),
              "_scaled_mm": lambda a, b: scaled_mm(a, b, sa, sb)}
     for n, kk in shapes:
@@ -123,15 +135,13 @@ def gemm_sweep(k, shapes, ms, bw, dev, md, results, title):
 
 
 def tune_sweep(k, shapes, ms, bw, dev, md, results):
-    sa = torch.tensor([0.02], device=dev)
-    sb = torch.tensor([0.01], device=dev)
+    sa = torch.tensor([SA], device=dev)
+    sb = torch.tensor([SB], device=dev)
     for n, kk in shapes:
         ws = rotated_weights(n, kk, dev)
         n_rot = len(ws)
         for m in ms:
-            a = rand_fp8((m, kk), dev)
-            out = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
-            ref = (a.double() @ ws[0].double().T) * 2e-4
+            a, out, ref = fp8_case(m, ws[0], dev)
             rows = []
             for cfg in [[]] + TUNE_CONFIGS:
                 log = {"errors": [], "notes": []}
@@ -157,16 +167,14 @@ PATHS = {"default": ([], None), "cvt1": ([0, 0, 0, 1], None), "cvt2": ([0, 0, 0,
 
 def paths_sweep(k, shapes, ms, bw, dev, md, results):
     import os
-    sa = torch.tensor([0.02], device=dev)
-    sb = torch.tensor([0.01], device=dev)
+    sa = torch.tensor([SA], device=dev)
+    sb = torch.tensor([SB], device=dev)
     for n, kk in shapes:
         ws = rotated_weights(n, kk, dev)
         n_rot = len(ws)
         rows = []
         for m in ms:
-            a = rand_fp8((m, kk), dev)
-            out = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
-            ref = (a.double() @ ws[0].double().T) * 2e-4
+            a, out, ref = fp8_case(m, ws[0], dev)
             log = {"errors": [], "notes": []}
             row = [m]
             for name, (cfg, pdl) in PATHS.items():
