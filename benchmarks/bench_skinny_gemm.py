@@ -68,6 +68,16 @@ def rotated_weights(n, k, dev):
     return [rand_fp8((n, k), dev) for _ in range(n_rot)]
 
 
+def each_weight(shapes, dev):
+    """(n, k, rotated weight copies) per shape; the copies are freed before the next shape's."""
+    for n, kk in shapes:
+        ws = rotated_weights(n, kk, dev)
+        yield n, kk, ws
+        ws.clear()  # the caller's name for the list keeps it alive: empty it
+        if dev == "cuda":
+            torch.cuda.empty_cache()
+
+
 def worst_row_err(y, ref) -> float:
     y = y.double()
     return ((y - ref).norm(dim=1) / ref.norm(dim=1).clamp_min(1e-30)).max().item()
@@ -94,9 +104,8 @@ def gemm_sweep(k, shapes, ms, bw, dev, md, results, title):
     sb = torch.tensor(SB, device=dev)
     impls = {"ours": lambda a, b: k.skinny_gemm_fp8(a, b, sa, sb),
              "_scaled_mm": lambda a, b: scaled_mm(a, b, sa, sb)}
-    for n, kk in shapes:
+    for n, kk, ws in each_weight(shapes, dev):
         nbytes = n * kk
-        ws = rotated_weights(n, kk, dev)
         n_rot = len(ws)
         a_all = rand_fp8((max(ms), kk), dev)
         ref_all = (a_all.double() @ ws[0].double().T) * sa.item() * sb.item()
@@ -129,16 +138,12 @@ def gemm_sweep(k, shapes, ms, bw, dev, md, results, title):
         harness.print_table(["rows", "copies", "ours us", "_scaled_mm us", "_scaled_mm/ours",
                              "ours GB/s", "ours %copy", "floor us", "worst row err"], table,
                             f"{title}: N={n}, K={kk} ({LABELS.get((n, kk), '')}), bf16 out", md)
-        del ws
-        if dev == "cuda":
-            torch.cuda.empty_cache()
 
 
 def tune_sweep(k, shapes, ms, bw, dev, md, results):
     sa = torch.tensor([SA], device=dev)
     sb = torch.tensor([SB], device=dev)
-    for n, kk in shapes:
-        ws = rotated_weights(n, kk, dev)
+    for n, kk, ws in each_weight(shapes, dev):
         n_rot = len(ws)
         for m in ms:
             a, out, ref = fp8_case(m, ws[0], dev)
@@ -156,9 +161,6 @@ def tune_sweep(k, shapes, ms, bw, dev, md, results):
                                 "us": t.us if t else None, "worst_row_rel_err": err, **log})
             harness.print_table(["config [rb, kw, cluster, convert]", "us", "%copy", "worst row err"],
                                 rows, f"tune: M={m}, N={n}, K={kk}", md)
-        del ws
-        if dev == "cuda":
-            torch.cuda.empty_cache()
 
 
 PATHS = {"default": ([], None), "cvt1": ([0, 0, 0, 1], None), "cvt2": ([0, 0, 0, 2], None),
@@ -169,8 +171,7 @@ def paths_sweep(k, shapes, ms, bw, dev, md, results):
     import os
     sa = torch.tensor([SA], device=dev)
     sb = torch.tensor([SB], device=dev)
-    for n, kk in shapes:
-        ws = rotated_weights(n, kk, dev)
+    for n, kk, ws in each_weight(shapes, dev):
         n_rot = len(ws)
         rows = []
         for m in ms:
@@ -197,9 +198,6 @@ def paths_sweep(k, shapes, ms, bw, dev, md, results):
             rows.append(row)
         harness.print_table(["rows"] + [f"{p} us" for p in PATHS] + ["_scaled_mm us", "floor us"], rows,
                             f"activation paths: N={n}, K={kk}", md)
-        del ws
-        if dev == "cuda":
-            torch.cuda.empty_cache()
 
 
 # ---- the decode MLP block.
