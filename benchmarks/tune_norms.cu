@@ -34,6 +34,7 @@
 
 #include "gpu_launchers.h"
 #include "row_kernel.cuh"
+#include "row_pipe.cuh"
 
 using namespace inference_kernels;
 using inference_kernels::cuda::RowConfig;
@@ -152,12 +153,28 @@ std::vector<RowConfig> layouts(int64_t nvec) {
     c.tx = t, c.items = items, c.flat = true;
     out.push_back(c);
   }
+  // The piped kernel (row_pipe.cuh): the flat layouts with 2, 4 or 8 vectors a thread in
+  // persistent blocks, 2 to 4 rows in flight a block.
+  for (int items : {2, 4, 8}) {
+    const int64_t tx = (nvec + items - 1) / items;
+    const int t = static_cast<int>((tx + 31) / 32 * 32);
+    if (t < 64 || t > inference_kernels::cuda::piped_threads(items)) continue;
+    for (int stages = 2; stages <= inference_kernels::cuda::kMaxStages; ++stages) {
+      RowConfig c;
+      c.tx = t, c.items = items, c.flat = true, c.stages = stages;
+      out.push_back(c);
+    }
+  }
   return out;
 }
 
 std::string str(const RowConfig& c) {
   char buf[64];
   if (c.items == 0) return "stream";
+  if (c.stages) {
+    std::snprintf(buf, sizeof buf, "piped tx%d i%d s%d", c.tx, c.items, c.stages);
+    return buf;
+  }
   if (c.flat) {
     std::snprintf(buf, sizeof buf, "flat tx%d i%d", c.tx, c.items);
     return buf;

@@ -24,6 +24,7 @@
 #include "block_reduce.cuh"
 #include "ptx.cuh"
 #include "row_kernel.cuh"
+#include "row_pipe.cuh"
 #include "fp8.h"
 #include "gpu_launchers.h"
 #include "vec_io.cuh"
@@ -146,6 +147,56 @@ __global__ void __launch_bounds__(kRowThreads, 1) rms_norm_cached(NormParams p) 
   row_group_done();
 }
 
+// The output of a row held in registers by the flat or piped layout (a: x, or x plus
+// the residual; g: the weight): y in T, or its fp8 codes at the static scale or at the
+// row's dynamic one. parity: the piped kernel's row parity (row_reduce_piped), 0 else.
+template <typename T, int VEC, int ITEMS, NormOut MODE>
+__device__ __forceinline__ void store_row(const NormParams& p, int64_t row, const Pack<T, VEC> (&a)[ITEMS],
+                                          const Pack<T, VEC> (&g)[ITEMS], float inv_rms, float scale_in,
+                                          int parity) {
+  using P = Pack<T, VEC>;
+  const int nvec = static_cast<int>(p.d / VEC);
+  const int t = threadIdx.x, step = blockDim.x;
+  if constexpr (MODE == NormOut::kSame) {
+    P* orow = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row * p.out.stride);
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+      if (t + k * step < nvec) {
+        P y;
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) y.v[j] = from_float<T>(norm_value(a[k].v[j], g[k].v[j], inv_rms));
+        orow[t + k * step] = y;
+      }
+    }
+  } else {
+    using Q = Pack<uint8_t, VEC>;
+    Q* orow = reinterpret_cast<Q*>(static_cast<uint8_t*>(p.out.ptr) + row * p.out.stride);
+    float scale_inv = 1.0f / scale_in;
+    if constexpr (MODE == NormOut::kFp8Dynamic) {
+      float absmax = 0.0f;
+#pragma unroll
+      for (int k = 0; k < ITEMS; ++k) {
+        if (t + k * step < nvec) {
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) absmax = nan_max(absmax, fabsf(norm_value(a[k].v[j], g[k].v[j], inv_rms)));
+        }
+      }
+      const float scale = inference_kernels::dynamic_fp8_scale(row_reduce_piped<Max, 1>(absmax, parity));
+      if (t == 0) p.row_scales[row] = scale;
+      scale_inv = 1.0f / scale;
+    }
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+      if (t + k * step < nvec) {
+        float y[VEC];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) y[j] = norm_value(a[k].v[j], g[k].v[j], inv_rms);
+        orow[t + k * step] = quantise<VEC>(y, scale_inv);
+      }
+    }
+  }
+}
+
 // The flat layout (row_kernel.cuh): a block of tx threads per row, ITEMS vectors a
 // thread, no cluster code. Everything the output needs is loaded before the
 // reduction (x, the residual, the weight, the static scale), the rounded sum goes
@@ -199,45 +250,72 @@ __global__ void __launch_bounds__(kFlatThreads) rms_norm_flat(NormParams p) {
     }
   }
   const float inv_rms = rsqrtf(row_reduce_flat<Sum, 0>(sum_sq) / float(p.d) + p.eps);
+  store_row<T, VEC, ITEMS, MODE>(p, row, a, g, inv_rms, scale_in, 0);
+}
 
-  if constexpr (MODE == NormOut::kSame) {
-    P* orow = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row * p.out.stride);
+// The piped layout (row_pipe.cuh): the flat kernel's rows, in persistent blocks that
+// keep the next stages - 1 rows (x, and the residual) on the way through shared
+// memory; the weight is loaded once a block. x and out may be the same row, as above:
+// the rows in flight are later rows.
+template <typename T, int VEC, int ITEMS, bool FUSED, NormOut MODE>
+__global__ void __launch_bounds__(piped_threads(ITEMS)) rms_norm_piped(NormParams p, int stages) {
+  using P = Pack<T, VEC>;
+  constexpr int kArrays = FUSED ? 2 : 1;
+  extern __shared__ uint4 ring_smem[];
+  const int nvec = static_cast<int>(p.d / VEC);
+  const int t = threadIdx.x, step = blockDim.x;
+  const RowRing<kArrays> ring(ring_smem, nvec, stages);
+  auto fetch = [&](int64_t row, int stage) {
+    const int64_t r = row < p.rows ? row : 0;
+    const P* src[kArrays];
+    src[0] = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + r * p.x.stride);
+    if constexpr (FUSED) src[kArrays - 1] = reinterpret_cast<const P*>(static_cast<const T*>(p.res.ptr) + r * p.res.stride);
+    ring.template fetch<ITEMS>(stage, src, row < p.rows);
+  };
+  int64_t row = blockIdx.x;
+  for (int s = 0; s + 1 < stages; ++s) fetch(row + int64_t{s} * gridDim.x, s);
+  const float scale_in = MODE == NormOut::kFp8Static ? __ldg(p.scale) : 1.0f;
+  const P* w = reinterpret_cast<const P*>(p.weight);
+  P g[ITEMS];
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    if (t + k * step < nvec) g[k] = w[t + k * step];
+  }
+  int stage = 0, next = stages - 1;
+  for (int parity = 0; row < p.rows; row += gridDim.x, parity ^= 1) {
+    fetch(row + int64_t{stages - 1} * gridDim.x, next);
+    ring.wait();
+    P a[ITEMS];
+    P* rr = FUSED ? reinterpret_cast<P*>(static_cast<T*>(p.res.ptr) + row * p.res.stride) : nullptr;
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) {
       if (t + k * step < nvec) {
-        P y;
+        a[k] = ring.template read<P>(stage, 0, k);
+        if constexpr (FUSED) {
+          const P b = ring.template read<P>(stage, 1, k);
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) y.v[j] = from_float<T>(norm_value(a[k].v[j], g[k].v[j], inv_rms));
-        orow[t + k * step] = y;
-      }
-    }
-  } else {
-    using Q = Pack<uint8_t, VEC>;
-    Q* orow = reinterpret_cast<Q*>(static_cast<uint8_t*>(p.out.ptr) + row * p.out.stride);
-    float scale_inv = 1.0f / scale_in;
-    if constexpr (MODE == NormOut::kFp8Dynamic) {
-      float absmax = 0.0f;
-#pragma unroll
-      for (int k = 0; k < ITEMS; ++k) {
-        if (t + k * step < nvec) {
-#pragma unroll
-          for (int j = 0; j < VEC; ++j) absmax = nan_max(absmax, fabsf(norm_value(a[k].v[j], g[k].v[j], inv_rms)));
+          for (int j = 0; j < VEC; ++j) a[k].v[j] = from_float<T>(to_float(a[k].v[j]) + to_float(b.v[j]));
+          rr[t + k * step] = a[k];
         }
       }
-      const float scale = inference_kernels::dynamic_fp8_scale(row_reduce_flat<Max, 1>(absmax));
-      if (t == 0) p.row_scales[row] = scale;
-      scale_inv = 1.0f / scale;
     }
+    float sum_sq = 0.0f;
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) {
       if (t + k * step < nvec) {
-        float y[VEC];
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) y[j] = norm_value(a[k].v[j], g[k].v[j], inv_rms);
-        orow[t + k * step] = quantise<VEC>(y, scale_inv);
+        for (int j = 0; j < VEC; ++j) {
+          const float f = to_float(a[k].v[j]);
+          sum_sq += f * f;
+        }
       }
     }
+    const float inv_rms = rsqrtf(row_reduce_piped<Sum, 0>(sum_sq, parity) / float(p.d) + p.eps);
+    store_row<T, VEC, ITEMS, MODE>(p, row, a, g, inv_rms, scale_in, parity);
+    stage = stage + 1 == stages ? 0 : stage + 1;
+    next = next + 1 == stages ? 0 : next + 1;
   }
+  cp_async_wait<0>();
 }
 
 // Rows too long to cache: one block per row, the row streamed twice (thrice for
@@ -313,7 +391,25 @@ __global__ void rms_norm_kernel(NormParams p) {
 }
 
 template <typename T, int VEC, bool FUSED, NormOut MODE>
+cudaError_t launch_piped_rows(const NormParams& p, const RowConfig& c, cudaStream_t stream) {
+  if constexpr (sizeof(T) * VEC != 16) {
+    return cudaErrorInvalidConfiguration;  // the ring moves 16-byte vectors
+  } else {
+    const int64_t nvec = p.d / VEC;
+    const int arrays = FUSED ? 2 : 1;
+    if (c.tx > piped_threads(c.items)) return cudaErrorInvalidConfiguration;
+    switch (c.items) {
+      case 2: return launch_piped(rms_norm_piped<T, VEC, 2, FUSED, MODE>, p, c, p.rows, nvec, arrays, stream);
+      case 4: return launch_piped(rms_norm_piped<T, VEC, 4, FUSED, MODE>, p, c, p.rows, nvec, arrays, stream);
+      case 8: return launch_piped(rms_norm_piped<T, VEC, 8, FUSED, MODE>, p, c, p.rows, nvec, arrays, stream);
+      default: return cudaErrorInvalidConfiguration;
+    }
+  }
+}
+
+template <typename T, int VEC, bool FUSED, NormOut MODE>
 cudaError_t launch_flat(const NormParams& p, const RowConfig& c, cudaStream_t stream) {
+  if (c.stages > 0) return launch_piped_rows<T, VEC, FUSED, MODE>(p, c, stream);
   switch (c.items) {
     case 1: return launch_rows(rms_norm_flat<T, VEC, 1, FUSED, MODE>, p, c, p.rows, stream);
     case 2: return launch_rows(rms_norm_flat<T, VEC, 2, FUSED, MODE>, p, c, p.rows, stream);

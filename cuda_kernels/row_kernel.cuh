@@ -10,6 +10,8 @@
 //     each reduction costs one barrier (row_reduce_flat), as Triton's tl.sum does; a
 //     candidate for decode rows and for the many-row shapes where Liger's kernel (the
 //     same layout: 8 warps, 2 vectors a thread at hidden 4096) leads;
+//   * piped (RowConfig::stages, row_pipe.cuh): the flat layout in persistent blocks
+//     that keep the next rows on the way through shared memory (many rows);
 //   * a cluster of `cluster` blocks per row (Hopper thread-block clusters): each block
 //     holds a slice, and the partial results meet in distributed shared memory, so a
 //     few long rows still spread over many SMs (one SM cannot pull a long row from
@@ -47,6 +49,7 @@ struct RowConfig {
   int cluster = 1;         // blocks per row (1, 2, 4 or 8); > 1 only with rows_per_block 1
   int items = 1;           // vectors a thread holds: 1, 2, 4 or 8; 0: the streaming kernel
   bool flat = false;       // the flat kernel (one block of tx threads per row, cluster 1; items 1, 2, 4)
+  int stages = 0;          // > 0 (with flat): the piped kernel, rows in flight a block (row_pipe.cuh)
 };
 
 // Block size bound of the flat kernels; blocks of up to kFlatThreads threads.
@@ -57,6 +60,7 @@ inline int round_up(int64_t v, int m) { return static_cast<int>((v + m - 1) / m 
 // Whether layout c can run `rows` rows of nvec vectors: its grid (rows x cluster
 // blocks) fits an int, and its row group covers the row.
 inline bool fits(const RowConfig& c, int64_t rows, int64_t nvec) {
+  if (c.stages > 0 && !c.flat) return false;
   if (c.flat && (c.cluster != 1 || c.rows_per_block != 1 || c.tx > kFlatThreads || c.tx % 32)) return false;
   return rows * c.cluster <= INT32_MAX && int64_t{c.tx} * c.cluster * c.items >= nvec;
 }

@@ -37,6 +37,8 @@
 #           the shapes whose default changed
 #   tune_rms: the layout sweep (no package build) on issue 3's RMSNorm shapes that the flat
 #           layouts were never swept on (fused add + fp8 at 128-2048 rows, hidden 8192/16384)
+#   tune_piped: the layout sweep (no package build) with the piped layouts, on the many-row
+#           norm shapes of issues 3 and 5
 #   tune_ln: the layout sweep (no package build) on the LayerNorm shapes of issue 5
 #   norms_explore: why Triton leads at decode sizes: kernels per call and their device time,
 #           ours vs torch.compile vs Liger (benchmarks/profile_latency.py); Nsight Compute of
@@ -181,7 +183,7 @@ tune() {
   step "norm layout sweep (benchmarks/tune_norms.cu)"
   nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels benchmarks/tune_norms.cu \
     cuda_kernels/rms_norm.cu cuda_kernels/layer_norm.cu cuda_kernels/activation.cu -o /tmp/tune_norms || { status=1; return; }
-  timeout 240 /tmp/tune_norms "$@" > "$OUT/tune_norms.log" 2>&1; [ $? = 0 ] || status=1
+  timeout "${TUNE_TIMEOUT:-240}" /tmp/tune_norms "$@" > "$OUT/tune_norms.log" 2>&1; [ $? = 0 ] || status=1
   grep -v "^  " "$OUT/tune_norms.log"
 }
 # norms_explore's stages. The sweep's binary builds in the background meanwhile.
@@ -357,6 +359,10 @@ if [ "$MODE" = tuneonly ]; then tune; echo "session status $status"; exit $statu
 if [ "$MODE" = tune_rms ]; then
   tune --only "rms+add+fp8 fp16 128x16384,rms+add+fp8 fp16 512x16384,rms+add+fp8 fp16 2048x16384,rms bf16 4096x4096,rms bf16 4096x8192,rms bf16 4096x16384,rms bf16 256x16384"
   grep -E "^rms" "$OUT/tune_norms.log"; echo "session status $status"; exit $status
+fi
+if [ "$MODE" = tune_piped ]; then
+  TUNE_TIMEOUT=540 tune --only "rms bf16 4096x4096,rms bf16 4096x8192,rms bf16 4096x16384,rms bf16 256x8192,rms bf16 256x16384,rms+add bf16 4096x4096,rms+add+fp8 fp16 128x16384,rms+add+fp8 fp16 512x16384,rms+add+fp8 fp16 2048x16384,rms+add+fp8dyn fp16 2048x16384,layer_norm fp16 4096x4096,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 8192x5120,layer_norm fp16 4096x8192"
+  grep -E "piped|MISMATCH" "$OUT/tune_norms.log" | sort -k1,3 -s | head -150; echo "session status $status"; exit $status
 fi
 if [ "$MODE" = tune_ln ]; then
   tune --only "layer_norm fp16 8192x5120,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 4096x4096,layer_norm fp16 4096x8192"

@@ -1,0 +1,114 @@
+// Rows streamed through shared memory for the norm kernels (torch-free): the piped
+// layout (RowConfig::stages > 0).
+//
+// The flat layout (row_kernel.cuh) holds one row a block in registers: a block loads
+// its row, reduces, writes and exits, and until the next block starts nothing more of
+// that SM's share is on the way; registers cap how many rows an SM has in flight.
+// On the H200 that left RMSNorm at 83% of the copy floor at 4096 x 8192 bf16, where
+// torch.compile reached 96% (tune_norms, BENCHMARKS.md). Here a block is persistent:
+// it walks rows blockIdx.x, + gridDim.x, ..., and keeps the next stages - 1 of them on
+// the way by cp.async into a ring of `stages` row buffers in dynamic shared memory,
+// so the bytes in flight no longer cost registers. Each thread copies, and later
+// reads, only its own vectors (t + k * tx, the flat layout's), so its own
+// cp.async.wait_group orders them and the ring needs no barrier. The row's
+// reductions alternate between two shared arrays (row_reduce_piped), so one barrier a
+// reduction still suffices from one row to the next.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "device_info.cuh"
+#include "ptx.cuh"
+#include "row_kernel.cuh"
+
+namespace inference_kernels::cuda {
+
+constexpr int kMaxStages = 4;
+constexpr size_t kMaxRingBytes = 227 * 1024;  // sm_90's dynamic shared memory a block
+
+// A ring of `stages` buffers of ARRAYS rows of nvec 16-byte vectors (x, and the
+// residual for fused ops) in dynamic shared memory.
+template <int ARRAYS>
+struct RowRing {
+  uint32_t base;
+  int nvec, stages;
+
+  __device__ __forceinline__ RowRing(const void* smem, int nvec_, int stages_)
+      : base(smem_addr(smem)), nvec(nvec_), stages(stages_) {}
+
+  __device__ __forceinline__ uint32_t at(int stage, int arr, int i) const {
+    return base + static_cast<uint32_t>(((stage * ARRAYS + arr) * nvec + i) * 16);
+  }
+
+  // Starts the copies of this thread's vectors of the rows src[0..ARRAYS) into `stage`
+  // (none when !valid) and closes a group either way, so that wait() counts rows.
+  template <int ITEMS, typename P>
+  __device__ __forceinline__ void fetch(int stage, const P* const (&src)[ARRAYS], bool valid) const {
+    static_assert(sizeof(P) == 16, "the ring moves 16-byte vectors");
+    if (valid) {
+#pragma unroll
+      for (int arr = 0; arr < ARRAYS; ++arr) {
+#pragma unroll
+        for (int k = 0; k < ITEMS; ++k) {
+          const int i = threadIdx.x + k * blockDim.x;
+          if (i < nvec) cp_async16(at(stage, arr, i), src[arr] + i);
+        }
+      }
+    }
+    cp_async_commit();
+  }
+
+  // Until this thread's copies of the oldest row in flight have landed.
+  __device__ __forceinline__ void wait() const {
+    switch (stages) {
+      case 2: cp_async_wait<1>(); break;
+      case 3: cp_async_wait<2>(); break;
+      default: cp_async_wait<3>(); break;
+    }
+  }
+
+  // This thread's vector k of row `arr` in `stage` (k * blockDim.x + threadIdx.x < nvec).
+  template <typename P>
+  __device__ __forceinline__ P read(int stage, int arr, int k) const {
+    const uint4 v = lds16(at(stage, arr, threadIdx.x + k * blockDim.x));
+    P a;
+    __builtin_memcpy(&a, &v, 16);
+    return a;
+  }
+};
+
+// row_reduce_flat with its shared array picked by the row's parity: a warp that runs
+// ahead into the next row writes the other array, while slower warps may still read
+// this one; the row after next waits behind the next row's barrier.
+template <typename Op, int ID>
+__device__ __forceinline__ float row_reduce_piped(float v, int parity) {
+  return parity ? row_reduce_flat<Op, ID + 8>(v) : row_reduce_flat<Op, ID>(v);
+}
+
+// Block size bound of the piped kernels: 8 vectors a thread need more than the 128
+// registers that 512 threads leave.
+constexpr int piped_threads(int items) { return items >= 8 ? 256 : kFlatThreads; }
+
+// Launches kernel(p, stages) as persistent blocks of c.tx threads: as many as fit on
+// the GPU at once, at most one a row. arrays: rows staged per row index (1, or 2 with
+// a residual); nvec: 16-byte vectors a row.
+template <typename Params>
+cudaError_t launch_piped(void (*kernel)(Params, int), const Params& p, const RowConfig& c, int64_t rows,
+                         int64_t nvec, int arrays, cudaStream_t stream) {
+  const size_t smem = size_t(c.stages) * arrays * nvec * 16;
+  if (c.stages < 2 || c.stages > kMaxStages || smem > kMaxRingBytes) return cudaErrorInvalidConfiguration;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  if (e != cudaSuccess) return e;
+  int per_sm = 0;
+  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, c.tx, smem);
+  if (e != cudaSuccess) return e;
+  if (per_sm < 1) return cudaErrorInvalidConfiguration;
+  const int64_t blocks = std::min<int64_t>(rows, int64_t{per_sm} * sm_count());
+  kernel<<<static_cast<unsigned>(blocks), c.tx, smem, stream>>>(p, c.stages);
+  return cudaGetLastError();
+}
+
+}  // namespace inference_kernels::cuda
