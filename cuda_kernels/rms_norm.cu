@@ -1,17 +1,20 @@
 // RMSNorm, fused residual-add + RMSNorm, and both with FP8 (e4m3fn) output, on NVIDIA
 // GPUs (torch-free; rms_norm_torch.cpp checks the tensors).
 //
-// Two kernels. The streaming kernel (the default) runs one block of up to 1024
-// threads per row: pass 1 reads the row (adds the residual and writes the rounded
-// sum back, when fused) and reduces the sum of squares in fp32; the next pass
-// re-reads the row, which the first left in L1/L2, and writes the output; dynamic
-// FP8 adds a pass for the row's absmax. For a few long rows (<= 32 rows of >= 2048
-// vectors, e.g. decode at hidden 16384) a cluster of up to 8 blocks shares each row,
-// held in registers (row_kernel.cuh), so the row is pulled through 8 SMs: 2.97 us
-// against 4.22 for add + RMSNorm + FP8 at 1 x 16384 on an H200. Everywhere else the
-// register-cached layouts measured slower than streaming (up to 2x at 2048 x 16384),
-// see BENCHMARKS.md. A third kernel, the flat layout (row_kernel.cuh), takes RMSNorm
-// alone at hidden 4096 (pick_layout).
+// Four kernels; pick_layout says which runs where, with the H200 numbers.
+//   * streaming (the fallback): one block of up to 1024 threads per row: pass 1 reads
+//     the row (adds the residual and writes the rounded sum back, when fused) and
+//     reduces the sum of squares in fp32; the next pass re-reads the row, which the
+//     first left in L1/L2, and writes the output; dynamic FP8 adds a pass for the
+//     row's absmax;
+//   * cluster (row_kernel.cuh): for a few long rows (<= 32 rows of >= 2048 vectors,
+//     e.g. decode at hidden 16384) a cluster of up to 8 blocks shares each row, held in
+//     registers, so the row is pulled through 8 SMs: 2.97 us against 4.22 for add +
+//     RMSNorm + FP8 at 1 x 16384;
+//   * flat (row_kernel.cuh): a block per row held in registers, one barrier a
+//     reduction: RMSNorm alone at hidden 4096;
+//   * piped (row_pipe.cuh): the flat layout in persistent blocks that keep the next row
+//     on the way through shared memory: many rows of hidden 4104-16384.
 // Rows that are 16-byte aligned move in 16-byte vectors; any
 // other row takes the scalar path, so every size and stride the checks accept is
 // handled. Rounding matches the CPU backend and HF's LlamaRMSNorm (see
@@ -430,14 +433,29 @@ cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t 
   }
 }
 
-// The cluster layout for a few long rows (see the top of the file); RMSNorm alone
-// (no residual, no fp8) over rows of 257-512 vectors (hidden 4096 in 16-bit): the flat
-// layout, 256 threads of 2 vectors (H200, tune_norms --explore: 1.87 against 2.02 us at
-// 1 x 4096 bf16, 19.97 against 23.54 us at 4096 x 4096; the fused and fp8 kernels
-// measured faster as they were); else streaming.
-inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool plain) {
+// The layout for rows of nvec vectors (H200, tune_norms, BENCHMARKS.md):
+// - more than 256 rows of 513-2048 16-byte vectors (hidden 4104-16384 in 16-bit), every
+//   mode: the piped layout, one row ahead (2 stages; 3 and 4 measured slower), 2
+//   vectors a thread up to 1024 vectors, else 4: 37.94 against 50.23 us streaming at
+//   4096 x 8192 bf16, 72.71 against 84.64 at 4096 x 16384; with residual and fp8 at
+//   hidden 16384 fp16, 18.50 against 20.55 us at 512 rows, 72.38 against 81.98 with
+//   the dynamic scale at 2048 (66.21 against 67.09 static);
+// - RMSNorm alone (no residual, no fp8) over rows of 257-512 vectors (hidden 4096 in
+//   16-bit): the flat layout, 256 threads of 2 vectors (1.87 against 2.02 us at 1 x
+//   4096 bf16, 19.97 against 23.54 us at 4096 x 4096; the fused and fp8 kernels
+//   measured faster as they were, piped included);
+// - up to 32 long rows (>= 2048 vectors): the cluster layout (see the top of the file);
+// - else streaming.
+inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool plain, bool vec16) {
   RowConfig c;
   c.items = 0;
+  if (vec16 && rows > 256 && nvec > 512 && nvec <= 2048) {
+    c.flat = true;
+    c.stages = 2;
+    c.items = nvec <= 1024 ? 2 : 4;
+    c.tx = round_up((nvec + c.items - 1) / c.items, 32);
+    return c;
+  }
   if (plain && nvec > 256 && nvec <= 512) {
     c.flat = true;
     c.tx = 256;
@@ -457,7 +475,7 @@ inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool plain) {
 template <typename T, int VEC, bool FUSED, NormOut MODE>
 cudaError_t launch_width(const NormParams& p, const RowConfig* forced, cudaStream_t stream) {
   const int64_t nvec = p.d / VEC;
-  RowConfig c = forced ? *forced : pick_layout(p.rows, nvec, !FUSED && MODE == NormOut::kSame);
+  RowConfig c = forced ? *forced : pick_layout(p.rows, nvec, !FUSED && MODE == NormOut::kSame, sizeof(T) * VEC == 16);
   if (c.items > 0 && !fits(c, p.rows, nvec)) {
     if (forced) return cudaErrorInvalidConfiguration;
     c.items = 0;

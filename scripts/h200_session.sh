@@ -37,6 +37,9 @@
 #           the shapes whose default changed
 #   tune_rms: the layout sweep (no package build) on issue 3's RMSNorm shapes that the flat
 #           layouts were never swept on (fused add + fp8 at 128-2048 rows, hidden 8192/16384)
+#   s6c   : norm tests, the RMSNorm and add+RMSNorm+FP8 benchmarks with the piped layout,
+#           torch.compile's RMSNorm at 4096 x 8192 (Inductor code, Nsight Compute), the
+#           RMSNorm ops under compute-sanitizer
 #   tune_piped: the layout sweep (no package build) with the piped layouts, on the many-row
 #           norm shapes of issues 3 and 5
 #   tune_ln: the layout sweep (no package build) on the LayerNorm shapes of issue 5
@@ -172,6 +175,25 @@ roofline() {
   ncu --version | tail -1 | tee -a "$OUT/env.txt"
   timeout 480 python3 benchmarks/roofline.py 2>&1 | tee "$OUT/roofline.log" | tail -30
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
+}
+# What torch.compile's RMSNorm does where it led ours (4096 x 8192 bf16): Inductor's
+# generated Triton code, and Nsight Compute of ours, torch.compile's and Liger's kernels.
+probe_compile() {
+  step "torch.compile's RMSNorm at 4096 x 8192: Inductor code, Nsight Compute"
+  export PATH="$PATH:/usr/local/cuda/bin"
+  TORCH_LOGS=output_code timeout 150 python3 benchmarks/profile_latency.py --points rms_norm:4096x8192 \
+    --impls ours,compile,liger > "$OUT/probe_compile.log" 2>&1 || status=1
+  grep -vE "^\s*$" "$OUT/probe_compile.log" | grep -E "us|kernel|num_warps|XBLOCK|R0_BLOCK|RBLOCK|grid|def triton|tl.load|tl.store|for r" | head -60
+  local impl
+  for impl in ours compile liger; do
+    echo "--- rms_norm:4096x8192 $impl" | tee -a "$OUT/ncu_probe.txt"
+    timeout 90 ncu --clock-control none --profile-from-start off --launch-count 3 --section SpeedOfLight \
+      --section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy --section WarpStateStats \
+      python3 benchmarks/profile_latency.py --ncu-driver --points rms_norm:4096x8192 --impls $impl 2>&1 \
+      | grep -vE "^==PROF==|^\s*$" >> "$OUT/ncu_probe.txt"
+  done
+  grep -E "^---|^  [^ ].*\(|Duration|DRAM Throughput|Memory Throughput|L2 Hit|L1/TEX Hit|Mem Busy|Max Bandwidth|Registers Per|Block Size|Grid Size|Achieved Occ|Theoretical Occ|Dynamic Shared|Waves Per SM|Warp Cycles Per Issued" \
+    "$OUT/ncu_probe.txt" | head -120
 }
 tests_norms() {
   step "norm and activation tests"
@@ -396,6 +418,9 @@ case "$MODE" in
   s5d)    tests_q4k; bench_q4k --quick; pack; bench_layernorm; pack; sanitizers_q4k; pack; profile_q4k_source ;;
   s5f)    tests_layernorm; bench_layernorm; pack; sanitize layernorm --only-layernorm; pack
           tune --only "layer_norm fp16 8192x5120,layer_norm fp16 16384x1024,layer_norm fp16 4096x8192" ;;
+  s6c)    tests_norms; timeout 200 python3 benchmarks/bench_rms_norm.py --hidden 4096 8192 16384 --rows 256 1024 4096 \
+            --fused-rows 256 4096 --name bench_rms_s6 2>&1 | tee "$OUT/bench_rms_s6.log" | tail -60
+          bench_fp8; pack; probe_compile; pack; sanitize rmsnorm --only-rmsnorm ;;
   s5e)    tests_q4k; bench_q4k --quick; pack; sanitizers_q4k ;;
   tp)     tp_decode ;;
   q4k)    tests_q4k; bench_q4k; sass_q4k; sanitizers_q4k ;;

@@ -3,6 +3,7 @@
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck python3 scripts/sanitize_cuda.py
     ... scripts/sanitize_cuda.py --only-kquants   # q4k_gemv / q6k_gemv alone
     ... scripts/sanitize_cuda.py --only-layernorm  # layer_norm alone
+    ... scripts/sanitize_cuda.py --only-rmsnorm    # the RMSNorm ops alone, piped layouts included
     ... python3 scripts/sanitize_cuda.py skinny_gemm    # only the FP8 GEMM's launches
 
 Without the caching allocator every tensor is its own allocation, so an
@@ -40,6 +41,20 @@ def activations(ik, rows, hidden, dtype, dev):
     ik.silu_mul(gate, up_wide[:, 1:])
     ik.silu(up_wide[:, 1:])
     return 8
+
+
+def rms_norms(ik, x, w, wide):
+    """Every RMSNorm op: alone, with the residual, with static and dynamic fp8, aligned
+    and on a misaligned view (the scalar path). Returns the launch count."""
+    ik.rms_norm(x, w, 1e-6)
+    ik.fused_add_rms_norm(x, torch.randn_like(x), w, 1e-6)
+    ik.rms_norm(wide[:, 1:], w, 1e-6)
+    scale = torch.tensor([0.05], device=x.device)
+    ik.rms_norm_fp8(x, w, scale, 1e-6, residual=torch.randn_like(x))
+    ik.rms_norm_fp8(wide[:, 1:], w, scale, 1e-6)
+    ik.rms_norm_fp8_dynamic(x, w, 1e-6, residual=torch.randn_like(x))
+    ik.rms_norm_fp8_dynamic(wide[:, 1:], w, 1e-6)
+    return 7
 
 
 def layer_norms(ik, x, w, wide):
@@ -139,6 +154,20 @@ def main():
         torch.cuda.synchronize()
         print(f"sanitize_cuda: {n} layer_norm launches done")
         return 0
+    if "--only-rmsnorm" in sys.argv:
+        # The piped layouts (more than 256 rows of 513-2048 vectors), with more rows than
+        # persistent blocks (2600 x 4104: about 3 rows a block) and the widest rows, and
+        # the other layouts at a few shapes.
+        for dtype in (torch.float32, torch.float16, torch.bfloat16):
+            for rows, hidden in [(2600, 4104), (1200, 16384), (257, 8200), (300, 5000), (256, 8192),
+                                 (200, 4096), (3, 16385), (300, 1000), (2, 140000)]:
+                x = torch.randn(rows, hidden, device=dev, dtype=dtype)
+                w = torch.randn(hidden, device=dev, dtype=dtype)
+                wide = torch.randn(rows, hidden + 1, device=dev, dtype=dtype)
+                n += rms_norms(ik, x, w, wide)
+        torch.cuda.synchronize()
+        print(f"sanitize_cuda: {n} RMSNorm launches done")
+        return 0
     if hasattr(ik.ops, "q4k_gemv"):
         n += kquant_gemvs(ik, dev)
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
@@ -149,17 +178,8 @@ def main():
                              (200, 4096), (3, 2056), (300, 1000), (9, 1030), (2, 140000)]:
             x = torch.randn(rows, hidden, device=dev, dtype=dtype)
             w = torch.randn(hidden, device=dev, dtype=dtype)
-            ik.rms_norm(x, w, 1e-6)
-            ik.fused_add_rms_norm(x, torch.randn_like(x), w, 1e-6)
-            # A misaligned view: the scalar path.
             wide = torch.randn(rows, hidden + 1, device=dev, dtype=dtype)
-            ik.rms_norm(wide[:, 1:], w, 1e-6)
-            scale = torch.tensor([0.05], device=dev)
-            ik.rms_norm_fp8(x, w, scale, 1e-6, residual=torch.randn_like(x))
-            ik.rms_norm_fp8(wide[:, 1:], w, scale, 1e-6)
-            ik.rms_norm_fp8_dynamic(x, w, 1e-6, residual=torch.randn_like(x))
-            ik.rms_norm_fp8_dynamic(wide[:, 1:], w, 1e-6)
-            n += 7
+            n += rms_norms(ik, x, w, wide)
             n += layer_norms(ik, x, w, wide)
             n += activations(ik, rows, hidden, dtype, dev)
     n += skinny_gemms(ik, dev)
