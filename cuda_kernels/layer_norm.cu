@@ -160,13 +160,13 @@ __global__ void __launch_bounds__(kFlatThreads) layer_norm_flat(LayerNormParams 
 // loaded once a block and held (registers no longer set how many rows are in flight).
 // x and out may be the same row, as above: the rows in flight are later rows.
 template <typename T, int VEC, int ITEMS, bool W, bool B>
-__global__ void __launch_bounds__(piped_threads(ITEMS)) layer_norm_piped(LayerNormParams p, int stages, int hints) {
+__global__ void __launch_bounds__(piped_threads(ITEMS)) layer_norm_piped(LayerNormParams p, int stages) {
   using P = Pack<T, VEC>;
   extern __shared__ uint4 ring_smem[];
   const int t = threadIdx.x, step = blockDim.x;
   const int nvec = static_cast<int>(p.d / VEC);
   const float d = static_cast<float>(p.d);
-  const RowRing<1> ring(ring_smem, nvec, stages, hints != 0);
+  const RowRing<1> ring(ring_smem, nvec, stages);
   auto fetch = [&](int64_t row, int stage) {
     const P* src[1] = {reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) +
                                                   (row < p.rows ? row : 0) * p.x.stride)};

@@ -91,29 +91,34 @@ __device__ __forceinline__ uint64_t l2_policy() {
   return p;
 }
 
-// A coherent 16-byte global load under an L2 policy (l2_policy); L1 keeps the line at
-// the same priority. p 16-byte aligned.
+// A coherent 16- or 8-byte global load under an L2 policy (l2_policy); L1 keeps the
+// line at the same priority. p aligned to its size.
 template <L2Evict E, typename V>
 __device__ __forceinline__ V ld_hint(const V* p, uint64_t policy) {
-  static_assert(sizeof(V) == 16, "16-byte loads");
-  uint4 r;
-  if constexpr (E == L2Evict::kFirst) {
-    asm volatile("ld.global.L1::evict_first.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(policy));
-  } else {
-    asm volatile("ld.global.L1::evict_last.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(policy));
-  }
+  static_assert(sizeof(V) == 16 || sizeof(V) == 8, "16- or 8-byte loads");
   V v;
-  __builtin_memcpy(&v, &r, 16);
+  if constexpr (sizeof(V) == 16) {
+    uint4 r;
+    if constexpr (E == L2Evict::kFirst) {
+      asm volatile("ld.global.L1::evict_first.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                   : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(policy));
+    } else {
+      asm volatile("ld.global.L1::evict_last.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                   : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(policy));
+    }
+    __builtin_memcpy(&v, &r, 16);
+  } else {
+    uint2 r;
+    if constexpr (E == L2Evict::kFirst) {
+      asm volatile("ld.global.L1::evict_first.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;"
+                   : "=r"(r.x), "=r"(r.y) : "l"(p), "l"(policy));
+    } else {
+      asm volatile("ld.global.L1::evict_last.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;"
+                   : "=r"(r.x), "=r"(r.y) : "l"(p), "l"(policy));
+    }
+    __builtin_memcpy(&v, &r, 8);
+  }
   return v;
-}
-
-// cp_async16 under an L2 policy (l2_policy).
-__device__ __forceinline__ void cp_async16_hint(uint32_t dst, const void* src, uint64_t policy) {
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
-               "l"(policy)
-               : "memory");
 }
 
 // Closes this thread's current group of cp.async copies.

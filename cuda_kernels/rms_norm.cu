@@ -261,13 +261,13 @@ __global__ void __launch_bounds__(kFlatThreads) rms_norm_flat(NormParams p) {
 // memory; the weight is loaded once a block. x and out may be the same row, as above:
 // the rows in flight are later rows.
 template <typename T, int VEC, int ITEMS, bool FUSED, NormOut MODE>
-__global__ void __launch_bounds__(piped_threads(ITEMS)) rms_norm_piped(NormParams p, int stages, int hints) {
+__global__ void __launch_bounds__(piped_threads(ITEMS)) rms_norm_piped(NormParams p, int stages) {
   using P = Pack<T, VEC>;
   constexpr int kArrays = FUSED ? 2 : 1;
   extern __shared__ uint4 ring_smem[];
   const int nvec = static_cast<int>(p.d / VEC);
   const int t = threadIdx.x, step = blockDim.x;
-  const RowRing<kArrays> ring(ring_smem, nvec, stages, hints != 0);
+  const RowRing<kArrays> ring(ring_smem, nvec, stages);
   auto fetch = [&](int64_t row, int stage) {
     const int64_t r = row < p.rows ? row : 0;
     const P* src[kArrays];
@@ -342,12 +342,12 @@ __global__ void rms_norm_kernel(NormParams p, int hints) {
   // EXPERIMENT (hints): pass 1 keeps the row in L2 for pass 2 (evict-last), pass 2
   // reads it for the last time (evict-first), as torch.compile's Triton kernel does.
   uint64_t pol_last = 0, pol_first = 0;
-  if constexpr (sizeof(P) == 16) {
+  if constexpr (sizeof(P) == 16 || sizeof(P) == 8) {
     pol_last = l2_policy<L2Evict::kLast>();
     pol_first = l2_policy<L2Evict::kFirst>();
   }
   auto load = [&](const P* q, bool last) -> P {
-    if constexpr (sizeof(P) == 16) {
+    if constexpr (sizeof(P) == 16 || sizeof(P) == 8) {
       if (hints) return last ? ld_hint<L2Evict::kLast>(q, pol_last) : ld_hint<L2Evict::kFirst>(q, pol_first);
     }
     return *q;
@@ -508,6 +508,9 @@ cudaError_t launch(const NormParams& p, const RowConfig* forced, cudaStream_t st
                    (!FUSED || p.res.stride % kVec == 0) && aligned(p.out.ptr, kOutBytes) &&
                    aligned(p.x.ptr, 16) && (!FUSED || aligned(p.res.ptr, 16)) &&
                    aligned(p.weight, 16);
+  if (vec && forced && forced->narrow && forced->items == 0) {
+    return launch_width<T, kVec / 2, FUSED, MODE>(p, forced, stream);  // EXPERIMENT: 8-byte vectors
+  }
   return vec ? launch_width<T, kVec, FUSED, MODE>(p, forced, stream)
              : launch_width<T, 1, FUSED, MODE>(p, forced, stream);
 }

@@ -50,7 +50,8 @@ struct RowConfig {
   int items = 1;           // vectors a thread holds: 1, 2, 4 or 8; 0: the streaming kernel
   bool flat = false;       // the flat kernel (one block of tx threads per row, cluster 1; items 1, 2, 4)
   int stages = 0;          // > 0 (with flat): the piped kernel, rows in flight a block (row_pipe.cuh)
-  bool hints = false;      // EXPERIMENT: L2 eviction hints (ptx.cuh l2_policy) in the streaming and piped kernels
+  bool hints = false;      // EXPERIMENT: L2 eviction hints (ptx.cuh l2_policy) in the streaming kernel
+  bool narrow = false;     // EXPERIMENT: the streaming kernel on 8-byte vectors (torch.compile's width)
 };
 
 // Block size bound of the flat kernels; blocks of up to kFlatThreads threads.

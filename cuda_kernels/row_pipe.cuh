@@ -35,11 +35,9 @@ template <int ARRAYS>
 struct RowRing {
   uint32_t base;
   int nvec, stages;
-  bool hint;        // EXPERIMENT: copies under an L2 evict-first policy
-  uint64_t policy;
 
-  __device__ __forceinline__ RowRing(const void* smem, int nvec_, int stages_, bool hint_ = false)
-      : base(smem_addr(smem)), nvec(nvec_), stages(stages_), hint(hint_), policy(l2_policy<L2Evict::kFirst>()) {}
+  __device__ __forceinline__ RowRing(const void* smem, int nvec_, int stages_)
+      : base(smem_addr(smem)), nvec(nvec_), stages(stages_) {}
 
   __device__ __forceinline__ uint32_t at(int stage, int arr, int i) const {
     return base + static_cast<uint32_t>(((stage * ARRAYS + arr) * nvec + i) * 16);
@@ -56,13 +54,7 @@ struct RowRing {
 #pragma unroll
         for (int k = 0; k < ITEMS; ++k) {
           const int i = threadIdx.x + k * blockDim.x;
-          if (i < nvec) {
-            if (hint) {
-              cp_async16_hint(at(stage, arr, i), src[arr] + i, policy);
-            } else {
-              cp_async16(at(stage, arr, i), src[arr] + i);
-            }
-          }
+          if (i < nvec) cp_async16(at(stage, arr, i), src[arr] + i);
         }
       }
     }
@@ -100,11 +92,11 @@ __device__ __forceinline__ float row_reduce_piped(float v, int parity) {
 // registers that 512 threads leave.
 constexpr int piped_threads(int items) { return items >= 8 ? 256 : kFlatThreads; }
 
-// Launches kernel(p, stages, hints) as persistent blocks of c.tx threads: as many as fit on
+// Launches kernel(p, stages) as persistent blocks of c.tx threads: as many as fit on
 // the GPU at once, at most one a row. arrays: rows staged per row index (1, or 2 with
 // a residual); nvec: 16-byte vectors a row.
 template <typename Params>
-cudaError_t launch_piped(void (*kernel)(Params, int, int), const Params& p, const RowConfig& c, int64_t rows,
+cudaError_t launch_piped(void (*kernel)(Params, int), const Params& p, const RowConfig& c, int64_t rows,
                          int64_t nvec, int arrays, cudaStream_t stream) {
   const size_t smem = size_t(c.stages) * arrays * nvec * 16;
   if (c.stages < 2 || c.stages > kMaxStages || smem > kMaxRingBytes) return cudaErrorInvalidConfiguration;
@@ -115,7 +107,7 @@ cudaError_t launch_piped(void (*kernel)(Params, int, int), const Params& p, cons
   if (e != cudaSuccess) return e;
   if (per_sm < 1) return cudaErrorInvalidConfiguration;
   const int64_t blocks = std::min<int64_t>(rows, int64_t{per_sm} * sm_count());
-  kernel<<<static_cast<unsigned>(blocks), c.tx, smem, stream>>>(p, c.stages, c.hints ? 1 : 0);
+  kernel<<<static_cast<unsigned>(blocks), c.tx, smem, stream>>>(p, c.stages);
   return cudaGetLastError();
 }
 
