@@ -123,18 +123,6 @@ std::vector<RowConfig> layouts(int64_t nvec) {
   RowConfig stream;
   stream.items = 0;  // the streaming kernel (one block per row, two passes)
   out.push_back(stream);
-  // EXPERIMENT: the streaming kernel at 256, 512 and 1024 threads, without and with the
-  // L2 hints of torch.compile's kernel (evict-last on pass 1, evict-first on pass 2).
-  for (int t : {256, 512, 1024}) {
-    if (t > 2 * ((nvec + 31) / 32 * 32)) continue;
-    for (bool narrow : {false, true}) {
-      for (bool hints : {false, true}) {
-        RowConfig c;
-        c.items = 0, c.tx = t, c.hints = hints, c.narrow = narrow;
-        out.push_back(c);
-      }
-    }
-  }
   for (int items : {1, 2, 4, 8}) {
     if (nvec <= 32 * items) {
       for (int rpb : {2, 4, 8}) {
@@ -171,20 +159,18 @@ std::vector<RowConfig> layouts(int64_t nvec) {
     const int64_t tx = (nvec + items - 1) / items;
     const int t = static_cast<int>((tx + 31) / 32 * 32);
     if (t < 64 || t > inference_kernels::cuda::piped_threads(items)) continue;
-    RowConfig c;
-    c.tx = t, c.items = items, c.flat = true, c.stages = 2;
-    out.push_back(c);
+    for (int stages = 2; stages <= inference_kernels::cuda::kMaxStages; ++stages) {
+      RowConfig c;
+      c.tx = t, c.items = items, c.flat = true, c.stages = stages;
+      out.push_back(c);
+    }
   }
   return out;
 }
 
 std::string str(const RowConfig& c) {
   char buf[64];
-  if (c.items == 0) {
-    if (c.tx <= 32) return "stream";
-    std::snprintf(buf, sizeof buf, "stream tx%d%s%s", c.tx, c.narrow ? " 8B" : "", c.hints ? " hints" : "");
-    return buf;
-  }
+  if (c.items == 0) return "stream";
   if (c.stages) {
     std::snprintf(buf, sizeof buf, "piped tx%d i%d s%d", c.tx, c.items, c.stages);
     return buf;

@@ -76,51 +76,6 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 }
 __device__ __forceinline__ void cp_async16(void* dst, const void* src) { cp_async16(smem_addr(dst), src); }
 
-// L2 eviction priorities (createpolicy, sm_80+) for the loads below: a row read twice
-// stays in L2 between its reads (kEvictLast on the first), and lines read for the last
-// time go first (kEvictFirst), as torch.compile's Triton kernels mark them.
-enum class L2Evict { kFirst, kLast };
-template <L2Evict E>
-__device__ __forceinline__ uint64_t l2_policy() {
-  uint64_t p;
-  if constexpr (E == L2Evict::kFirst) {
-    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
-  } else {
-    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
-  }
-  return p;
-}
-
-// A coherent 16- or 8-byte global load under an L2 policy (l2_policy); L1 keeps the
-// line at the same priority. p aligned to its size.
-template <L2Evict E, typename V>
-__device__ __forceinline__ V ld_hint(const V* p, uint64_t policy) {
-  static_assert(sizeof(V) == 16 || sizeof(V) == 8, "16- or 8-byte loads");
-  V v;
-  if constexpr (sizeof(V) == 16) {
-    uint4 r;
-    if constexpr (E == L2Evict::kFirst) {
-      asm volatile("ld.global.L1::evict_first.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                   : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(policy));
-    } else {
-      asm volatile("ld.global.L1::evict_last.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                   : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(policy));
-    }
-    __builtin_memcpy(&v, &r, 16);
-  } else {
-    uint2 r;
-    if constexpr (E == L2Evict::kFirst) {
-      asm volatile("ld.global.L1::evict_first.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;"
-                   : "=r"(r.x), "=r"(r.y) : "l"(p), "l"(policy));
-    } else {
-      asm volatile("ld.global.L1::evict_last.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;"
-                   : "=r"(r.x), "=r"(r.y) : "l"(p), "l"(policy));
-    }
-    __builtin_memcpy(&v, &r, 8);
-  }
-  return v;
-}
-
 // Closes this thread's current group of cp.async copies.
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 

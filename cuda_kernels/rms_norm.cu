@@ -324,7 +324,7 @@ __global__ void __launch_bounds__(piped_threads(ITEMS)) rms_norm_piped(NormParam
 // Rows too long to cache: one block per row, the row streamed twice (thrice for
 // dynamic fp8). x and out may be the same row, as above.
 template <typename T, int VEC, bool FUSED, NormOut MODE>
-__global__ void rms_norm_kernel(NormParams p, int hints) {
+__global__ void rms_norm_kernel(NormParams p) {
   using P = Pack<T, VEC>;
   const int64_t row = blockIdx.x;
   const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row * p.x.stride);
@@ -339,24 +339,11 @@ __global__ void rms_norm_kernel(NormParams p, int hints) {
   P g0;
   if (threadIdx.x < nvec) g0 = w[threadIdx.x];
 
-  // EXPERIMENT (hints): pass 1 keeps the row in L2 for pass 2 (evict-last), pass 2
-  // reads it for the last time (evict-first), as torch.compile's Triton kernel does.
-  uint64_t pol_last = 0, pol_first = 0;
-  if constexpr (sizeof(P) == 16 || sizeof(P) == 8) {
-    pol_last = l2_policy<L2Evict::kLast>();
-    pol_first = l2_policy<L2Evict::kFirst>();
-  }
-  auto load = [&](const P* q, bool last) -> P {
-    if constexpr (sizeof(P) == 16 || sizeof(P) == 8) {
-      if (hints) return last ? ld_hint<L2Evict::kLast>(q, pol_last) : ld_hint<L2Evict::kFirst>(q, pol_first);
-    }
-    return *q;
-  };
   float sum_sq = 0.0f;
   for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
-    P a = load(xr + i, true);
+    P a = xr[i];
     if constexpr (FUSED) {
-      const P b = load(rr + i, true);
+      const P b = rr[i];
 #pragma unroll
       for (int k = 0; k < VEC; ++k) a.v[k] = from_float<T>(to_float(a.v[k]) + to_float(b.v[k]));
       rr[i] = a;
@@ -373,7 +360,7 @@ __global__ void rms_norm_kernel(NormParams p, int hints) {
   if constexpr (MODE == NormOut::kSame) {
     P* orow = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row * p.out.stride);
     for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
-      const P a = load(src + i, false), g = i == threadIdx.x ? g0 : w[i];
+      const P a = src[i], g = i == threadIdx.x ? g0 : w[i];
       P y;
 #pragma unroll
       for (int k = 0; k < VEC; ++k) y.v[k] = from_float<T>(norm_value(a.v[k], g.v[k], inv_rms));
@@ -494,9 +481,8 @@ cudaError_t launch_width(const NormParams& p, const RowConfig* forced, cudaStrea
     c.items = 0;
   }
   if (c.items > 0) return launch_cached<T, VEC, FUSED, MODE>(p, c, stream);
-  const int threads = forced && c.tx > 32 ? std::min(c.tx, kMaxThreads)
-                                : static_cast<int>(std::min<int64_t>(kMaxThreads, (nvec + 31) / 32 * 32));
-  rms_norm_kernel<T, VEC, FUSED, MODE><<<static_cast<unsigned>(p.rows), threads, 0, stream>>>(p, c.hints ? 1 : 0);
+  const int threads = static_cast<int>(std::min<int64_t>(kMaxThreads, (nvec + 31) / 32 * 32));
+  rms_norm_kernel<T, VEC, FUSED, MODE><<<static_cast<unsigned>(p.rows), threads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -508,9 +494,6 @@ cudaError_t launch(const NormParams& p, const RowConfig* forced, cudaStream_t st
                    (!FUSED || p.res.stride % kVec == 0) && aligned(p.out.ptr, kOutBytes) &&
                    aligned(p.x.ptr, 16) && (!FUSED || aligned(p.res.ptr, 16)) &&
                    aligned(p.weight, 16);
-  if (vec && forced && forced->narrow && forced->items == 0) {
-    return launch_width<T, kVec / 2, FUSED, MODE>(p, forced, stream);  // EXPERIMENT: 8-byte vectors
-  }
   return vec ? launch_width<T, kVec, FUSED, MODE>(p, forced, stream)
              : launch_width<T, 1, FUSED, MODE>(p, forced, stream);
 }

@@ -44,14 +44,12 @@ constexpr int kRowThreads = 256;
 constexpr int kMaxCluster = 8;  // the portable cluster size limit
 
 struct RowConfig {
-  int tx = 32;             // threads across a row, per block (a multiple of 32); streaming, forced (tune_norms): > 32 sets its block
+  int tx = 32;             // threads across a row, per block (a multiple of 32)
   int rows_per_block = 1;  // > 1 only with tx == 32
   int cluster = 1;         // blocks per row (1, 2, 4 or 8); > 1 only with rows_per_block 1
   int items = 1;           // vectors a thread holds: 1, 2, 4 or 8; 0: the streaming kernel
   bool flat = false;       // the flat kernel (one block of tx threads per row, cluster 1; items 1, 2, 4)
   int stages = 0;          // > 0 (with flat): the piped kernel, rows in flight a block (row_pipe.cuh)
-  bool hints = false;      // EXPERIMENT: L2 eviction hints (ptx.cuh l2_policy) in the streaming kernel
-  bool narrow = false;     // EXPERIMENT: the streaming kernel on 8-byte vectors (torch.compile's width)
 };
 
 // Block size bound of the flat kernels; blocks of up to kFlatThreads threads.

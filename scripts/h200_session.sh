@@ -40,10 +40,8 @@
 #   s6c   : norm tests, the RMSNorm and add+RMSNorm+FP8 benchmarks with the piped layout,
 #           torch.compile's RMSNorm at 4096 x 8192 (Inductor code, Nsight Compute), the
 #           RMSNorm ops under compute-sanitizer
-#   tune_piped: the layout sweep (no package build) with the piped layouts, on the many-row
-#           norm shapes of issues 3 and 5
-#   tune_hints: EXPERIMENT: the layout sweep (no package build) with the streaming kernel
-#           at 256-1024 threads, on 16- and 8-byte vectors, without and with torch.compile's L2 hints
+#   tune_piped: the layout sweep (no package build) with RMSNorm's piped layouts, on the
+#           many-row norm shapes of issues 3 and 5
 #   tune_ln: the layout sweep (no package build) on the LayerNorm shapes of issue 5
 #   norms_explore: why Triton leads at decode sizes: kernels per call and their device time,
 #           ours vs torch.compile vs Liger (benchmarks/profile_latency.py); Nsight Compute of
@@ -387,10 +385,6 @@ fi
 if [ "$MODE" = tune_piped ]; then
   TUNE_TIMEOUT=540 tune --only "rms bf16 4096x4096,rms bf16 4096x8192,rms bf16 4096x16384,rms bf16 256x8192,rms bf16 256x16384,rms+add bf16 4096x4096,rms+add+fp8 fp16 128x16384,rms+add+fp8 fp16 512x16384,rms+add+fp8 fp16 2048x16384,rms+add+fp8dyn fp16 2048x16384,layer_norm fp16 4096x4096,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 8192x5120,layer_norm fp16 4096x8192"
   grep -E "piped|MISMATCH" "$OUT/tune_norms.log" | sort -k1,3 -s | head -150; echo "session status $status"; exit $status
-fi
-if [ "$MODE" = tune_hints ]; then
-  TUNE_TIMEOUT=400 tune --only "rms bf16 4096x8192,rms bf16 4096x16384,rms bf16 4096x4096,rms+add bf16 4096x4096,rms+add+fp8 fp16 2048x16384"
-  grep -E "stream|piped|MISMATCH" "$OUT/tune_norms.log" | head -120; echo "session status $status"; exit $status
 fi
 if [ "$MODE" = tune_ln ]; then
   tune --only "layer_norm fp16 8192x5120,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 4096x4096,layer_norm fp16 4096x8192"
