@@ -27,6 +27,40 @@ def test_build_toml_accepted_by_kernel_builder_parser():
     assert set(build.general.backends) == {Backend.CPU, Backend.CUDA, Backend.ROCm, Backend.Metal}
 
 
+def quoted_includes(path: Path, seen: set) -> set:
+    """Repository files that `path` includes with #include "...", transitively (looked up
+    beside the file, then in common/ and torch-ext/, as the build's -I flags do)."""
+    if path in seen or not path.is_file():
+        return seen
+    seen.add(path)
+    for name in re.findall(r'#include "([^"]+)"', path.read_text()):
+        for d in (path.parent, ROOT / "common", ROOT / "torch-ext"):
+            if (d / name).is_file():
+                quoted_includes((d / name).resolve(), seen)
+                break
+    return seen
+
+
+def test_every_included_header_is_a_listed_source():
+    """kernel-builder copies, and tools/build.py hashes into the variant's id, only the
+    files build.toml lists: a header that a backend's sources include but no kernel of
+    that backend lists would be missing there, or leave a stale local build."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "build.toml").read_text())
+    torch_src = {(ROOT / s).resolve() for s in config["torch"]["src"]}
+    listed, included = {}, {}
+    for kernel in config["kernel"].values():
+        b = kernel["backend"]
+        listed.setdefault(b, set()).update((ROOT / s).resolve() for s in kernel["src"])
+        for s in kernel["src"]:
+            if s.endswith((".cu", ".cpp", ".hip", ".mm", ".metal")):
+                quoted_includes((ROOT / s).resolve(), included.setdefault(b, set()))
+    for b, files in included.items():
+        missing = sorted(str(f.relative_to(ROOT)) for f in files - listed[b] - torch_src)
+        assert not missing, f"{b}: included but not in build.toml: {missing}"
+
+
 def test_variant_name_follows_torch():
     major, minor = torch.__version__.split("+")[0].split(".")[:2]
     backend = f"cu{torch.version.cuda.replace('.', '')[:3]}" if GPU else "cpu"
