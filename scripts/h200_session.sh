@@ -40,6 +40,7 @@
 #   s6c   : norm tests, the RMSNorm and add+RMSNorm+FP8 benchmarks with the piped layout,
 #           torch.compile's RMSNorm at 4096 x 8192 (Inductor code, Nsight Compute), the
 #           RMSNorm ops under compute-sanitizer
+#   s6f   : every CUDA test case, on the final code of the sixth session
 #   tune_piped: the layout sweep (no package build) with RMSNorm's piped layouts, on the
 #           many-row norm shapes of issues 3 and 5
 #   tune_ln: the layout sweep (no package build) on the LayerNorm shapes of issue 5
@@ -421,6 +422,7 @@ case "$MODE" in
   s6c)    tests_norms; timeout 200 python3 benchmarks/bench_rms_norm.py --hidden 4096 8192 16384 --rows 256 1024 4096 \
             --fused-rows 256 4096 --name bench_rms_s6 2>&1 | tee "$OUT/bench_rms_s6.log" | tail -60
           bench_fp8; pack; probe_compile; pack; sanitize rmsnorm --only-rmsnorm ;;
+  s6f)    tests_gpu ;;
   s5e)    tests_q4k; bench_q4k --quick; pack; sanitizers_q4k ;;
   tp)     tp_decode ;;
   q4k)    tests_q4k; bench_q4k; sass_q4k; sanitizers_q4k ;;
