@@ -110,13 +110,15 @@ def test_silu_and_mul_fp8(ik, device, dtype, hidden, rows):
     ref = fp8_ref(ik.silu_and_mul(x), scale)
     assert torch.equal(q, ref.view(torch.uint8)), "fp8 codes differ from torch's conversion"
     # Against HF's y: where torch's silu and ours differ in fp32's last bits (see
-    # max_ulps_vs_hf), y can round differently and move q by one code, rarely.
+    # max_ulps_vs_hf), y can round differently and move q by one code, rarely: at most
+    # 1e-4 of the codes, or 2 where that is less than 2 (one row of 6656 had one code
+    # off on the H200: 1.5e-4 of them; issue 3 allows 0.5%).
     gate, up = x[:, :hidden], x[:, hidden:]
     if rows:
         apart = (fp8_order(out) - fp8_order(fp8_ref(silu_mul_hf(gate, up), scale))).abs()
-        frac = (apart > 0).float().mean().item()
-        assert apart.max().item() <= 1 and frac <= 1e-4, \
-            f"{frac:.2e} of fp8 codes off HF's rounding, by up to {apart.max().item()} codes"
+        off = int((apart > 0).sum().item())
+        assert apart.max().item() <= 1 and off <= max(2, 1e-4 * apart.numel()), \
+            f"{off} of {apart.numel()} fp8 codes off HF's rounding, by up to {apart.max().item()} codes"
     assert torch.equal(ik.silu_and_mul_fp8(x, scale).view(torch.uint8), q)
 
 
