@@ -43,6 +43,15 @@ def activations(ik, rows, hidden, dtype, dev):
     return 8
 
 
+def norm_cases(shapes, dev):
+    """For each dtype and (rows, hidden): x, a weight, and a buffer one column wider than x
+    (its [:, 1:] view is misaligned: the scalar path)."""
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        for rows, hidden in shapes:
+            yield (torch.randn(rows, hidden, device=dev, dtype=dtype), torch.randn(hidden, device=dev, dtype=dtype),
+                   torch.randn(rows, hidden + 1, device=dev, dtype=dtype))
+
+
 def rms_norms(ik, x, w, wide):
     """Every RMSNorm op: alone, with the residual, with static and dynamic fp8, aligned
     and on a misaligned view (the scalar path). Returns the launch count."""
@@ -144,13 +153,9 @@ def main():
     if "--only-layernorm" in sys.argv:
         # The flat layouts past 132 rows (4 vectors a thread over an exact fit: 160 x 4 at
         # 5120, a warp at 1000 and 1024, 256 x 4 at 8192) and the others.
-        for dtype in (torch.float32, torch.float16, torch.bfloat16):
-            for rows, hidden in [(200, 5120), (300, 1000), (150, 1024), (140, 8192), (133, 2056), (1, 1),
-                                 (5, 127), (33, 4096), (3, 16385), (2, 140000)]:
-                x = torch.randn(rows, hidden, device=dev, dtype=dtype)
-                w = torch.randn(hidden, device=dev, dtype=dtype)
-                wide = torch.randn(rows, hidden + 1, device=dev, dtype=dtype)
-                n += layer_norms(ik, x, w, wide)
+        for x, w, wide in norm_cases([(200, 5120), (300, 1000), (150, 1024), (140, 8192), (133, 2056), (1, 1),
+                                      (5, 127), (33, 4096), (3, 16385), (2, 140000)], dev):
+            n += layer_norms(ik, x, w, wide)
         torch.cuda.synchronize()
         print(f"sanitize_cuda: {n} layer_norm launches done")
         return 0
@@ -158,30 +163,22 @@ def main():
         # The piped layouts (more than 256 rows of 513-2048 vectors), with more rows than
         # persistent blocks (2600 x 4104: about 3 rows a block) and the widest rows, and
         # the other layouts at a few shapes.
-        for dtype in (torch.float32, torch.float16, torch.bfloat16):
-            for rows, hidden in [(2600, 4104), (1200, 16384), (257, 8200), (300, 5000), (256, 8192),
-                                 (200, 4096), (3, 16385), (300, 1000), (2, 140000)]:
-                x = torch.randn(rows, hidden, device=dev, dtype=dtype)
-                w = torch.randn(hidden, device=dev, dtype=dtype)
-                wide = torch.randn(rows, hidden + 1, device=dev, dtype=dtype)
-                n += rms_norms(ik, x, w, wide)
+        for x, w, wide in norm_cases([(2600, 4104), (1200, 16384), (257, 8200), (300, 5000), (256, 8192),
+                                      (200, 4096), (3, 16385), (300, 1000), (2, 140000)], dev):
+            n += rms_norms(ik, x, w, wide)
         torch.cuda.synchronize()
         print(f"sanitize_cuda: {n} RMSNorm launches done")
         return 0
     if hasattr(ik.ops, "q4k_gemv"):
         n += kquant_gemvs(ik, dev)
-    for dtype in (torch.float32, torch.float16, torch.bfloat16):
-        # The layouts of cuda_kernels/row_kernel.cuh too: warp per row (300 x 1000),
-        # cluster over the scalar path (9 x 1030), streaming (2 x 140000), flat (33 and
-        # 200 x 4096, 3 x 2056, 3 x 16385).
-        for rows, hidden in [(1, 1), (3, 3), (5, 127), (2, 5120), (3, 16385), (1, 16384), (33, 4096),
-                             (200, 4096), (3, 2056), (300, 1000), (9, 1030), (2, 140000)]:
-            x = torch.randn(rows, hidden, device=dev, dtype=dtype)
-            w = torch.randn(hidden, device=dev, dtype=dtype)
-            wide = torch.randn(rows, hidden + 1, device=dev, dtype=dtype)
-            n += rms_norms(ik, x, w, wide)
-            n += layer_norms(ik, x, w, wide)
-            n += activations(ik, rows, hidden, dtype, dev)
+    # The layouts of cuda_kernels/row_kernel.cuh too: warp per row (300 x 1000), cluster
+    # over the scalar path (9 x 1030), streaming (2 x 140000), flat (33 and 200 x 4096,
+    # 3 x 2056, 3 x 16385).
+    for x, w, wide in norm_cases([(1, 1), (3, 3), (5, 127), (2, 5120), (3, 16385), (1, 16384), (33, 4096),
+                                  (200, 4096), (3, 2056), (300, 1000), (9, 1030), (2, 140000)], dev):
+        n += rms_norms(ik, x, w, wide)
+        n += layer_norms(ik, x, w, wide)
+        n += activations(ik, x.shape[0], x.shape[1], x.dtype, dev)
     n += skinny_gemms(ik, dev)
     torch.cuda.synchronize()
     print(f"sanitize_cuda: {n} launches done")
