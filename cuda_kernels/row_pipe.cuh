@@ -1,16 +1,17 @@
 // Rows streamed through shared memory for the norm kernels (torch-free): the piped
 // layout (RowConfig::stages > 0).
 //
-// The flat layout (row_kernel.cuh) holds one row a block in registers: a block loads
-// its row, reduces, writes and exits, and until the next block starts nothing more of
-// that SM's share is on the way; registers cap how many rows an SM has in flight.
-// On the H200 that left RMSNorm at 83% of the copy floor at 4096 x 8192 bf16, where
-// torch.compile reached 96% (tune_norms, BENCHMARKS.md). Here a block is persistent:
-// it walks rows blockIdx.x, + gridDim.x, ..., and keeps the next stages - 1 of them on
-// the way by cp.async into a ring of `stages` row buffers in dynamic shared memory,
-// so the bytes in flight no longer cost registers. Each thread copies, and later
-// reads, only its own vectors (t + k * tx, the flat layout's), so its own
-// cp.async.wait_group orders them and the ring needs no barrier. The row's
+// The flat layout (row_kernel.cuh) holds one row a block in registers and exits; long
+// rows then need many registers a thread and leave few blocks an SM (RMSNorm at 4096 x
+// 16384 bf16 on the H200: 104.3 us for 512 threads x 4 vectors), and the streaming
+// kernel reads each row twice (84.6 us). Here a block is persistent: it walks rows
+// blockIdx.x, + gridDim.x, ..., and keeps the next stages - 1 of them on the way by
+// cp.async into a ring of `stages` row buffers in dynamic shared memory, and loads the
+// weight once (72.7 us; 37.9 against 50.2 streaming at 4096 x 8192). One row ahead (2
+// stages) measured best; 3 and 4 were slower at every shape, so bytes in flight are
+// not what limits these kernels (tune_norms, BENCHMARKS.md, sixth session). Each
+// thread copies, and later reads, only its own vectors (t + k * tx, the flat layout's),
+// so its own cp.async.wait_group orders them and the ring needs no barrier. The row's
 // reductions alternate between two shared arrays (row_reduce_piped), so one barrier a
 // reduction still suffices from one row to the next.
 #pragma once
