@@ -35,9 +35,11 @@
 #include "gpu_launchers.h"
 #include "row_kernel.cuh"
 #include "row_pipe.cuh"
+#include "activation.cuh"
 
 using namespace inference_kernels;
 using inference_kernels::cuda::RowConfig;
+using inference_kernels::cuda::SiluConfig;
 
 #define CHECK(x)                                                                            \
   do {                                                                                      \
@@ -395,32 +397,76 @@ void ln(DType dt, int64_t rows, int64_t d) {
 
 __global__ void empty_kernel() {}
 
-// The per-launch floor of this method, and silu_and_mul_fp8 (gate_up 13312 fp16) at a
-// few row counts: to tell the kernel's own time from the graph's per-node cost.
-void latency_floor_and_silu() {
+// The per-launch floor of this method (to tell a kernel's own time from the graph's
+// per-node cost).
+void latency_floor() {
   std::printf("empty kernel: %.2f us per graph node\n", time_us([](int) {
     empty_kernel<<<1, 32, 0, g_stream>>>();
     return int(cudaGetLastError());
   }, 1));
-  for (int64_t rows : {1, 32, 512, 2048}) {
-    const int64_t d = 6656;
-    const size_t bytes = rows * 2 * d * 2;
-    const int copies = copies_for(bytes);
-    Buffers x(bytes, copies), out(rows * d, 1), sc(4, 1);
-    const float one = 1.0f;
-    CHECK(cudaMemcpy(sc.p[0], &one, 4, cudaMemcpyHostToDevice));
-    const float t = time_us([&](int i) {
-      SiluOperands a{};
-      a.out = {out.p[0], d};
+}
+
+// silu_and_mul_fp8 (gate_up 2d fp16 -> fp8 d) and silu_mul (bf16 d), every block shape
+// (cuda_kernels/activation.cuh) against the default. Each shape's output is checked
+// against the default's bit for bit (the math does not depend on the shape).
+void silu(int64_t rows, int64_t d, bool fp8) {
+  char what[96];
+  std::snprintf(what, sizeof what, "%s %lldx%lld", fp8 ? "silu_and_mul_fp8 fp16" : "silu_mul bf16",
+                (long long)rows, (long long)(fp8 ? 2 * d : d));
+  if (!selected(what)) return;
+  const DType dt = fp8 ? DType::kFloat16 : DType::kBFloat16;
+  const size_t in_bytes = rows * 2 * d * 2, out_bytes = rows * d * (fp8 ? 1 : 2);
+  const int copies = copies_for(in_bytes);
+  Buffers x(in_bytes, copies), out(out_bytes, 1), sc(4, 1);
+  const float scale = 0.37f;
+  CHECK(cudaMemcpy(sc.p[0], &scale, 4, cudaMemcpyHostToDevice));
+  // fp8: gate and up interleaved per row (silu_and_mul); bf16: two separate tensors.
+  auto operands = [&](int i) {
+    SiluOperands a{};
+    a.out = {out.p[0], d};
+    if (fp8) {
       a.gate = {x.p[i], 2 * d};
       a.up = {static_cast<char*>(x.p[i]) + d * 2, 2 * d};
-      a.rows = rows, a.d = d;
-      return silu_mul_launch(DType::kFloat16, DType::kFloat8E4M3, a, static_cast<const float*>(sc.p[0]), g_stream);
-    }, copies);
-    const double floor_us = (bytes + rows * d) / g_bw * 1e6;
-    std::printf("silu_and_mul_fp8 fp16 %lldx13312: %.2f us (%3.0f%% floor %.2f us)\n", (long long)rows, t,
-                100 * floor_us / t, floor_us);
+    } else {
+      a.gate = {x.p[i], d};
+      a.up = {static_cast<char*>(x.p[i]) + rows * d * 2, d};
+    }
+    a.rows = rows, a.d = d;
+    return a;
+  };
+  auto launch = [&](int i, const SiluConfig* c) {
+    return silu_mul_launch_with(dt, fp8 ? DType::kFloat8E4M3 : dt, operands(i),
+                                fp8 ? static_cast<const float*>(sc.p[0]) : nullptr, c, g_stream);
+  };
+  auto output = [&](const SiluConfig* c) {
+    std::vector<uint8_t> o(out_bytes);
+    CHECK(cudaMemset(out.p[0], 0xFF, out_bytes));
+    if (launch(0, c) != 0) return std::vector<uint8_t>();
+    CHECK(cudaStreamSynchronize(g_stream));
+    CHECK(cudaMemcpy(o.data(), out.p[0], out_bytes, cudaMemcpyDeviceToHost));
+    return o;
+  };
+  upload(x.p[0], pattern(rows * 2 * d, 7, -6.0f, 12.0f), dt);
+  const std::vector<uint8_t> ref = output(nullptr);
+  const double floor_us = (in_bytes + out_bytes) / g_bw * 1e6;
+  const float def = time_us([&](int i) { return launch(i, nullptr); }, copies);
+  float best = def;
+  std::string best_s = "default";
+  for (int items : {1, 2, 4}) {
+    for (int threads : {32, 64, 128, 256, 512}) {
+      const SiluConfig c{threads, items};
+      const std::vector<uint8_t> o = output(&c);
+      if (o.empty()) continue;
+      const float t = time_us([&](int i) { return launch(i, &c); }, copies);
+      const std::string name = "silu t" + std::to_string(threads) + " i" + std::to_string(items);
+      std::printf("  %-28s %-22s %8.2f us  %4.0f%% floor%s\n", what, name.c_str(), t, 100 * floor_us / t,
+                  o == ref ? "" : " MISMATCH");
+      if (t > 0 && t < best) best = t, best_s = name;
+    }
   }
+  std::printf("%-30s default %8.2f us (%3.0f%% floor %.2f us); best %-22s %8.2f us (%.2fx)\n", what, def,
+              100 * floor_us / def, floor_us, best_s.c_str(), best, def / best);
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -465,11 +511,13 @@ int main(int argc, char** argv) {
   }
   g_bw = copy_bandwidth();
   std::printf("copy bandwidth (read+write): %.0f GB/s\n", g_bw / 1e9);
-  latency_floor_and_silu();
+  latency_floor();
   if (explore_only) {
     explore();
     return 0;
   }
+  for (int64_t rows : {1, 8, 32, 128, 512, 2048}) silu(rows, 6656, true);
+  for (int64_t rows : {1, 32, 512, 4096}) silu(rows, 14336, false);
   for (int64_t d : {4096, 8192, 16384}) {
     if (quick && d == 8192) continue;
     for (int64_t rows : {1, 16, 256, 4096}) rms(DType::kBFloat16, 2, rows, d, NormOut::kSame, false);

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "activation.cuh"
 #include "gpu_launchers.h"
 #include "ptx.cuh"
 #include "vec_io.cuh"
@@ -35,9 +36,11 @@ namespace {
 
 using namespace inference_kernels;
 using namespace inference_kernels::cuda;
+using inference_kernels::cuda::SiluConfig;
 using Fp8 = __nv_fp8_storage_t;
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 256;  // the default block
+constexpr int kMaxThreads = 512;   // what a forced layout may ask (tune_norms)
 constexpr int kMaxChunks = 65535;  // gridDim.y limit; more chunks loop
 
 template <typename T>
@@ -58,7 +61,7 @@ __device__ __forceinline__ float silu(float v) {
 // Out is T, or Fp8 (MUL only) for the quantised product.
 // kItems 16-byte vectors of each input a thread loads at once.
 template <typename T, typename Out, int VEC, int kItems, bool MUL>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kMaxThreads)
     silu_mul_kernel(Out* __restrict__ out, int64_t out_stride, const T* __restrict__ gate,
                     int64_t gate_stride, const T* __restrict__ up, int64_t up_stride,
                     const float* __restrict__ scale, int64_t rows, int nvec) {
@@ -126,7 +129,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <typename T, typename Out, bool MUL>
-void launch(const SiluOperands& a, const float* scale, cudaStream_t stream) {
+int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, cudaStream_t stream) {
   constexpr int kVec = 16 / sizeof(T);
   const bool vec = a.d % kVec == 0 && a.gate.stride % kVec == 0 && aligned(a.gate.ptr, 16) &&
                    (!MUL || (a.up.stride % kVec == 0 && aligned(a.up.ptr, 16))) &&
@@ -137,8 +140,10 @@ void launch(const SiluOperands& a, const float* scale, cudaStream_t stream) {
   // work then spreads over more SMs and each thread's chain of math is shorter (the
   // time is latency there, not bandwidth).
   const bool small = a.rows * nvec < int64_t{132} * kThreads * 4;
-  const int items = small ? 1 : 2;
-  const int max_tx = small ? 128 : kThreads;
+  const int items = forced ? forced->items : small ? 1 : 2;
+  const int max_tx = forced ? forced->threads : small ? 128 : kThreads;
+  if (max_tx < 32 || max_tx > kMaxThreads || max_tx % 32 || (items != 1 && items != 2 && items != 4))
+    return cudaErrorInvalidConfiguration;
   // Threads across a row: enough for the row's vectors (a warp at least); the rest
   // of the block's threads take further rows, so short rows still fill whole blocks.
   const int64_t per_row = (nvec + items - 1) / items;
@@ -154,33 +159,33 @@ void launch(const SiluOperands& a, const float* scale, cudaStream_t stream) {
                                        static_cast<const T*>(a.up.ptr), a.up.stride, scale, a.rows,
                                        static_cast<int>(nvec));
   };
-  if (vec) {
-    small ? run(silu_mul_kernel<T, Out, kVec, 1, MUL>) : run(silu_mul_kernel<T, Out, kVec, 2, MUL>);
-  } else {
-    small ? run(silu_mul_kernel<T, Out, 1, 1, MUL>) : run(silu_mul_kernel<T, Out, 1, 2, MUL>);
-  }
+  auto by_items = [&](auto vec_c) {
+    constexpr int V = decltype(vec_c)::value;
+    if (items == 1) run(silu_mul_kernel<T, Out, V, 1, MUL>);
+    else if (items == 2) run(silu_mul_kernel<T, Out, V, 2, MUL>);
+    else run(silu_mul_kernel<T, Out, V, 4, MUL>);
+  };
+  vec ? by_items(std::integral_constant<int, kVec>{}) : by_items(std::integral_constant<int, 1>{});
+  return cudaSuccess;
 }
 
 template <typename T>
-int launch_any(DType out_dtype, const SiluOperands& a, const float* scale, cudaStream_t stream) {
+int launch_any(DType out_dtype, const SiluOperands& a, const float* scale, const SiluConfig* forced,
+               cudaStream_t stream) {
   const bool mul = a.up.ptr != nullptr;
   if (out_dtype == DType::kFloat8E4M3) {
     if (!mul || !scale) return cudaErrorInvalidValue;  // fp8 only for the product, with a scale
-    launch<T, Fp8, true>(a, scale, stream);
-  } else if (mul) {
-    launch<T, T, true>(a, nullptr, stream);
-  } else {
-    launch<T, T, false>(a, nullptr, stream);
+    return launch<T, Fp8, true>(a, scale, forced, stream);
   }
-  return cudaSuccess;
+  return mul ? launch<T, T, true>(a, nullptr, forced, stream) : launch<T, T, false>(a, nullptr, forced, stream);
 }
 
 }  // namespace
 
 namespace inference_kernels {
 
-int silu_mul_launch(DType dtype, DType out_dtype, const SiluOperands& a, const float* scale,
-                    void* stream) {
+int silu_mul_launch_with(DType dtype, DType out_dtype, const SiluOperands& a, const float* scale,
+                         const cuda::SiluConfig* forced, void* stream) {
   if (a.rows <= 0 || a.d <= 0) return cudaSuccess;
   if (out_dtype != dtype && out_dtype != DType::kFloat8E4M3) return cudaErrorInvalidValue;
   // Rows go on the grid's x (up to 2^31 - 1 blocks), a row's vectors are int-indexed.
@@ -188,12 +193,17 @@ int silu_mul_launch(DType dtype, DType out_dtype, const SiluOperands& a, const f
   const auto s = static_cast<cudaStream_t>(stream);
   int err = cudaErrorInvalidValue;
   switch (dtype) {
-    case DType::kFloat32: err = launch_any<float>(out_dtype, a, scale, s); break;
-    case DType::kFloat16: err = launch_any<__half>(out_dtype, a, scale, s); break;
-    case DType::kBFloat16: err = launch_any<__nv_bfloat16>(out_dtype, a, scale, s); break;
+    case DType::kFloat32: err = launch_any<float>(out_dtype, a, scale, forced, s); break;
+    case DType::kFloat16: err = launch_any<__half>(out_dtype, a, scale, forced, s); break;
+    case DType::kBFloat16: err = launch_any<__nv_bfloat16>(out_dtype, a, scale, forced, s); break;
     case DType::kFloat8E4M3: break;  // not an input dtype
   }
   return err != cudaSuccess ? err : cudaGetLastError();
+}
+
+int silu_mul_launch(DType dtype, DType out_dtype, const SiluOperands& a, const float* scale,
+                    void* stream) {
+  return silu_mul_launch_with(dtype, out_dtype, a, scale, nullptr, stream);
 }
 
 }  // namespace inference_kernels

@@ -43,6 +43,9 @@
 #   s6f   : every CUDA test case, on the final code of the sixth session
 #   tune_piped: the layout sweep (no package build) with RMSNorm's piped layouts, on the
 #           many-row norm shapes of issues 3 and 5
+#   s7a   : EXPERIMENT (branch exp7): the SwiGLU block-shape sweep and the lean RMSNorm
+#           layouts (tune_norms), then Nsight Compute of silu_and_mul_fp8 at one row, ours
+#           vs torch.compile (ncu_silu.txt)
 #   tune_ln: the layout sweep (no package build) on the LayerNorm shapes of issue 5
 #   norms_explore: why Triton leads at decode sizes: kernels per call and their device time,
 #           ours vs torch.compile vs Liger (benchmarks/profile_latency.py); Nsight Compute of
@@ -195,6 +198,23 @@ probe_compile() {
   done
   grep -E "^---|^  [^ ].*\(|Duration|DRAM Throughput|Memory Throughput|L2 Hit|L1/TEX Hit|Mem Busy|Max Bandwidth|Registers Per|Block Size|Grid Size|Achieved Occ|Theoretical Occ|Dynamic Shared|Waves Per SM|Warp Cycles Per Issued" \
     "$OUT/ncu_probe.txt" | head -120
+}
+# Why torch.compile's silu_and_mul_fp8 leads at one row: Nsight Compute of both kernels
+# (duration, cycles, warp states, the stalls per SASS line of ours).
+probe_silu() {
+  step "silu_and_mul_fp8 at 1 x 13312: Nsight Compute, ours vs torch.compile"
+  export PATH="$PATH:/usr/local/cuda/bin"
+  local impl
+  for impl in ours compile; do
+    echo "--- silu_and_mul_fp8:1x13312 $impl" | tee -a "$OUT/ncu_silu.txt"
+    timeout 90 ncu --clock-control none --profile-from-start off --launch-count 3 --section SpeedOfLight \
+      --section LaunchStats --section Occupancy --section WarpStateStats --section SchedulerStats \
+      --section InstructionStats --section SourceCounters --print-details all \
+      python3 benchmarks/profile_latency.py --ncu-driver --points silu_and_mul_fp8:1x13312 --impls $impl 2>&1 \
+      | grep -vE "^==PROF==|^\s*$" >> "$OUT/ncu_silu.txt"
+  done
+  grep -E "^---|^  [^ ].*\(|Duration|Elapsed Cycles|SM Active Cycles|Registers Per|Block Size|Grid Size|Warp Cycles Per Issued|Executed Instructions |Stall|stall" \
+    "$OUT/ncu_silu.txt" | head -150
 }
 tests_norms() {
   step "norm and activation tests"
@@ -386,6 +406,14 @@ fi
 if [ "$MODE" = tune_piped ]; then
   TUNE_TIMEOUT=540 tune --only "rms bf16 4096x4096,rms bf16 4096x8192,rms bf16 4096x16384,rms bf16 256x8192,rms bf16 256x16384,rms+add bf16 4096x4096,rms+add+fp8 fp16 128x16384,rms+add+fp8 fp16 512x16384,rms+add+fp8 fp16 2048x16384,rms+add+fp8dyn fp16 2048x16384,layer_norm fp16 4096x4096,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 8192x5120,layer_norm fp16 4096x8192"
   grep -E "piped|MISMATCH" "$OUT/tune_norms.log" | sort -k1,3 -s | head -150; echo "session status $status"; exit $status
+fi
+if [ "$MODE" = s7a ]; then  # EXPERIMENT (branch exp7)
+  tune_build_bg; build
+  wait "$TUNE_PID" || { tail -5 "$OUT/tune_build.log"; exit 1; }
+  TUNE_TIMEOUT=330 timeout 340 /tmp/tune_norms --only "silu_and_mul_fp8 fp16 1x13312,silu_and_mul_fp8 fp16 8x13312,silu_and_mul_fp8 fp16 32x13312,silu_and_mul_fp8 fp16 128x13312,silu_and_mul_fp8 fp16 512x13312,silu_and_mul_fp8 fp16 2048x13312,silu_mul bf16 1x14336,silu_mul bf16 512x14336,silu_mul bf16 4096x14336,rms bf16 4096x4096,rms bf16 4096x8192,rms bf16 4096x16384,rms bf16 256x8192,rms bf16 256x16384" > "$OUT/tune_norms.log" 2>&1 || status=1
+  grep -E "^[^ ]|lean|MISMATCH" "$OUT/tune_norms.log" | head -120
+  probe_silu
+  echo "session status $status"; exit $status
 fi
 if [ "$MODE" = tune_ln ]; then
   tune --only "layer_norm fp16 8192x5120,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 4096x4096,layer_norm fp16 4096x8192"

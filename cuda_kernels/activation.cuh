@@ -1,0 +1,19 @@
+// The SwiGLU launcher with an explicit block shape, for the tuning program
+// (benchmarks/tune_norms.cu); the package calls silu_mul_launch (gpu_launchers.h).
+#pragma once
+
+#include "gpu_launchers.h"
+
+namespace inference_kernels {
+namespace cuda {
+// threads: a block's threads (32..512, whole warps), spread over a row and then over
+// further rows; items: 16-byte vectors of each input a thread loads at once (1, 2, 4).
+struct SiluConfig {
+  int threads, items;
+};
+}  // namespace cuda
+
+// forced == nullptr: the default shape.
+int silu_mul_launch_with(DType dtype, DType out_dtype, const SiluOperands& a, const float* scale,
+                         const cuda::SiluConfig* forced, void* stream);
+}  // namespace inference_kernels
