@@ -452,13 +452,13 @@ void silu(int64_t rows, int64_t d, bool fp8) {
   const float def = time_us([&](int i) { return launch(i, nullptr); }, copies);
   float best = def;
   std::string best_s = "default";
-  for (int items : {1, 2, 4}) {
-    for (int threads : {32, 64, 128, 256, 512}) {
-      const SiluConfig c{threads, items};
+  for (int vec_bytes : {4, 8, 16}) {
+    for (int threads : {64, 128, 256, 512}) {
+      const SiluConfig c{threads, vec_bytes};
       const std::vector<uint8_t> o = output(&c);
       if (o.empty()) continue;
       const float t = time_us([&](int i) { return launch(i, &c); }, copies);
-      const std::string name = "silu t" + std::to_string(threads) + " i" + std::to_string(items);
+      const std::string name = "silu t" + std::to_string(threads) + " v" + std::to_string(vec_bytes);
       std::printf("  %-28s %-22s %8.2f us  %4.0f%% floor%s\n", what, name.c_str(), t, 100 * floor_us / t,
                   o == ref ? "" : " MISMATCH");
       if (t > 0 && t < best) best = t, best_s = name;
@@ -516,8 +516,8 @@ int main(int argc, char** argv) {
     explore();
     return 0;
   }
-  for (int64_t rows : {1, 8, 32, 128, 512, 2048}) silu(rows, 6656, true);
-  for (int64_t rows : {1, 32, 512, 4096}) silu(rows, 14336, false);
+  for (int64_t rows : {1, 8, 16, 32, 64, 128, 512, 2048}) silu(rows, 6656, true);
+  for (int64_t rows : {1, 8, 32, 128, 512, 4096}) silu(rows, 14336, false);
   for (int64_t d : {4096, 8192, 16384}) {
     if (quick && d == 8192) continue;
     for (int64_t rows : {1, 16, 256, 4096}) rms(DType::kBFloat16, 2, rows, d, NormOut::kSame, false);

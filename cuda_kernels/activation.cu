@@ -1,20 +1,18 @@
 // silu, and SwiGLU (silu(gate) * up, optionally quantised to fp8) on NVIDIA GPUs
 // (torch-free; see activation_torch.cpp for the tensor checks).
 //
-// Element-wise. A block covers `ty` rows and `tx * kItems` vectors of each (a 2-D
-// grid: rows on x, column chunks on y), so no thread divides to find its row, and
-// each thread issues all kItems 16-byte loads of both inputs before it computes:
-// 64 bytes in flight a thread (kItems 2) keep HBM busy with fewer threads; decode
-// sizes take one vector a thread over smaller blocks instead. When every row of
-// every operand is aligned to its vector and d is a multiple of the vector width,
-// a thread moves 16 bytes of each input per item; any other layout takes the
+// Element-wise. A block covers `ty` rows and `tx` vectors of each (a 2-D grid: rows on
+// x, column chunks on y), so no thread divides to find its row, and each thread issues
+// the loads of both inputs before it computes. When every row of every operand is
+// aligned to the vector and d is a multiple of its width, a thread moves one 4- to
+// 16-byte vector of each input (launch picks the width); any other layout takes the
 // one-element path, so every size and stride the checks accept is handled. The
 // checks refuse an out that overlaps an input, so inputs are const __restrict__.
 //
 // Rounding matches the CPU backend, HF's LlamaMLP and vLLM (see
 // cpu_kernels/activation.cpp): s = round(silu(float(gate))), y = round(float(s) *
 // float(up)). For fp16/bf16, silu(v) = v * rcp(1 + exp(-v)) with the hardware
-// exp2 and a correctly rounded reciprocal: relative error ~2^-21 in fp32, far below
+// exp2 and reciprocal (each within ~2 ulps of fp32): relative error ~2^-21, far below
 // the dtype's 2^-8..2^-11 rounding, so s is torch's on all but ~0.1% of elements
 // (one ulp off there). torch's accurate expf and IEEE division cost ~30 instructions
 // an element, which made the fp8 kernel issue-bound (12 us of instructions against
@@ -39,28 +37,38 @@ using namespace inference_kernels::cuda;
 using inference_kernels::cuda::SiluConfig;
 using Fp8 = __nv_fp8_storage_t;
 
-constexpr int kThreads = 256;  // the default block
-constexpr int kMaxThreads = 512;   // what a forced layout may ask (tune_norms)
+constexpr int kThreads = 128;      // the default block (BENCHMARKS.md, seventh session)
+constexpr int kMaxThreads = 512;   // what a forced shape may ask (tune_norms)
 constexpr int kMaxChunks = 65535;  // gridDim.y limit; more chunks loop
+// Inputs of at most this many bytes take 4-byte vectors (launch says why).
+constexpr int64_t kSmallBytes = int64_t{1} << 19;
 
 template <typename T>
 __device__ __forceinline__ float silu(float v) {
   if constexpr (std::is_same_v<T, float>) {
     return v / (1.0f + expf(-v));  // torch's own formula and accuracy
   } else {
-    // Past v = -88.7 exp(-v) overflows to inf and the result is -0, as torch's; the
-    // reciprocal keeps subnormal results (no .ftz), so the range just above that
-    // (1 + exp(-v) > 2^126) stays a normal bf16 as torch's division gives.
-    float r;
-    asm("rcp.approx.f32 %0, %1;" : "=f"(r) : "f"(1.0f + __expf(-v)));
+    // exp(-v) with ex2.approx.ftz: a flushed (subnormal) exp leaves 1 + exp(-v) = 1
+    // and a flushed argument gives exp = 1, as unflushed ones would: no fix-ups needed.
+    // Past v = -88.7 exp(-v) overflows to inf and the result is -0, as torch's. bf16
+    // keeps subnormal reciprocals (no .ftz), so the range just above that (1 + exp(-v)
+    // > 2^126) stays a normal bf16 as torch's division gives; in fp16 those results
+    // round to -0 anyway, so fp16 flushes and skips the fix-up.
+    float e, r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(v * -1.4426950408889634f));
+    if constexpr (std::is_same_v<T, __half>) {
+      asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.0f + e));
+    } else {
+      asm("rcp.approx.f32 %0, %1;" : "=f"(r) : "f"(1.0f + e));
+    }
     return v * r;
   }
 }
 
 // MUL: out <- round(round(silu(gate)) * up); otherwise out <- round(silu(gate)).
-// Out is T, or Fp8 (MUL only) for the quantised product.
-// kItems 16-byte vectors of each input a thread loads at once.
-template <typename T, typename Out, int VEC, int kItems, bool MUL>
+// Out is T, or Fp8 (MUL only) for the quantised product. A thread takes one VEC-element
+// vector of each input (VEC = 1: any layout).
+template <typename T, typename Out, int VEC, bool MUL>
 __global__ void __launch_bounds__(kMaxThreads)
     silu_mul_kernel(Out* __restrict__ out, int64_t out_stride, const T* __restrict__ gate,
                     int64_t gate_stride, const T* __restrict__ up, int64_t up_stride,
@@ -79,78 +87,70 @@ __global__ void __launch_bounds__(kMaxThreads)
   const In* g = reinterpret_cast<const In*>(gate + r * gate_stride);
   const In* u = reinterpret_cast<const In*>(MUL ? up + r * up_stride : gate);
   O* o = reinterpret_cast<O*>(out + r * out_stride);
-  const int chunk = blockDim.x * kItems;
-  for (int c0 = blockIdx.y * chunk + threadIdx.x; c0 < nvec; c0 += gridDim.y * chunk) {
-    In gv[kItems], uv[kItems];
-#pragma unroll
-    for (int k = 0; k < kItems; ++k) {
-      const int c = c0 + k * blockDim.x;
-      if (c < nvec) {
-        gv[k] = ld_ordered(g + c);
-        if constexpr (MUL) uv[k] = ld_ordered(u + c);
-      }
-    }
+  for (int c = blockIdx.y * blockDim.x + threadIdx.x; c < nvec; c += gridDim.y * blockDim.x) {
+    const In gv = ld_ordered(g + c);
+    In uv;
+    if constexpr (MUL) uv = ld_ordered(u + c);
     // After the loads: the correctly rounded reciprocal has a slow-path call.
     const float inv_scale = kFp8 ? __frcp_rn(after_loads(scale_in)) : 1.0f;
+    O y;
+    if constexpr (kFp8) {
+      // Two at a time: one cvt.rn.satfinite.e4m3x2 a pair. satfinite saturates to
+      // +-448 and keeps NaN, the semantics clamp_fp8 gives the other backends.
 #pragma unroll
-    for (int k = 0; k < kItems; ++k) {
-      const int c = c0 + k * blockDim.x;
-      if (c >= nvec) break;
-      O y;
-      if constexpr (kFp8) {
-        // Two at a time: one cvt.rn.satfinite.e4m3x2 a pair. satfinite saturates to
-        // +-448 and keeps NaN, the semantics clamp_fp8 gives the other backends.
-#pragma unroll
-        for (int j = 0; j < VEC; j += 2) {
-          float2 q;
-          q.x = to_float(from_float<T>(to_float(from_float<T>(silu<T>(to_float(gv[k].v[j])))) *
-                                       to_float(uv[k].v[j]))) * inv_scale;
-          if constexpr (VEC > 1) {
-            q.y = to_float(from_float<T>(to_float(from_float<T>(silu<T>(to_float(gv[k].v[j + 1])))) *
-                                         to_float(uv[k].v[j + 1]))) * inv_scale;
-            const __nv_fp8x2_storage_t p = __nv_cvt_float2_to_fp8x2(q, __NV_SATFINITE, __NV_E4M3);
-            y.v[j] = static_cast<Fp8>(p & 0xFF);
-            y.v[j + 1] = static_cast<Fp8>(p >> 8);
-          } else {
-            y.v[j] = __nv_cvt_float_to_fp8(q.x, __NV_SATFINITE, __NV_E4M3);
-          }
-        }
-      } else {
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          float v = silu<T>(to_float(gv[k].v[j]));
-          if constexpr (MUL) v = to_float(from_float<T>(v)) * to_float(uv[k].v[j]);
-          y.v[j] = from_float<T>(v);
+      for (int j = 0; j < VEC; j += 2) {
+        float2 q;
+        q.x = to_float(from_float<T>(to_float(from_float<T>(silu<T>(to_float(gv.v[j])))) *
+                                     to_float(uv.v[j]))) * inv_scale;
+        if constexpr (VEC > 1) {
+          q.y = to_float(from_float<T>(to_float(from_float<T>(silu<T>(to_float(gv.v[j + 1])))) *
+                                       to_float(uv.v[j + 1]))) * inv_scale;
+          const __nv_fp8x2_storage_t p = __nv_cvt_float2_to_fp8x2(q, __NV_SATFINITE, __NV_E4M3);
+          y.v[j] = static_cast<Fp8>(p & 0xFF);
+          y.v[j + 1] = static_cast<Fp8>(p >> 8);
+        } else {
+          y.v[j] = __nv_cvt_float_to_fp8(q.x, __NV_SATFINITE, __NV_E4M3);
         }
       }
-      o[c] = y;
+    } else {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        float v = silu<T>(to_float(gv.v[j]));
+        if constexpr (MUL) v = to_float(from_float<T>(v)) * to_float(uv.v[j]);
+        y.v[j] = from_float<T>(v);
+      }
     }
+    o[c] = y;
   }
 }
 
 template <typename T, typename Out, bool MUL>
 int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, cudaStream_t stream) {
-  constexpr int kVec = 16 / sizeof(T);
-  const bool vec = a.d % kVec == 0 && a.gate.stride % kVec == 0 && aligned(a.gate.ptr, 16) &&
-                   (!MUL || (a.up.stride % kVec == 0 && aligned(a.up.ptr, 16))) &&
-                   a.out.stride % kVec == 0 && aligned(a.out.ptr, sizeof(Pack<Out, kVec>));
-  const int64_t nvec = vec ? a.d / kVec : a.d;
-  // Two vectors a thread when there is work for every SM many times over; for
-  // decode-sized inputs one, over blocks of at most 128 threads across a row: the
-  // work then spreads over more SMs and each thread's chain of math is shorter (the
-  // time is latency there, not bandwidth).
-  const bool small = a.rows * nvec < int64_t{132} * kThreads * 4;
-  const int items = forced ? forced->items : small ? 1 : 2;
-  const int max_tx = forced ? forced->threads : small ? 128 : kThreads;
-  if (max_tx < 32 || max_tx > kMaxThreads || max_tx % 32 || (items != 1 && items != 2 && items != 4))
+  // A thread's work is one vector of each input, and the kernel is one memory latency
+  // plus a thread's chain of math: at decode sizes few blocks run, each thread's
+  // elements in a row, so 16-byte vectors (8 elements of fp16) made that chain the
+  // kernel's length; 4-byte vectors spread the row over 4x the threads and SMs
+  // (Triton's shape there). Past a few hundred KB, 16-byte vectors; 128 threads a block
+  // measured best or within 2% of it at every size (tune_norms, BENCHMARKS.md).
+  const int64_t in_bytes = a.rows * a.d * int64_t(sizeof(T)) * (MUL ? 2 : 1);
+  int vec_bytes = forced ? forced->vec_bytes : in_bytes <= kSmallBytes ? 4 : 16;
+  const int threads = forced ? forced->threads : kThreads;
+  if (threads < 32 || threads > kMaxThreads || threads % 32 ||
+      (vec_bytes != 4 && vec_bytes != 8 && vec_bytes != 16))
     return cudaErrorInvalidConfiguration;
+  vec_bytes = std::max<int>(vec_bytes, sizeof(T));
+  const int64_t vec = vec_bytes / int64_t(sizeof(T));
+  const int64_t out_bytes = vec * int64_t(sizeof(Out));
+  const bool fits = a.d % vec == 0 && a.gate.stride % vec == 0 && aligned(a.gate.ptr, vec_bytes) &&
+                    (!MUL || (a.up.stride % vec == 0 && aligned(a.up.ptr, vec_bytes))) &&
+                    a.out.stride % vec == 0 && aligned(a.out.ptr, out_bytes);
+  const int width = fits ? static_cast<int>(vec) : 1;  // any other layout: one element
+  const int64_t nvec = a.d / width;
   // Threads across a row: enough for the row's vectors (a warp at least); the rest
   // of the block's threads take further rows, so short rows still fill whole blocks.
-  const int64_t per_row = (nvec + items - 1) / items;
-  const int tx = static_cast<int>(std::min<int64_t>(max_tx, (per_row + 31) / 32 * 32));
-  const int ty = std::max(1, max_tx / tx);
-  const int64_t chunks = std::min<int64_t>((nvec + int64_t(tx) * items - 1) / (int64_t(tx) * items),
-                                           kMaxChunks);
+  const int tx = static_cast<int>(std::min<int64_t>(threads, (nvec + 31) / 32 * 32));
+  const int ty = std::max(1, threads / tx);
+  const int64_t chunks = std::min<int64_t>((nvec + tx - 1) / tx, kMaxChunks);
   const dim3 grid(static_cast<unsigned>((a.rows + ty - 1) / ty), static_cast<unsigned>(chunks));
   const dim3 block(tx, ty);
   auto run = [&](auto kernel) {
@@ -159,13 +159,11 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
                                        static_cast<const T*>(a.up.ptr), a.up.stride, scale, a.rows,
                                        static_cast<int>(nvec));
   };
-  auto by_items = [&](auto vec_c) {
-    constexpr int V = decltype(vec_c)::value;
-    if (items == 1) run(silu_mul_kernel<T, Out, V, 1, MUL>);
-    else if (items == 2) run(silu_mul_kernel<T, Out, V, 2, MUL>);
-    else run(silu_mul_kernel<T, Out, V, 4, MUL>);
-  };
-  vec ? by_items(std::integral_constant<int, kVec>{}) : by_items(std::integral_constant<int, 1>{});
+  constexpr int k16 = 16 / sizeof(T), k8 = 8 / sizeof(T), k4 = 4 / sizeof(T);
+  if (width == k16) run(silu_mul_kernel<T, Out, k16, MUL>);
+  else if (width == k8) run(silu_mul_kernel<T, Out, k8, MUL>);
+  else if (width == k4) run(silu_mul_kernel<T, Out, k4, MUL>);
+  else run(silu_mul_kernel<T, Out, 1, MUL>);
   return cudaSuccess;
 }
 

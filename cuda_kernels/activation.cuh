@@ -7,9 +7,9 @@
 namespace inference_kernels {
 namespace cuda {
 // threads: a block's threads (32..512, whole warps), spread over a row and then over
-// further rows; items: 16-byte vectors of each input a thread loads at once (1, 2, 4).
+// further rows; vec_bytes: the vector a thread loads of each input (4, 8 or 16 bytes).
 struct SiluConfig {
-  int threads, items;
+  int threads, vec_bytes;
 };
 }  // namespace cuda
 
