@@ -46,6 +46,9 @@
 #   s7a   : EXPERIMENT (branch exp7): the SwiGLU block-shape sweep and the lean RMSNorm
 #           layouts (tune_norms), then Nsight Compute of silu_and_mul_fp8 at one row, ours
 #           vs torch.compile (ncu_silu.txt)
+#   s7b   : EXPERIMENT (branch s7): the SwiGLU sweep over block size x vector width,
+#           activation and k-quant tests, the quick Q4_K benchmark with the shared-x shape
+#           (IK_Q4K_XS=1, and fp16 x) and without it (IK_Q4K_XS=0), the quick SwiGLU benchmark
 #   tune_ln: the layout sweep (no package build) on the LayerNorm shapes of issue 5
 #   norms_explore: why Triton leads at decode sizes: kernels per call and their device time,
 #           ours vs torch.compile vs Liger (benchmarks/profile_latency.py); Nsight Compute of
@@ -413,6 +416,21 @@ if [ "$MODE" = s7a ]; then  # EXPERIMENT (branch exp7)
   TUNE_TIMEOUT=330 timeout 340 /tmp/tune_norms --only "silu_and_mul_fp8 fp16 1x13312,silu_and_mul_fp8 fp16 8x13312,silu_and_mul_fp8 fp16 32x13312,silu_and_mul_fp8 fp16 128x13312,silu_and_mul_fp8 fp16 512x13312,silu_and_mul_fp8 fp16 2048x13312,silu_mul bf16 1x14336,silu_mul bf16 512x14336,silu_mul bf16 4096x14336,rms bf16 4096x4096,rms bf16 4096x8192,rms bf16 4096x16384,rms bf16 256x8192,rms bf16 256x16384" > "$OUT/tune_norms.log" 2>&1 || status=1
   grep -E "^[^ ]|lean|MISMATCH" "$OUT/tune_norms.log" | head -120
   probe_silu
+  echo "session status $status"; exit $status
+fi
+if [ "$MODE" = s7b ]; then  # EXPERIMENT (branch s7)
+  tune_build_bg; build
+  wait "$TUNE_PID" || { tail -5 "$OUT/tune_build.log"; exit 1; }
+  step "SwiGLU sweep"
+  timeout 150 /tmp/tune_norms --only "silu_and_mul_fp8 fp16 1x13312,silu_and_mul_fp8 fp16 8x13312,silu_and_mul_fp8 fp16 16x13312,silu_and_mul_fp8 fp16 32x13312,silu_and_mul_fp8 fp16 64x13312,silu_and_mul_fp8 fp16 128x13312,silu_and_mul_fp8 fp16 512x13312,silu_and_mul_fp8 fp16 2048x13312,silu_mul bf16 1x14336,silu_mul bf16 8x14336,silu_mul bf16 32x14336,silu_mul bf16 128x14336,silu_mul bf16 512x14336,silu_mul bf16 4096x14336" > "$OUT/tune_norms.log" 2>&1 || status=1
+  grep -E "^[^ ]|MISMATCH" "$OUT/tune_norms.log" | head -40; pack
+  step "activation tests"
+  python3 -m pytest tests/test_activation.py -q -rfE -p no:cacheprovider 2>&1 | tee "$OUT/pytest_activation.log" | tail -6
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  tests_q4k; pack
+  IK_Q4K_XS=0 bench_q4k --quick --name bench_q4k_base; bench_q4k --quick --name bench_q4k_xs; pack
+  bench_q4k --quick --dtype fp16 --formats Q4_K --name bench_q4k_xs_fp16; pack
+  bench_swiglu --quick
   echo "session status $status"; exit $status
 fi
 if [ "$MODE" = tune_ln ]; then
