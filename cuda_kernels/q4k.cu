@@ -54,7 +54,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 
 #include "ggml_blocks.h"
@@ -175,29 +174,6 @@ __device__ __forceinline__ void split3(float x0, float x1, uint32_t& h, uint32_t
   l = *reinterpret_cast<uint32_t*>(&p);
 }
 
-// An element of the CTA's shared copy of x (16-bit x) as a 32-bit shared-window address:
-// one register where a generic pointer takes two.
-template <typename T>
-struct SharedX {
-  uint32_t addr;
-  __device__ __forceinline__ SharedX operator+(int64_t e) const { return {addr + uint32_t(e * sizeof(T))}; }
-  __device__ __forceinline__ SharedX& operator+=(int64_t e) { return *this = *this + e; }
-};
-
-// N = 4 or 8 elements of the shared copy (8- or 16-byte aligned). Not volatile: the
-// compiler may schedule these as any load.
-template <typename T, int N>
-__device__ __forceinline__ XPairs<T, N> load_x(SharedX<T> p) {
-  XPairs<T, N> r;
-  if constexpr (N == 8) {
-    asm("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(r.v[0][0]), "=r"(r.v[0][1]), "=r"(r.v[0][2]), "=r"(r.v[0][3]) : "r"(p.addr));
-  } else {
-    asm("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(r.v[0][0]), "=r"(r.v[0][1]) : "r"(p.addr));
-  }
-  return r;
-}
-
 // N = 4 or 8 elements at p (8- or 16-byte aligned).
 template <typename T, int N>
 __device__ __forceinline__ XPairs<T, N> load_x(const T* p) {
@@ -264,13 +240,12 @@ struct Lane {
 };
 
 // a_lane: where in a block lane t's A bytes start (row_g and row_h point there).
-__device__ __forceinline__ Lane lane_rows(const KQuantGemvParams& p, int64_t row_bytes, int a_lane,
-                                          int64_t tile) {
+__device__ __forceinline__ Lane lane_rows(const KQuantGemvParams& p, int64_t row_bytes, int a_lane) {
   Lane l;
   l.lane = threadIdx.x & 31;
   l.g = l.lane >> 2;
   l.t = l.lane & 3;
-  const int64_t row0 = tile * kTile;
+  const int64_t row0 = int64_t(blockIdx.x) * kTile;
   const auto* q = static_cast<const uint8_t*>(p.q);
   const auto row = [&](int64_t r) { return q + std::min(r, p.n - 1) * row_bytes; };
   l.row_g = row(row0 + l.g) + a_lane;
@@ -380,9 +355,9 @@ __device__ __forceinline__ void q4k_pairs(uint32_t v, uint32_t (&lo)[2], uint32_
 
 // One block (its scales already in the table). U: chunks unrolled (a staged block
 // can be read a chunk at a time; registers hold all of it anyway).
-template <typename T, int U, typename Src, typename X>
+template <typename T, int U, typename Src>
 __device__ __forceinline__ void q4k_block(const Lane& l, const Src& src, const float* table,
-                                          X x, float (&acc)[4]) {
+                                          const T* x, float (&acc)[4]) {
 #pragma unroll U
   for (int c = 0; c < 4; ++c) {
     // Sub-blocks 2c (low nibbles, x at 64c + 8t) and 2c + 1 (high, x at 64c + 32 + 8t).
@@ -489,9 +464,9 @@ __device__ __forceinline__ void q6k_pairs(const Q6KRow& r, int n, int j, int h, 
   a[1] = level_pair<T>(q, 1);
 }
 
-template <typename T, typename X>
+template <typename T>
 __device__ __forceinline__ void q6k_block(const Lane& l, const Q6KRaw& r, const float* table,
-                                          X x, float (&acc)[4]) {
+                                          const T* x, float (&acc)[4]) {
   // weight = ds (q - 32): sum w x = ds (S - (offset + 32) X).
   constexpr float kShift = Operand<T>::kOffset + 32.0f;
 #pragma unroll
@@ -527,9 +502,8 @@ constexpr int kWarpSmem = (S > 0 ? S * kStageBytes : kPartialBytes) + kTableByte
 
 // One block: its scales into the warp's table, then its MMAs. Src: the block's bytes
 // (Q4KRaw, Q6KRaw: registers; const uint8_t*: a Q4_K stage).
-// X: const T* (x in global memory) or SharedX<T> (the CTA's copy).
-template <typename T, KQuant F, int U, typename Src, typename X>
-__device__ __forceinline__ void compute(const Lane& l, const Src& src, float* table, X x,
+template <typename T, KQuant F, int U, typename Src>
+__device__ __forceinline__ void compute(const Lane& l, const Src& src, float* table, const T* x,
                                         float (&acc)[4]) {
   if constexpr (F == KQuant::kQ4K) {
     q4k_scales<T>(l, q4k_head(l, src), table);
@@ -552,51 +526,29 @@ __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* ta
 //   which holds no registers in flight. Best when each warp streams a whole row range
 //   (the 128256-row head: 146 us against 197 us). Q6_K's 210-byte blocks are only
 //   2-byte aligned: no 16-byte copies, so Q6_K is direct only.
-// XS (direct, 16-bit x): the CTA holds `tiles` tiles of kw warps each and first copies
-// all of x into shared memory, so a block's activations are a shared-memory load away
-// instead of an L2 round trip on every block (Nsight Compute put 29% of the stalls
-// there), and the tiles of a CTA read x from L2 once. Otherwise a CTA is one tile and
-// its warps, and x is read through L1.
 // MINB: blocks per SM asked of ptxas; U: Q4_K chunks unrolled.
-constexpr int kXsPad = 32;  // elements past each row of the shared x: rows g, g + 1 in different banks
-constexpr int kXsMaxWarps = 16;  // 512 threads of 128 registers: the register file
-
-template <typename T, KQuant F, int MINB, int S, int U, bool XS>
-__global__ void __launch_bounds__(XS ? kXsMaxWarps * 32 : kMaxWarps * 32, MINB)
-    kquant_gemv_kernel(const KQuantGemvParams p, int tiles, int kw) {
+template <typename T, KQuant F, int MINB, int S, int U>
+__global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const KQuantGemvParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int64_t kBytes = F == KQuant::kQ4K ? sizeof(BlockQ4K) : sizeof(BlockQ6K);
   const int64_t nb = p.k / kQK;
-  const int warp = threadIdx.x >> 5;
-  // XS: tile `local` of the CTA, K range `split`; otherwise the CTA's one tile.
-  const int local = XS ? warp / kw : 0, split = XS ? warp % kw : warp;
-  if constexpr (!XS) kw = blockDim.x >> 5;
-  const int64_t tile = int64_t(blockIdx.x) * tiles + local;
-  const int64_t n_tiles = (p.n + kTile - 1) / kTile;
-  Lane l = lane_rows(p, nb * kBytes, F == KQuant::kQ4K ? 16 + 8 * (threadIdx.x & 3) : 4 * (threadIdx.x & 3),
-                     XS ? std::min(tile, n_tiles - 1) : tile);
+  Lane l = lane_rows(p, nb * kBytes, F == KQuant::kQ4K ? 16 + 8 * (threadIdx.x & 3) : 4 * (threadIdx.x & 3));
+  const int warp = threadIdx.x >> 5, kw = blockDim.x >> 5;
   uint8_t* region = smem + warp * kWarpSmem<S>;
   float* table = reinterpret_cast<float*>(region + kWarpSmem<S> - kTableBytes);
   // Lane t's activation elements start at 8t (Q4_K) or 4t (Q6_K) of each range. B
   // columns past m read the last row again: a column only reaches its own outputs,
   // which are not stored.
-  const int64_t xrow = std::min<int64_t>(l.g, p.m - 1), xcol = (F == KQuant::kQ4K ? 8 : 4) * l.t;
-  uint8_t* const xs = smem + (blockDim.x >> 5) * kWarpSmem<S>;  // XS: the copy of x
-  auto x = [&] {
-    if constexpr (XS) {
-      return SharedX<T>{inference_kernels::cuda::smem_addr(xs)} + (xrow * (p.k + kXsPad) + xcol);
-    } else {
-      return static_cast<const T*>(p.x) + xrow * p.x_stride + xcol;
-    }
-  }();
+  const T* x = static_cast<const T*>(p.x) + std::min<int64_t>(l.g, p.m - 1) * p.x_stride +
+               (F == KQuant::kQ4K ? 8 : 4) * l.t;
 
   float acc[4] = {};
-  int64_t b = split * nb / kw;
-  const int64_t end = !XS || tile < n_tiles ? (split + 1) * nb / kw : b;  // a tail CTA's spare warps idle
+  int64_t b = warp * nb / kw;
+  const int64_t end = (warp + 1) * nb / kw;
   l.advance(b * kBytes);
   x += b * kQK;
   if constexpr (S > 0) {
-    static_assert(F == KQuant::kQ4K && !XS, "only Q4_K blocks can be staged");
+    static_assert(F == KQuant::kQ4K, "only Q4_K blocks can be staged");
     const int n = int(end - b);
     // One commit per block, empty past the end, so the wait below always leaves the
     // newest S - 1 groups in flight and has block i's bytes in place.
@@ -626,7 +578,7 @@ __global__ void __launch_bounds__(XS ? kXsMaxWarps * 32 : kMaxWarps * 32, MINB)
       rd = rd == last ? region : rd + kStageBytes;
       x += kQK;
     }
-  } else {
+  } else if (b < end) {
     using Raw = std::conditional_t<F == KQuant::kQ4K, Q4KRaw, Q6KRaw>;
     const auto load = [](const Lane& l) {
       if constexpr (F == KQuant::kQ4K) {
@@ -635,33 +587,16 @@ __global__ void __launch_bounds__(XS ? kXsMaxWarps * 32 : kMaxWarps * 32, MINB)
         return q6k_load(l);
       }
     };
-    Raw cur;
-    if constexpr (XS) {
-      if (b < end) cur = load(l);
-      // x's rows into shared memory (rows 16-byte aligned: the launcher's contract),
-      // while the first block's weights are on the way.
-      const int row16 = int(p.k * int64_t(sizeof(T)) / 16);  // xs_shape: x fits in shared memory
-      for (int i = threadIdx.x; i < int(p.m) * row16; i += blockDim.x) {
-        const int r = i / row16, c = i % row16;
-        cp_async16(xs + r * (p.k + kXsPad) * int64_t(sizeof(T)) + 16 * c,
-                   reinterpret_cast<const uint8_t*>(static_cast<const T*>(p.x) + r * p.x_stride) + 16 * c);
-      }
-      cp_async_commit();
-      cp_async_wait<0>();
-      __syncthreads();
-    }
-    if (b < end) {
-      if constexpr (!XS) cur = load(l);
-      for (;;) {
-        l.advance(kBytes);
-        const bool more = ++b < end;
-        Raw next;
-        if (more) next = load(l);
-        compute<T, F, U>(l, cur, table, x, acc);
-        x += kQK;
-        if (!more) break;
-        cur = next;
-      }
+    Raw cur = load(l);
+    for (;;) {
+      l.advance(kBytes);
+      const bool more = ++b < end;
+      Raw next;
+      if (more) next = load(l);
+      compute<T, F, U>(l, cur, table, x, acc);
+      x += kQK;
+      if (!more) break;
+      cur = next;
     }
   }
 
@@ -669,16 +604,16 @@ __global__ void __launch_bounds__(XS ? kXsMaxWarps * 32 : kMaxWarps * 32, MINB)
 #pragma unroll
   for (int i = 0; i < 4; ++i) partial[i * 32 + l.lane] = acc[i];
   __syncthreads();
-  // Element (register i, lane j) of a tile: row (j / 4) + 8 (i / 2), activation row
-  // 2 (j % 4) + i % 2, summed over the tile's warps in a fixed order.
-  for (int e = threadIdx.x; e < tiles * 128; e += blockDim.x) {
-    const int t = e / 128, i = (e / 32) % 4, j = e % 32;
-    const int64_t row = (int64_t(blockIdx.x) * tiles + t) * kTile + j / 4 + 8 * (i / 2);
+  // Element (register i, lane j) of the tile: row (j / 4) + 8 (i / 2), activation row
+  // 2 (j % 4) + i % 2, summed over the warps in a fixed order.
+  const int64_t row0 = int64_t(blockIdx.x) * kTile;
+  for (int e = threadIdx.x; e < 4 * 32; e += blockDim.x) {
+    const int i = e / 32, j = e % 32;
+    const int64_t row = row0 + j / 4 + 8 * (i / 2);
     const int64_t m = 2 * (j % 4) + i % 2;
     if (row >= p.n || m >= p.m) continue;
     float sum = 0.0f;
-    for (int w = t * kw; w < (t + 1) * kw; ++w)
-      sum += reinterpret_cast<const float*>(smem + w * kWarpSmem<S>)[i * 32 + j];
+    for (int w = 0; w < kw; ++w) sum += reinterpret_cast<const float*>(smem + w * kWarpSmem<S>)[i * 32 + j];
     static_cast<T*>(p.out)[m * p.n + row] = from_float<T>(sum);
   }
 }
@@ -688,9 +623,9 @@ __global__ void __launch_bounds__(XS ? kXsMaxWarps * 32 : kMaxWarps * 32, MINB)
 // kw = 3 at 14336 x 4096 (896 tiles, 5 blocks of 3 warps per SM by registers) it took
 // 1.36 waves and Nsight Compute put the tail at up to half the time. Huge N (the
 // 128256-row head) runs in waves at kw = 1 anyway. 1 when no split fits.
-template <typename T, KQuant F, int MINB, int S, int U, bool XS = false>
+template <typename T, KQuant F, int MINB, int S, int U>
 struct Shape {
-  static constexpr auto kernel = kquant_gemv_kernel<T, F, MINB, S, U, XS>;
+  static constexpr auto kernel = kquant_gemv_kernel<T, F, MINB, S, U>;
   static constexpr int kSmem = kWarpSmem<S>;  // shared memory a warp
 
   static int warps(const KQuantGemvParams& p) {
@@ -706,9 +641,8 @@ struct Shape {
     return 1;
   }
 
-  // tiles: tiles a CTA; extra: shared memory past the warps' (XS: the copy of x).
-  static int launch(const KQuantGemvParams& p, int kw, cudaStream_t stream, int tiles = 1, int extra = 0) {
-    constexpr int kMaxSmem = XS ? 227 * 1024 : kMaxWarps * kSmem;
+  static int launch(const KQuantGemvParams& p, int kw, cudaStream_t stream) {
+    constexpr int kMaxSmem = kMaxWarps * kSmem;
     static bool opted_in[64] = {};  // per device: kMaxSmem allowed
     int dev = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return cudaErrorInvalidDevice;
@@ -717,28 +651,11 @@ struct Shape {
       if (e != cudaSuccess) return e;
       opted_in[dev] = true;
     }
-    const int64_t n_tiles = (p.n + kTile - 1) / kTile;
-    const unsigned ctas = unsigned((n_tiles + tiles - 1) / tiles);
-    kernel<<<ctas, tiles * kw * 32, tiles * kw * kSmem + extra, stream>>>(p, tiles, kw);
+    const unsigned tiles = unsigned((p.n + kTile - 1) / kTile);
+    kernel<<<tiles, kw * 32, kw * kSmem, stream>>>(p);
     return cudaGetLastError();
   }
 };
-
-// The XS shape: one CTA per SM holding ceil(tiles / SMs) tiles, the most K splits that
-// fit 16 warps; refused (false) when that needs more than 16 tiles a CTA or x does not
-// fit next to the warps' tables.
-inline bool xs_shape(const KQuantGemvParams& p, int& tiles, int& kw, int& extra) {
-  const char* v = std::getenv("IK_Q4K_XS");  // EXPERIMENT: 0 turns the shape off
-  if (v && v[0] == '0') return false;
-  const int64_t n_tiles = (p.n + kTile - 1) / kTile, nb = p.k / kQK;
-  const int64_t per_cta = (n_tiles + inference_kernels::cuda::sm_count() - 1) / inference_kernels::cuda::sm_count();
-  if (per_cta > kXsMaxWarps) return false;
-  tiles = int(per_cta);
-  kw = int(std::min<int64_t>(nb, kXsMaxWarps / tiles));
-  const int64_t x_bytes = p.m * (p.k + kXsPad) * 2;
-  extra = int(std::min<int64_t>(x_bytes, INT32_MAX));
-  return tiles * kw * kWarpSmem<0> + x_bytes <= 200 * 1024;
-}
 
 template <typename T, KQuant F>
 int launch(const KQuantGemvParams& p, cudaStream_t stream) {
@@ -747,10 +664,8 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
     using Direct = Shape<T, F, 1, 0, 4>;
     return Direct::launch(p, Direct::warps(p), stream);
   } else {
-    int tiles = 1, kw = 1, extra = 0;
-    if (xs_shape(p, tiles, kw, extra)) return Shape<T, F, 1, 0, 4, true>::launch(p, kw, stream, tiles, extra);
     using Direct = Shape<T, F, 2, 0, 4>;
-    kw = Direct::warps(p);
+    const int kw = Direct::warps(p);
     if (F == KQuant::kQ6K || kw > 1) return Direct::launch(p, kw, stream);
     // No K split fits one wave: each warp streams its rows' whole K, and staging pays.
     using Staged = Shape<T, KQuant::kQ4K, 2, 2, 4>;
