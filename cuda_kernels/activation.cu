@@ -37,11 +37,8 @@ using namespace inference_kernels::cuda;
 using inference_kernels::cuda::SiluConfig;
 using Fp8 = __nv_fp8_storage_t;
 
-constexpr int kThreads = 128;      // the default block (BENCHMARKS.md, seventh session)
 constexpr int kMaxThreads = 512;   // what a forced shape may ask (tune_norms)
 constexpr int kMaxChunks = 65535;  // gridDim.y limit; more chunks loop
-// Inputs of at most this many bytes take 4-byte vectors (launch says why).
-constexpr int64_t kSmallBytes = int64_t{1} << 19;
 
 template <typename T>
 __device__ __forceinline__ float silu(float v) {
@@ -126,15 +123,17 @@ __global__ void __launch_bounds__(kMaxThreads)
 
 template <typename T, typename Out, bool MUL>
 int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, cudaStream_t stream) {
-  // A thread's work is one vector of each input, and the kernel is one memory latency
-  // plus a thread's chain of math: at decode sizes few blocks run, each thread's
-  // elements in a row, so 16-byte vectors (8 elements of fp16) made that chain the
-  // kernel's length; 4-byte vectors spread the row over 4x the threads and SMs
-  // (Triton's shape there). Past a few hundred KB, 16-byte vectors; 128 threads a block
-  // measured best or within 2% of it at every size (tune_norms, BENCHMARKS.md).
+  // A thread's work is one vector of each input. At decode sizes the kernel is one
+  // memory latency plus a thread's chain of math, done in order over its vector's
+  // elements: 16-byte vectors (8 fp16) made that chain the kernel's length, and 4-byte
+  // vectors over 256-thread blocks spread a row over 4x the threads and SMs (Triton's
+  // shape there). With more bytes, wider vectors: past 8 MB, 4- and 8-byte loads were
+  // 1.5-2x and 1.1x slower than 16-byte ones. The tiers are the best of the
+  // tune_norms sweep at 1 to 4096 rows (BENCHMARKS.md, seventh session), within 2%.
   const int64_t in_bytes = a.rows * a.d * int64_t(sizeof(T)) * (MUL ? 2 : 1);
-  int vec_bytes = forced ? forced->vec_bytes : in_bytes <= kSmallBytes ? 4 : 16;
-  const int threads = forced ? forced->threads : kThreads;
+  const bool small = in_bytes <= (int64_t{2} << 20), mid = in_bytes <= (int64_t{8} << 20);
+  int vec_bytes = forced ? forced->vec_bytes : small ? 4 : mid ? 8 : 16;
+  const int threads = forced ? forced->threads : small ? 256 : 128;
   if (threads < 32 || threads > kMaxThreads || threads % 32 ||
       (vec_bytes != 4 && vec_bytes != 8 && vec_bytes != 16))
     return cudaErrorInvalidConfiguration;
