@@ -49,6 +49,9 @@
 #   s7b   : EXPERIMENT (branch s7): the SwiGLU sweep over block size x vector width,
 #           activation and k-quant tests, the quick Q4_K benchmark with the shared-x shape
 #           (IK_Q4K_XS=1, and fp16 x) and without it (IK_Q4K_XS=0), the quick SwiGLU benchmark
+#   s7c   : EXPERIMENT (branch s7): k-quant tests with L2 prefetch on (IK_Q4K_PF=8), the quick
+#           Q4_K benchmark at IK_Q4K_PF = 0, 4, 8, 16, 64 blocks, the full SwiGLU benchmark,
+#           Nsight Compute of silu_and_mul_fp8 at one row (ours vs torch.compile)
 #   tune_ln: the layout sweep (no package build) on the LayerNorm shapes of issue 5
 #   norms_explore: why Triton leads at decode sizes: kernels per call and their device time,
 #           ours vs torch.compile vs Liger (benchmarks/profile_latency.py); Nsight Compute of
@@ -431,6 +434,14 @@ if [ "$MODE" = s7b ]; then  # EXPERIMENT (branch s7)
   IK_Q4K_XS=0 bench_q4k --quick --name bench_q4k_base; bench_q4k --quick --name bench_q4k_xs; pack
   bench_q4k --quick --dtype fp16 --formats Q4_K --name bench_q4k_xs_fp16; pack
   bench_swiglu --quick
+  echo "session status $status"; exit $status
+fi
+if [ "$MODE" = s7c ]; then  # EXPERIMENT (branch s7)
+  build
+  IK_Q4K_PF=8 tests_q4k; pack
+  for pf in 0 8 4 16 64; do IK_Q4K_PF=$pf bench_q4k --quick --name bench_q4k_pf$pf > /dev/null; grep -A8 "Q4_K gemv" "$OUT/bench_q4k_pf$pf.md" | tail -6; pack; done
+  bench_swiglu; pack
+  probe_silu > /dev/null; grep -E "^---|^  [^ ].*\(|Duration|SM Active Cycles|Executed Instructions  " "$OUT/ncu_silu.txt" | head -30
   echo "session status $status"; exit $status
 fi
 if [ "$MODE" = tune_ln ]; then
