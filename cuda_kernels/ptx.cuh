@@ -64,13 +64,6 @@ __device__ __forceinline__ float after_loads(float v) {
   return v;
 }
 
-// Asks L2 to fetch [p, p + bytes) from memory (cp.async.bulk.prefetch, sm_90): no
-// registers, no shared memory, nothing to wait for; a hint. p 16-byte aligned, bytes a
-// multiple of 16.
-__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-}
-
 // Asynchronous 16-byte copy global -> shared (cp.async, LDGSTS, sm_80+): no registers
 // held while the bytes are in flight, so a warp can keep several blocks of weights on
 // the way. L1 is skipped (.cg, weights are read once) and L2 fetches 256-byte blocks,

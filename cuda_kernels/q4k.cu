@@ -54,7 +54,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 
 #include "ggml_blocks.h"
@@ -529,7 +528,7 @@ __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* ta
 //   2-byte aligned: no 16-byte copies, so Q6_K is direct only.
 // MINB: blocks per SM asked of ptxas; U: Q4_K chunks unrolled.
 template <typename T, KQuant F, int MINB, int S, int U>
-__global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const KQuantGemvParams p, int pf) {
+__global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const KQuantGemvParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int64_t kBytes = F == KQuant::kQ4K ? sizeof(BlockQ4K) : sizeof(BlockQ6K);
   const int64_t nb = p.k / kQK;
@@ -588,28 +587,12 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
         return q6k_load(l);
       }
     };
-    // EXPERIMENT: up to pf blocks past the one in registers are asked of L2 ahead of
-    // time (cp.async.bulk.prefetch), so DRAM sees more of each warp's stream in flight
-    // than its registers hold. Lane 2r asks for row r's blocks (row_s, at block b),
-    // trimmed to 16 bytes; the window is topped up when half of it is left.
-    int64_t asked = b + 1;  // the first block not yet asked for
-    const auto top_up = [&] {
-      if (pf <= 0 || asked >= end || asked - b > pf / 2) return;
-      const int64_t count = std::min<int64_t>(end, b + 1 + pf) - asked;
-      const auto a = reinterpret_cast<uintptr_t>(l.row_s) + (asked - b) * kBytes;
-      const uintptr_t lo = (a + 15) & ~uintptr_t(15), hi = (a + count * kBytes) & ~uintptr_t(15);
-      if (!(l.lane & 1) && hi > lo)
-        inference_kernels::cuda::prefetch_l2(reinterpret_cast<const void*>(lo), uint32_t(hi - lo));
-      asked += count;
-    };
-    top_up();
     Raw cur = load(l);
     for (;;) {
       l.advance(kBytes);
       const bool more = ++b < end;
       Raw next;
       if (more) next = load(l);
-      top_up();
       compute<T, F, U>(l, cur, table, x, acc);
       x += kQK;
       if (!more) break;
@@ -669,8 +652,7 @@ struct Shape {
       opted_in[dev] = true;
     }
     const unsigned tiles = unsigned((p.n + kTile - 1) / kTile);
-    const char* v = std::getenv("IK_Q4K_PF");  // EXPERIMENT: blocks prefetched into L2
-    kernel<<<tiles, kw * 32, kw * kSmem, stream>>>(p, v ? std::atoi(v) : 0);
+    kernel<<<tiles, kw * 32, kw * kSmem, stream>>>(p);
     return cudaGetLastError();
   }
 };
