@@ -126,8 +126,9 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
   // A thread's work is one vector of each input. At decode sizes the kernel is one
   // memory latency plus a thread's chain of math, done in order over its vector's
   // elements: 16-byte vectors (8 fp16) made that chain the kernel's length, and 4-byte
-  // vectors over 256-thread blocks spread a row over 4x the threads and SMs (Triton's
-  // shape there). With more bytes, wider vectors: past 8 MB, 4- and 8-byte loads were
+  // vectors over 256-thread blocks spread a row over 4x the threads and SMs (2 fp16 a
+  // thread, as Triton's kernel there). With more bytes, wider vectors: past 8 MB, 4- and
+  // 8-byte loads were
   // 1.5-2x and 1.1x slower than 16-byte ones. The tiers are the best of the
   // tune_norms sweep at 1 to 4096 rows (BENCHMARKS.md, seventh session), within 2%.
   const int64_t in_bytes = a.rows * a.d * int64_t(sizeof(T)) * (MUL ? 2 : 1);
@@ -137,13 +138,17 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
   if (threads < 32 || threads > kMaxThreads || threads % 32 ||
       (vec_bytes != 4 && vec_bytes != 8 && vec_bytes != 16))
     return cudaErrorInvalidConfiguration;
-  vec_bytes = std::max<int>(vec_bytes, sizeof(T));
-  const int64_t vec = vec_bytes / int64_t(sizeof(T));
-  const int64_t out_bytes = vec * int64_t(sizeof(Out));
-  const bool fits = a.d % vec == 0 && a.gate.stride % vec == 0 && aligned(a.gate.ptr, vec_bytes) &&
-                    (!MUL || (a.up.stride % vec == 0 && aligned(a.up.ptr, vec_bytes))) &&
-                    a.out.stride % vec == 0 && aligned(a.out.ptr, out_bytes);
-  const int width = fits ? static_cast<int>(vec) : 1;  // any other layout: one element
+  // The widest vector up to vec_bytes that every row of every operand is aligned to
+  // (and d a multiple of); none: one element a thread, any layout.
+  int width = 1;
+  for (int bytes = vec_bytes; bytes >= 4 && width == 1; bytes /= 2) {
+    const int64_t vec = bytes / int64_t(sizeof(T));
+    if (vec < 2) break;
+    const bool fits = a.d % vec == 0 && a.gate.stride % vec == 0 && aligned(a.gate.ptr, bytes) &&
+                      (!MUL || (a.up.stride % vec == 0 && aligned(a.up.ptr, bytes))) &&
+                      a.out.stride % vec == 0 && aligned(a.out.ptr, vec * sizeof(Out));
+    if (fits) width = static_cast<int>(vec);
+  }
   const int64_t nvec = a.d / width;
   // Threads across a row: enough for the row's vectors (a warp at least); the rest
   // of the block's threads take further rows, so short rows still fill whole blocks.

@@ -43,15 +43,10 @@
 #   s6f   : every CUDA test case, on the final code of the sixth session
 #   tune_piped: the layout sweep (no package build) with RMSNorm's piped layouts, on the
 #           many-row norm shapes of issues 3 and 5
-#   s7a   : EXPERIMENT (branch exp7): the SwiGLU block-shape sweep and the lean RMSNorm
-#           layouts (tune_norms), then Nsight Compute of silu_and_mul_fp8 at one row, ours
-#           vs torch.compile (ncu_silu.txt)
-#   s7b   : EXPERIMENT (branch s7): the SwiGLU sweep over block size x vector width,
-#           activation and k-quant tests, the quick Q4_K benchmark with the shared-x shape
-#           (IK_Q4K_XS=1, and fp16 x) and without it (IK_Q4K_XS=0), the quick SwiGLU benchmark
-#   s7c   : EXPERIMENT (branch s7): k-quant tests with L2 prefetch on (IK_Q4K_PF=8), the quick
-#           Q4_K benchmark at IK_Q4K_PF = 0, 4, 8, 16, 64 blocks, the full SwiGLU benchmark,
-#           Nsight Compute of silu_and_mul_fp8 at one row (ours vs torch.compile)
+#   s7d   : SwiGLU tests, SwiGLU / silu under compute-sanitizer, the SwiGLU benchmark, every
+#           CUDA test case, then sanitize_cuda.py's norm sets run plainly (final code of the
+#           seventh session)
+#   probe_silu: Nsight Compute of silu_and_mul_fp8 at one row, ours vs torch.compile
 #   tune_ln: the layout sweep (no package build) on the LayerNorm shapes of issue 5
 #   norms_explore: why Triton leads at decode sizes: kernels per call and their device time,
 #           ours vs torch.compile vs Liger (benchmarks/profile_latency.py); Nsight Compute of
@@ -413,37 +408,6 @@ if [ "$MODE" = tune_piped ]; then
   TUNE_TIMEOUT=540 tune --only "rms bf16 4096x4096,rms bf16 4096x8192,rms bf16 4096x16384,rms bf16 256x8192,rms bf16 256x16384,rms+add bf16 4096x4096,rms+add+fp8 fp16 128x16384,rms+add+fp8 fp16 512x16384,rms+add+fp8 fp16 2048x16384,rms+add+fp8dyn fp16 2048x16384,layer_norm fp16 4096x4096,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 8192x5120,layer_norm fp16 4096x8192"
   grep -E "piped|MISMATCH" "$OUT/tune_norms.log" | sort -k1,3 -s | head -150; echo "session status $status"; exit $status
 fi
-if [ "$MODE" = s7a ]; then  # EXPERIMENT (branch exp7)
-  tune_build_bg; build
-  wait "$TUNE_PID" || { tail -5 "$OUT/tune_build.log"; exit 1; }
-  TUNE_TIMEOUT=330 timeout 340 /tmp/tune_norms --only "silu_and_mul_fp8 fp16 1x13312,silu_and_mul_fp8 fp16 8x13312,silu_and_mul_fp8 fp16 32x13312,silu_and_mul_fp8 fp16 128x13312,silu_and_mul_fp8 fp16 512x13312,silu_and_mul_fp8 fp16 2048x13312,silu_mul bf16 1x14336,silu_mul bf16 512x14336,silu_mul bf16 4096x14336,rms bf16 4096x4096,rms bf16 4096x8192,rms bf16 4096x16384,rms bf16 256x8192,rms bf16 256x16384" > "$OUT/tune_norms.log" 2>&1 || status=1
-  grep -E "^[^ ]|lean|MISMATCH" "$OUT/tune_norms.log" | head -120
-  probe_silu
-  echo "session status $status"; exit $status
-fi
-if [ "$MODE" = s7b ]; then  # EXPERIMENT (branch s7)
-  tune_build_bg; build
-  wait "$TUNE_PID" || { tail -5 "$OUT/tune_build.log"; exit 1; }
-  step "SwiGLU sweep"
-  timeout 150 /tmp/tune_norms --only "silu_and_mul_fp8 fp16 1x13312,silu_and_mul_fp8 fp16 8x13312,silu_and_mul_fp8 fp16 16x13312,silu_and_mul_fp8 fp16 32x13312,silu_and_mul_fp8 fp16 64x13312,silu_and_mul_fp8 fp16 128x13312,silu_and_mul_fp8 fp16 512x13312,silu_and_mul_fp8 fp16 2048x13312,silu_mul bf16 1x14336,silu_mul bf16 8x14336,silu_mul bf16 32x14336,silu_mul bf16 128x14336,silu_mul bf16 512x14336,silu_mul bf16 4096x14336" > "$OUT/tune_norms.log" 2>&1 || status=1
-  grep -E "^[^ ]|MISMATCH" "$OUT/tune_norms.log" | head -40; pack
-  step "activation tests"
-  python3 -m pytest tests/test_activation.py -q -rfE -p no:cacheprovider 2>&1 | tee "$OUT/pytest_activation.log" | tail -6
-  [ "${PIPESTATUS[0]}" = 0 ] || status=1
-  tests_q4k; pack
-  IK_Q4K_XS=0 bench_q4k --quick --name bench_q4k_base; bench_q4k --quick --name bench_q4k_xs; pack
-  bench_q4k --quick --dtype fp16 --formats Q4_K --name bench_q4k_xs_fp16; pack
-  bench_swiglu --quick
-  echo "session status $status"; exit $status
-fi
-if [ "$MODE" = s7c ]; then  # EXPERIMENT (branch s7)
-  build
-  IK_Q4K_PF=8 tests_q4k; pack
-  for pf in 0 8 4 16 64; do IK_Q4K_PF=$pf bench_q4k --quick --name bench_q4k_pf$pf > /dev/null; grep -A8 "Q4_K gemv" "$OUT/bench_q4k_pf$pf.md" | tail -6; pack; done
-  bench_swiglu; pack
-  probe_silu > /dev/null; grep -E "^---|^  [^ ].*\(|Duration|SM Active Cycles|Executed Instructions  " "$OUT/ncu_silu.txt" | head -30
-  echo "session status $status"; exit $status
-fi
 if [ "$MODE" = tune_ln ]; then
   tune --only "layer_norm fp16 8192x5120,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 4096x4096,layer_norm fp16 4096x8192"
   grep -E "^  layer_norm" "$OUT/tune_norms.log" | sort -k5 -n | head -40; echo "session status $status"; exit $status
@@ -480,6 +444,13 @@ case "$MODE" in
             --fused-rows 256 4096 --name bench_rms_s6 2>&1 | tee "$OUT/bench_rms_s6.log" | tail -60
           bench_fp8; pack; probe_compile; pack; sanitize rmsnorm --only-rmsnorm ;;
   s6f)    tests_gpu ;;
+  s7d)    step "activation tests"
+          python3 -m pytest tests/test_activation.py -q -rfE -p no:cacheprovider 2>&1 | tee "$OUT/pytest_activation.log" | tail -4
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1
+          pack; sanitize activations --only-activations; pack; bench_swiglu; pack; tests_gpu; pack
+          step "sanitize_cuda.py's norm sets, without the sanitizer"
+          for o in --only-rmsnorm --only-layernorm; do timeout 60 python3 scripts/sanitize_cuda.py $o 2>&1 | tail -1; done ;;
+  probe_silu) probe_silu ;;
   s5e)    tests_q4k; bench_q4k --quick; pack; sanitizers_q4k ;;
   tp)     tp_decode ;;
   q4k)    tests_q4k; bench_q4k; sass_q4k; sanitizers_q4k ;;

@@ -4,6 +4,7 @@
     ... scripts/sanitize_cuda.py --only-kquants   # q4k_gemv / q6k_gemv alone
     ... scripts/sanitize_cuda.py --only-layernorm  # layer_norm alone
     ... scripts/sanitize_cuda.py --only-rmsnorm    # the RMSNorm ops alone, piped layouts included
+    ... scripts/sanitize_cuda.py --only-activations  # SwiGLU and silu alone, every vector width
     ... python3 scripts/sanitize_cuda.py skinny_gemm    # only the FP8 GEMM's launches
 
 Without the caching allocator every tensor is its own allocation, so an
@@ -23,8 +24,9 @@ import kernels  # noqa: E402
 
 
 def activations(ik, rows, hidden, dtype, dev):
-    """silu_and_mul(_fp8), silu_mul and silu: the 16-byte path (aligned, when hidden
-    allows) and the one-element path (views one element in). Returns the launch count."""
+    """silu_and_mul(_fp8), silu_mul and silu: the widest vector the size picks (aligned,
+    when hidden allows), the 4-byte one (views two elements in, 16-bit dtypes) and the
+    one-element path (views one element in). Returns the launch count."""
     scale = torch.tensor([0.05], device=dev)
     x = torch.randn(rows, 2 * hidden, device=dev, dtype=dtype)
     gate = torch.randn(rows, hidden, device=dev, dtype=dtype)
@@ -40,7 +42,13 @@ def activations(ik, rows, hidden, dtype, dev):
     ik.silu_and_mul_fp8(wide[:, 1:], scale, out=out8[:, 1:])
     ik.silu_mul(gate, up_wide[:, 1:])
     ik.silu(up_wide[:, 1:])
-    return 8
+    if hidden < 2:
+        return 8
+    wide2 = torch.randn(rows, 2 * hidden + 2, device=dev, dtype=dtype)
+    ik.silu_and_mul_fp8(wide2[:, 2:], scale, out=torch.empty(rows, hidden + 2, device=dev,
+                                                             dtype=torch.float8_e4m3fn)[:, 2:])
+    ik.silu_mul(wide2[:, 2:hidden + 2], wide2[:, hidden + 2:])
+    return 10
 
 
 def norm_cases(shapes, dev):
@@ -158,6 +166,16 @@ def main():
             n += layer_norms(ik, x, w, wide)
         torch.cuda.synchronize()
         print(f"sanitize_cuda: {n} layer_norm launches done")
+        return 0
+    if "--only-activations" in sys.argv:
+        # Each vector tier (inputs up to 2 MB, 8 MB, beyond: 64, 320 and 700 rows of 2 x
+        # 4104 16-bit) and odd sizes.
+        for dtype in (torch.float32, torch.float16, torch.bfloat16):
+            for rows, hidden in [(64, 4104), (320, 4104), (700, 4104), (1, 1), (3, 3), (5, 127), (7, 6656),
+                                 (3, 16385)]:
+                n += activations(ik, rows, hidden, dtype, dev)
+        torch.cuda.synchronize()
+        print(f"sanitize_cuda: {n} SwiGLU / silu launches done")
         return 0
     if "--only-rmsnorm" in sys.argv:
         # The piped layouts (more than 256 rows of 513-2048 vectors), with more rows than

@@ -146,9 +146,34 @@ def test_more_work_than_one_grid(ik, device):
     assert_close(out[-64:], silu_mul_ref(gate[-64:], up[-64:]), torch.float16)  # the second pass
 
 
-# ---- layouts: column slices of wider tensors, views one element into storage, row steps.
-
 OPS = ["silu_and_mul", "silu_and_mul_fp8", "silu_mul", "silu"]
+
+
+# The CUDA launcher picks 4-, 8- or 16-byte vectors by input size (up to 2 MB, 8 MB,
+# beyond) and falls back to the widest that every operand is aligned to: each tier, on
+# views 0, 2 and 4 elements into rows padded by 8 (16-, 4- and 8-byte aligned in 16-bit
+# dtypes).
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("megabytes", [1, 5, 11])
+@pytest.mark.parametrize("op", OPS)
+def test_every_vector_width(ik, device, dtype, megabytes, op):
+    hidden = 1032  # a multiple of 8: every width fits
+    width = 2 * hidden if op.startswith("silu_and_mul") else hidden
+    elements = hidden if op == "silu" else 2 * hidden  # input elements a row
+    rows = -(-megabytes * 2**20 // (elements * dtype.itemsize))
+    scale = torch.tensor([0.05], device=device)
+    fp8 = op == "silu_and_mul_fp8"
+    for start in (0, 2, 4):
+        x = rand((rows, width + 8), dtype, device)[:, start:start + width]
+        up = rand((rows, hidden + 8), dtype, device)[:, start:start + hidden]
+        out_wide = (fp8_poisoned((rows, hidden + 8), device) if fp8
+                    else poisoned_like(torch.empty(rows, hidden + 8, dtype=dtype, device=device)))
+        out = out_wide[:, start:start + hidden]
+        run_op(ik, op, x, up, out, scale)
+        check_op(ik, op, x, up, out, scale, dtype)
+
+
+# ---- layouts: column slices of wider tensors, views one element into storage, row steps.
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
