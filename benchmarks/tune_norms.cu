@@ -1,6 +1,7 @@
-// Sweeps the row layouts of the norm kernels (cuda_kernels/row_kernel.cuh) on the
-// GPU and prints, per shape, the time of every layout next to the default (each
-// op's pick_layout) and the memory floor, so the defaults can be set from
+// Sweeps the row layouts of the norm kernels (cuda_kernels/row_kernel.cuh) and the
+// block shapes of SwiGLU (cuda_kernels/activation.cuh) on the GPU and prints, per
+// shape, the time of every layout next to the default (each op's pick_layout, the
+// SwiGLU launcher's tiers) and the memory floor, so the defaults can be set from
 // measurements. Not part of the package; built and run by
 // scripts/h200_session.sh tune:
 //
@@ -9,6 +10,7 @@
 //   /tmp/tune_norms
 //
 //   /tmp/tune_norms --quick     # skips hidden 8192 and the dynamic-fp8 shapes
+//   /tmp/tune_norms --only "silu_and_mul_fp8 fp16 512x13312,silu_mul bf16 4096x14336"
 //   /tmp/tune_norms --explore   # the decode and lagging shapes of scripts/h200_session.sh norms_explore
 //   /tmp/tune_norms --explore --only "rms bf16 1x4096,layer_norm fp16 4096x4096"
 //
