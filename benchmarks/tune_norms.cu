@@ -454,13 +454,14 @@ void silu(int64_t rows, int64_t d, bool fp8) {
   const float def = time_us([&](int i) { return launch(i, nullptr); }, copies);
   float best = def;
   std::string best_s = "default";
-  for (int vec_bytes : {4, 8, 16}) {
+  for (int order = 0; order < 2; ++order) for (int vec_bytes : {4, 8, 16}) {
     for (int threads : {64, 128, 256, 512}) {
-      const SiluConfig c{threads, vec_bytes};
+      const SiluConfig c{threads, vec_bytes, order == 1};
       const std::vector<uint8_t> o = output(&c);
       if (o.empty()) continue;
       const float t = time_us([&](int i) { return launch(i, &c); }, copies);
-      const std::string name = "silu t" + std::to_string(threads) + " v" + std::to_string(vec_bytes);
+      const std::string name = "silu t" + std::to_string(threads) + " v" + std::to_string(vec_bytes) +
+                               (order ? " y" : "");
       std::printf("  %-28s %-22s %8.2f us  %4.0f%% floor%s\n", what, name.c_str(), t, 100 * floor_us / t,
                   o == ref ? "" : " MISMATCH");
       if (t > 0 && t < best) best = t, best_s = name;
