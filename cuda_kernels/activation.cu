@@ -65,9 +65,7 @@ __device__ __forceinline__ float silu(float v) {
 // MUL: out <- round(round(silu(gate)) * up); otherwise out <- round(silu(gate)).
 // Out is T, or Fp8 (MUL only) for the quantised product. A thread takes one VEC-element
 // vector of each input (VEC = 1: any layout).
-// EXPERIMENT kRowsOnY: rows on the grid's y and column chunks on x (consecutive blocks
-// then read consecutive bytes of a row), rows looping past 65535 row groups.
-template <typename T, typename Out, int VEC, bool MUL, bool kRowsOnY = false>
+template <typename T, typename Out, int VEC, bool MUL>
 __global__ void __launch_bounds__(kMaxThreads)
     silu_mul_kernel(Out* __restrict__ out, int64_t out_stride, const T* __restrict__ gate,
                     int64_t gate_stride, const T* __restrict__ up, int64_t up_stride,
@@ -81,15 +79,12 @@ __global__ void __launch_bounds__(kMaxThreads)
   // sizes the kernel is one memory latency long, not three.
   float scale_in = kFp8 ? ld_ordered(scale) : 1.0f;
 
-  const int64_t r0 = int64_t(kRowsOnY ? blockIdx.y : blockIdx.x) * blockDim.y + threadIdx.y;
-  const int64_t r_step = kRowsOnY ? int64_t(gridDim.y) * blockDim.y : rows;
-  const int c0 = (kRowsOnY ? blockIdx.x : blockIdx.y) * blockDim.x + threadIdx.x;
-  const int c_step = (kRowsOnY ? gridDim.x : gridDim.y) * blockDim.x;
-  for (int64_t r = r0; r < rows; r += r_step) {
+  const int64_t r = int64_t(blockIdx.x) * blockDim.y + threadIdx.y;
+  if (r >= rows) return;
   const In* g = reinterpret_cast<const In*>(gate + r * gate_stride);
   const In* u = reinterpret_cast<const In*>(MUL ? up + r * up_stride : gate);
   O* o = reinterpret_cast<O*>(out + r * out_stride);
-  for (int c = c0; c < nvec; c += c_step) {
+  for (int c = blockIdx.y * blockDim.x + threadIdx.x; c < nvec; c += gridDim.y * blockDim.x) {
     const In gv = ld_ordered(g + c);
     In uv;
     if constexpr (MUL) uv = ld_ordered(u + c);
@@ -123,7 +118,6 @@ __global__ void __launch_bounds__(kMaxThreads)
       }
     }
     o[c] = y;
-  }
   }
 }
 
@@ -161,11 +155,7 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
   const int tx = static_cast<int>(std::min<int64_t>(threads, (nvec + 31) / 32 * 32));
   const int ty = std::max(1, threads / tx);
   const int64_t chunks = std::min<int64_t>((nvec + tx - 1) / tx, kMaxChunks);
-  const bool rows_on_y = forced && forced->rows_on_y;
-  const int64_t groups = (a.rows + ty - 1) / ty;
-  const int64_t all_chunks = (nvec + tx - 1) / tx;
-  const dim3 grid = rows_on_y ? dim3(static_cast<unsigned>(all_chunks), static_cast<unsigned>(std::min<int64_t>(groups, kMaxChunks)))
-                              : dim3(static_cast<unsigned>(groups), static_cast<unsigned>(chunks));
+  const dim3 grid(static_cast<unsigned>((a.rows + ty - 1) / ty), static_cast<unsigned>(chunks));
   const dim3 block(tx, ty);
   auto run = [&](auto kernel) {
     kernel<<<grid, block, 0, stream>>>(static_cast<Out*>(a.out.ptr), a.out.stride,
@@ -174,12 +164,7 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
                                        static_cast<int>(nvec));
   };
   constexpr int k16 = 16 / sizeof(T), k8 = 8 / sizeof(T), k4 = 4 / sizeof(T);
-  if (rows_on_y) {
-    if (width == k16) run(silu_mul_kernel<T, Out, k16, MUL, true>);
-    else if (width == k8) run(silu_mul_kernel<T, Out, k8, MUL, true>);
-    else if (width == k4) run(silu_mul_kernel<T, Out, k4, MUL, true>);
-    else run(silu_mul_kernel<T, Out, 1, MUL, true>);
-  } else if (width == k16) run(silu_mul_kernel<T, Out, k16, MUL>);
+  if (width == k16) run(silu_mul_kernel<T, Out, k16, MUL>);
   else if (width == k8) run(silu_mul_kernel<T, Out, k8, MUL>);
   else if (width == k4) run(silu_mul_kernel<T, Out, k4, MUL>);
   else run(silu_mul_kernel<T, Out, 1, MUL>);

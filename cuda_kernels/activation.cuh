@@ -10,7 +10,6 @@ namespace cuda {
 // further rows; vec_bytes: the vector a thread loads of each input (4, 8 or 16 bytes).
 struct SiluConfig {
   int threads, vec_bytes;
-  bool rows_on_y = false;  // EXPERIMENT: column chunks on the grid's x
 };
 }  // namespace cuda
 

@@ -46,8 +46,6 @@
 #   s7d   : SwiGLU tests, SwiGLU / silu under compute-sanitizer, the SwiGLU benchmark, every
 #           CUDA test case, then sanitize_cuda.py's norm sets run plainly (final code of the
 #           seventh session)
-#   tune_silu: EXPERIMENT (branch s7-order): the SwiGLU sweep (no package build), each shape
-#           with column chunks on the grid's x (rows on y) and the other way round
 #   probe_silu: Nsight Compute of silu_and_mul_fp8 at one row, ours vs torch.compile
 #   tune_ln: the layout sweep (no package build) on the LayerNorm shapes of issue 5
 #   norms_explore: why Triton leads at decode sizes: kernels per call and their device time,
@@ -409,10 +407,6 @@ fi
 if [ "$MODE" = tune_piped ]; then
   TUNE_TIMEOUT=540 tune --only "rms bf16 4096x4096,rms bf16 4096x8192,rms bf16 4096x16384,rms bf16 256x8192,rms bf16 256x16384,rms+add bf16 4096x4096,rms+add+fp8 fp16 128x16384,rms+add+fp8 fp16 512x16384,rms+add+fp8 fp16 2048x16384,rms+add+fp8dyn fp16 2048x16384,layer_norm fp16 4096x4096,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 8192x5120,layer_norm fp16 4096x8192"
   grep -E "piped|MISMATCH" "$OUT/tune_norms.log" | sort -k1,3 -s | head -150; echo "session status $status"; exit $status
-fi
-if [ "$MODE" = tune_silu ]; then  # EXPERIMENT (branch s7-order)
-  TUNE_TIMEOUT=200 tune --only "silu_and_mul_fp8 fp16 1x13312,silu_and_mul_fp8 fp16 32x13312,silu_and_mul_fp8 fp16 128x13312,silu_and_mul_fp8 fp16 512x13312,silu_and_mul_fp8 fp16 2048x13312,silu_mul bf16 1x14336,silu_mul bf16 128x14336,silu_mul bf16 512x14336,silu_mul bf16 4096x14336"
-  grep -E "MISMATCH" "$OUT/tune_norms.log" | head; echo "session status $status"; exit $status
 fi
 if [ "$MODE" = tune_ln ]; then
   tune --only "layer_norm fp16 8192x5120,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 4096x4096,layer_norm fp16 4096x8192"
