@@ -46,6 +46,8 @@
 #   s7d   : SwiGLU tests, SwiGLU / silu under compute-sanitizer, the SwiGLU benchmark, every
 #           CUDA test case, then sanitize_cuda.py's norm sets run plainly (final code of the
 #           seventh session)
+#   probe_ln: Inductor's code and Nsight Compute of layer_norm 16384 x 1024 fp16, ours vs
+#           torch.compile (ncu_ln.txt)
 #   probe_silu: Nsight Compute of silu_and_mul_fp8 at one row, ours vs torch.compile
 #   tune_ln: the layout sweep (no package build) on the LayerNorm shapes of issue 5
 #   norms_explore: why Triton leads at decode sizes: kernels per call and their device time,
@@ -216,6 +218,25 @@ probe_silu() {
   done
   grep -E "^---|^  [^ ].*\(|Duration|Elapsed Cycles|SM Active Cycles|Registers Per|Block Size|Grid Size|Warp Cycles Per Issued|Executed Instructions |Stall|stall" \
     "$OUT/ncu_silu.txt" | head -150
+}
+# Where torch.compile's LayerNorm leads at 16384 x 1024 fp16 (0.95x): Nsight Compute of ours
+# and torch.compile's kernel (Inductor's code in the log).
+probe_ln() {
+  step "layer_norm 16384 x 1024 fp16: Inductor code, Nsight Compute, ours vs torch.compile"
+  export PATH="$PATH:/usr/local/cuda/bin"
+  TORCH_LOGS=output_code timeout 150 python3 benchmarks/profile_latency.py --points layer_norm:16384x1024 \
+    --impls ours,compile > "$OUT/probe_ln.log" 2>&1 || status=1
+  grep -E "XBLOCK|R0_BLOCK|RBLOCK|num_warps|def triton|tl.load|tl.store|for r|grid" "$OUT/probe_ln.log" | head -40
+  local impl
+  for impl in ours compile; do
+    echo "--- layer_norm:16384x1024 $impl" | tee -a "$OUT/ncu_ln.txt"
+    timeout 90 ncu --clock-control none --profile-from-start off --launch-count 3 --section SpeedOfLight \
+      --section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy --section WarpStateStats \
+      --section SchedulerStats python3 benchmarks/profile_latency.py --ncu-driver --points layer_norm:16384x1024 \
+      --impls $impl 2>&1 | grep -vE "^==PROF==|^\s*$" >> "$OUT/ncu_ln.txt"
+  done
+  grep -E "^---|^  [^ ].*\(|Duration|DRAM Throughput|L2 Hit|L1/TEX Hit|Registers Per|Block Size|Grid Size|Achieved Occ|Theoretical Occ|Waves Per SM|Warp Cycles Per Issued|Issued Warp|No Eligible|Stall Long|Stall Barrier|Stall Short" \
+    "$OUT/ncu_ln.txt" | head -80
 }
 tests_norms() {
   step "norm and activation tests"
@@ -451,6 +472,7 @@ case "$MODE" in
           step "sanitize_cuda.py's norm sets, without the sanitizer"
           for o in --only-rmsnorm --only-layernorm; do timeout 60 python3 scripts/sanitize_cuda.py $o 2>&1 | tail -1; done ;;
   probe_silu) probe_silu ;;
+  probe_ln) probe_ln ;;
   s5e)    tests_q4k; bench_q4k --quick; pack; sanitizers_q4k ;;
   tp)     tp_decode ;;
   q4k)    tests_q4k; bench_q4k; sass_q4k; sanitizers_q4k ;;
