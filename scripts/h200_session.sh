@@ -183,6 +183,19 @@ roofline() {
   timeout 480 python3 benchmarks/roofline.py 2>&1 | tee "$OUT/roofline.log" | tail -30
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 }
+# Nsight Compute (--clock-control none, 3 launches) of benchmarks/profile_latency.py's
+# point POINT for each implementation in IMPLS, appended to $OUT/FILE; the remaining
+# arguments go to ncu (its sections).
+ncu_point() {
+  local point=$1 file=$2 impls=$3 impl; shift 3
+  export PATH="$PATH:/usr/local/cuda/bin"
+  for impl in $impls; do
+    echo "--- $point $impl" | tee -a "$OUT/$file"
+    timeout 90 ncu --clock-control none --profile-from-start off --launch-count 3 "$@" \
+      python3 benchmarks/profile_latency.py --ncu-driver --points "$point" --impls "$impl" 2>&1 \
+      | grep -vE "^==PROF==|^\s*$" >> "$OUT/$file"
+  done
+}
 # What torch.compile's RMSNorm does where it led ours (4096 x 8192 bf16): Inductor's
 # generated Triton code, and Nsight Compute of ours, torch.compile's and Liger's kernels.
 probe_compile() {
@@ -191,14 +204,8 @@ probe_compile() {
   TORCH_LOGS=output_code timeout 150 python3 benchmarks/profile_latency.py --points rms_norm:4096x8192 \
     --impls ours,compile,liger > "$OUT/probe_compile.log" 2>&1 || status=1
   grep -vE "^\s*$" "$OUT/probe_compile.log" | grep -E "us|kernel|num_warps|XBLOCK|R0_BLOCK|RBLOCK|grid|def triton|tl.load|tl.store|for r" | head -60
-  local impl
-  for impl in ours compile liger; do
-    echo "--- rms_norm:4096x8192 $impl" | tee -a "$OUT/ncu_probe.txt"
-    timeout 90 ncu --clock-control none --profile-from-start off --launch-count 3 --section SpeedOfLight \
-      --section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy --section WarpStateStats \
-      python3 benchmarks/profile_latency.py --ncu-driver --points rms_norm:4096x8192 --impls $impl 2>&1 \
-      | grep -vE "^==PROF==|^\s*$" >> "$OUT/ncu_probe.txt"
-  done
+  ncu_point rms_norm:4096x8192 ncu_probe.txt "ours compile liger" --section SpeedOfLight \
+    --section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy --section WarpStateStats
   grep -E "^---|^  [^ ].*\(|Duration|DRAM Throughput|Memory Throughput|L2 Hit|L1/TEX Hit|Mem Busy|Max Bandwidth|Registers Per|Block Size|Grid Size|Achieved Occ|Theoretical Occ|Dynamic Shared|Waves Per SM|Warp Cycles Per Issued" \
     "$OUT/ncu_probe.txt" | head -120
 }
@@ -206,16 +213,9 @@ probe_compile() {
 # (duration, cycles, warp states, the stalls per SASS line of ours).
 probe_silu() {
   step "silu_and_mul_fp8 at 1 x 13312: Nsight Compute, ours vs torch.compile"
-  export PATH="$PATH:/usr/local/cuda/bin"
-  local impl
-  for impl in ours compile; do
-    echo "--- silu_and_mul_fp8:1x13312 $impl" | tee -a "$OUT/ncu_silu.txt"
-    timeout 90 ncu --clock-control none --profile-from-start off --launch-count 3 --section SpeedOfLight \
-      --section LaunchStats --section Occupancy --section WarpStateStats --section SchedulerStats \
-      --section InstructionStats --section SourceCounters --print-details all \
-      python3 benchmarks/profile_latency.py --ncu-driver --points silu_and_mul_fp8:1x13312 --impls $impl 2>&1 \
-      | grep -vE "^==PROF==|^\s*$" >> "$OUT/ncu_silu.txt"
-  done
+  ncu_point silu_and_mul_fp8:1x13312 ncu_silu.txt "ours compile" --section SpeedOfLight --section LaunchStats \
+    --section Occupancy --section WarpStateStats --section SchedulerStats --section InstructionStats \
+    --section SourceCounters --print-details all
   grep -E "^---|^  [^ ].*\(|Duration|Elapsed Cycles|SM Active Cycles|Registers Per|Block Size|Grid Size|Warp Cycles Per Issued|Executed Instructions |Stall|stall" \
     "$OUT/ncu_silu.txt" | head -150
 }
@@ -227,14 +227,8 @@ probe_ln() {
   TORCH_LOGS=output_code timeout 150 python3 benchmarks/profile_latency.py --points layer_norm:16384x1024 \
     --impls ours,compile > "$OUT/probe_ln.log" 2>&1 || status=1
   grep -E "XBLOCK|R0_BLOCK|RBLOCK|num_warps|def triton|tl.load|tl.store|for r|grid" "$OUT/probe_ln.log" | head -40
-  local impl
-  for impl in ours compile; do
-    echo "--- layer_norm:16384x1024 $impl" | tee -a "$OUT/ncu_ln.txt"
-    timeout 90 ncu --clock-control none --profile-from-start off --launch-count 3 --section SpeedOfLight \
-      --section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy --section WarpStateStats \
-      --section SchedulerStats python3 benchmarks/profile_latency.py --ncu-driver --points layer_norm:16384x1024 \
-      --impls $impl 2>&1 | grep -vE "^==PROF==|^\s*$" >> "$OUT/ncu_ln.txt"
-  done
+  ncu_point layer_norm:16384x1024 ncu_ln.txt "ours compile" --section SpeedOfLight --section MemoryWorkloadAnalysis \
+    --section LaunchStats --section Occupancy --section WarpStateStats --section SchedulerStats
   grep -E "^---|^  [^ ].*\(|Duration|DRAM Throughput|L2 Hit|L1/TEX Hit|Registers Per|Block Size|Grid Size|Achieved Occ|Theoretical Occ|Waves Per SM|Warp Cycles Per Issued|Issued Warp|No Eligible|Stall Long|Stall Barrier|Stall Short" \
     "$OUT/ncu_ln.txt" | head -80
 }
@@ -266,15 +260,10 @@ ncu_norms() {
   step "Nsight Compute: rms_norm bf16, ours vs Liger"
   export PATH="$PATH:/usr/local/cuda/bin"
   command -v ncu >/dev/null || { echo "ncu not found"; status=1; return; }
-  local pt impl
+  local pt
   for pt in rms_norm:1x4096 rms_norm:4096x4096; do
-    for impl in ours liger; do
-      echo "--- $pt $impl" | tee -a "$OUT/ncu_norms.txt"
-      timeout 75 ncu --clock-control none --profile-from-start off --launch-count 3 --section SpeedOfLight \
-        --section WarpStateStats --section LaunchStats --section Occupancy \
-        python3 benchmarks/profile_latency.py --ncu-driver --points $pt --impls $impl 2>&1 \
-        | grep -vE "^==PROF==|^\s*$" >> "$OUT/ncu_norms.txt"
-    done
+    ncu_point $pt ncu_norms.txt "ours liger" --section SpeedOfLight --section WarpStateStats --section LaunchStats \
+      --section Occupancy
   done
   grep -E "^---|^  [^ ].*\(|Duration|Elapsed Cycles|Memory Throughput|DRAM Throughput|Registers Per|Block Size|Grid Size|Theoretical Occ|Achieved Occ|Warp Cycles Per Issued|No Eligible|Stall|Dynamic Shared|Static Shared|Waves Per SM" \
     "$OUT/ncu_norms.txt" | head -160
