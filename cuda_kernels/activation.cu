@@ -3,10 +3,11 @@
 //
 // Element-wise. A block covers `ty` rows and `tx` vectors of each (a 2-D grid: rows on
 // x, column chunks on y), so no thread divides to find its row, and each thread issues
-// the loads of both inputs before it computes. When every row of every operand is
-// aligned to the vector and d is a multiple of its width, a thread moves one 4- to
-// 16-byte vector of each input (launch picks the width); any other layout takes the
-// one-element path, so every size and stride the checks accept is handled. The
+// the loads of both inputs before it computes. A thread moves one 4-, 8- or 16-byte
+// vector of each input: launch picks the width from the input's size, or the widest
+// below it that every row of every operand is aligned to (d a multiple of its width);
+// any other layout takes the one-element path, so every size and stride the checks
+// accept is handled. The
 // checks refuse an out that overlaps an input, so inputs are const __restrict__.
 //
 // Rounding matches the CPU backend, HF's LlamaMLP and vLLM (see
