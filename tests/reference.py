@@ -21,6 +21,26 @@ def rms_norm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Ten
     return weight.double() * (x64 * inv)
 
 
+def assert_close_dot(out: torch.Tensor, x: torch.Tensor, w: torch.Tensor, dtype: torch.dtype,
+                     ref: torch.Tensor | None = None) -> None:
+    """assert_close for out = x @ w.T (w in fp64), element by element. A dot product's
+    rounding error scales with sum |x_i w_i|, not with its value: a sum of random terms
+    that cancels to near zero can be far off in relative terms and still right. Allowed
+    per element: the dtype's budget of the largest output, plus k units of fp32 rounding
+    of sum |x_i w_i| (recursive summation's worst case over k terms), twice that when
+    ref is another fp32 computation instead of the fp64 product."""
+    assert out.dtype == dtype
+    assert torch.isfinite(out).all(), "non-finite output (an element left unwritten?)"
+    x64, w64 = x.double().cpu(), w.double().cpu()
+    exact = x64 @ w64.T
+    r = exact if ref is None else ref.double().cpu()
+    terms = x64.abs() @ w64.abs().T
+    k = x.shape[-1]
+    allowed = 4 * TOL[dtype] * exact.abs().max() + (1 if ref is None else 2) * k * 2.0**-24 * terms
+    excess = ((out.double().cpu() - r).abs() - allowed).max().item()
+    assert excess <= 0, f"an element is {excess:.3g} past its rounding budget"
+
+
 def assert_close(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype) -> None:
     assert out.dtype == dtype
     assert torch.isfinite(out).all(), "non-finite output (an element left unwritten?)"
