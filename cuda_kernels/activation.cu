@@ -129,9 +129,8 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
   // elements: 16-byte vectors (8 fp16) made that chain the kernel's length, and 4-byte
   // vectors over 256-thread blocks spread a row over 4x the threads and SMs (2 fp16 a
   // thread, as Triton's kernel there). With more bytes, wider vectors: past 8 MB, 4- and
-  // 8-byte loads were
-  // 1.5-2x and 1.1x slower than 16-byte ones. The tiers are the best of the
-  // tune_norms sweep at 1 to 4096 rows (BENCHMARKS.md, seventh session), within 2%.
+  // 8-byte loads were 1.5-2x and 1.1x slower than 16-byte ones. The tiers are the best
+  // of the tune_norms sweep at 1 to 4096 rows (BENCHMARKS.md, seventh session), within 2%.
   const int64_t in_bytes = a.rows * a.d * int64_t(sizeof(T)) * (MUL ? 2 : 1);
   const bool small = in_bytes <= (int64_t{2} << 20), mid = in_bytes <= (int64_t{8} << 20);
   int vec_bytes = forced ? forced->vec_bytes : small ? 4 : mid ? 8 : 16;
