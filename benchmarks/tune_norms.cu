@@ -169,6 +169,15 @@ std::vector<RowConfig> layouts(int64_t nvec) {
       out.push_back(c);
     }
   }
+  // The exact-fit piped kernel (RowConfig::exact, rms_norm only; layer_norm refuses it):
+  // rows of exactly items x piped_threads(items) vectors, 2 stages.
+  for (int items : {2, 4}) {
+    const int t = inference_kernels::cuda::piped_threads(items);
+    if (int64_t{t} * items != nvec) continue;
+    RowConfig c;
+    c.tx = t, c.items = items, c.flat = true, c.stages = 2, c.exact = true;
+    out.push_back(c);
+  }
   return out;
 }
 
@@ -176,7 +185,7 @@ std::string str(const RowConfig& c) {
   char buf[64];
   if (c.items == 0) return "stream";
   if (c.stages) {
-    std::snprintf(buf, sizeof buf, "piped tx%d i%d s%d", c.tx, c.items, c.stages);
+    std::snprintf(buf, sizeof buf, "piped tx%d i%d s%d%s", c.tx, c.items, c.stages, c.exact ? " exact" : "");
     return buf;
   }
   if (c.flat) {

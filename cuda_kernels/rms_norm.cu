@@ -45,6 +45,72 @@ __device__ __forceinline__ float norm_value(T a, T g, float inv_rms) {
   return to_float(from_float<T>(to_float(from_float<T>(to_float(a) * inv_rms)) * to_float(g)));
 }
 
+// Two 16-bit values (one 32-bit word of a Pack, the first in the low half) to and from
+// fp32, bit for bit as to_float / from_float; pack rounds both in one cvt
+// (F2FP.PACK_AB) where from_float per element costs a cvt each.
+template <typename T>
+struct Pair16;
+template <>
+struct Pair16<__nv_bfloat16> {
+  static __device__ __forceinline__ float2 unpack(uint32_t u) {
+    return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
+  }
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    uint32_t u;
+    __builtin_memcpy(&u, &h, 4);
+    return u;
+  }
+};
+template <>
+struct Pair16<__half> {
+  static __device__ __forceinline__ float2 unpack(uint32_t u) {
+    __half2 h;
+    __builtin_memcpy(&h, &u, 4);
+    return __half22float2(h);
+  }
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    uint32_t u;
+    __builtin_memcpy(&u, &h, 4);
+    return u;
+  }
+};
+
+// The elements of a vector as fp32 (16-bit types a pair at a time).
+template <typename T, int VEC>
+__device__ __forceinline__ void unpack_vec(const Pack<T, VEC>& a, float (&f)[VEC]) {
+  if constexpr (sizeof(T) == 2) {
+    uint32_t u[VEC / 2];
+    __builtin_memcpy(u, &a, sizeof u);
+#pragma unroll
+    for (int j = 0; j < VEC / 2; ++j) {
+      const float2 x = Pair16<T>::unpack(u[j]);
+      f[2 * j] = x.x, f[2 * j + 1] = x.y;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) f[j] = to_float(a.v[j]);
+  }
+}
+
+// from_float<T>(norm_value(...)) of a 16-bit vector (a: x as fp32), a pair at a time:
+// the same two roundings, in packed cvts.
+template <typename T, int VEC>
+__device__ __forceinline__ Pack<T, VEC> norm_vec16(const float (&a)[VEC], const Pack<T, VEC>& g, float inv_rms) {
+  uint32_t gu[VEC / 2], y[VEC / 2];
+  __builtin_memcpy(gu, &g, sizeof gu);
+#pragma unroll
+  for (int j = 0; j < VEC / 2; ++j) {
+    const float2 w = Pair16<T>::unpack(gu[j]);
+    const float2 n = Pair16<T>::unpack(Pair16<T>::pack(a[2 * j] * inv_rms, a[2 * j + 1] * inv_rms));
+    y[j] = Pair16<T>::pack(n.x * w.x, n.y * w.y);
+  }
+  Pack<T, VEC> out;
+  __builtin_memcpy(&out, y, sizeof y);
+  return out;
+}
+
 // fp8 bits of y * inv_scale for a vector of normalised values.
 template <int VEC>
 __device__ __forceinline__ Pack<uint8_t, VEC> quantise(const float (&y)[VEC], float inv_scale) {
@@ -321,6 +387,120 @@ __global__ void __launch_bounds__(piped_threads(ITEMS)) rms_norm_piped(NormParam
   cp_async_wait<0>();
 }
 
+// rms_norm_piped for rows of exactly ITEMS x kTx vectors (kTx = piped_threads(ITEMS)
+// threads) and a ring of 2 stages (RowConfig::exact; a forced layout, for tune_norms).
+// Everything rms_norm_piped decides at run time is fixed here: no bounds test a vector,
+// compile-time block size and ring offsets (immediates), the stage is the row's
+// parity, and the reduction has no warp-count tests. d = ITEMS x kTx x VEC is a power
+// of two, so the mean's division is an exact multiply; 16-bit output is rounded a pair
+// at a time (norm_vec16). Same results as rms_norm_piped, bit for bit. 2 blocks an SM
+// at 2 vectors a thread (registers capped at 64), as rms_norm_piped's 56 registers give.
+template <typename T, int VEC, int ITEMS, bool FUSED, NormOut MODE>
+__global__ void __launch_bounds__(piped_threads(ITEMS), ITEMS == 2 || sizeof(T) == 4 ? 2 : 1)
+    rms_norm_piped_exact(NormParams p, int /*stages: 2*/) {
+  using P = Pack<T, VEC>;
+  constexpr int kTx = piped_threads(ITEMS), kNvec = ITEMS * kTx, kArrays = FUSED ? 2 : 1;
+  constexpr float kD = float(kNvec * VEC);
+  constexpr bool kPairs = sizeof(T) == 2 && MODE == NormOut::kSame;
+  extern __shared__ uint4 ring_smem[];
+  __shared__ float partial[2][2][kTx / 32];  // [reduction][row parity][warp]
+  const int t = threadIdx.x;
+  // This thread's vector k of array arr in stage s.
+  const uint32_t mine = smem_addr(ring_smem) + t * 16;
+  auto slot = [&](int stage, int arr, int k) {
+    return mine + static_cast<uint32_t>(((stage * kArrays + arr) * kNvec + k * kTx) * 16);
+  };
+  // Row indices as 32-bit unsigned: rows <= INT32_MAX (rms_norm_launch_with), so row +
+  // gridDim.x cannot wrap.
+  const unsigned rows = static_cast<unsigned>(p.rows);
+  auto fetch = [&](unsigned row, int stage) {
+    const int64_t r = row < rows ? row : 0;
+    const P* src[kArrays];
+    src[0] = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + r * p.x.stride);
+    if constexpr (FUSED) src[kArrays - 1] = reinterpret_cast<const P*>(static_cast<const T*>(p.res.ptr) + r * p.res.stride);
+    if (row < rows) {
+#pragma unroll
+      for (int arr = 0; arr < kArrays; ++arr) {
+#pragma unroll
+        for (int k = 0; k < ITEMS; ++k) cp_async16(slot(stage, arr, k), src[arr] + t + k * kTx);
+      }
+    }
+    cp_async_commit();
+  };
+  unsigned row = blockIdx.x;
+  fetch(row, 0);
+  const float scale_in = MODE == NormOut::kFp8Static ? __ldg(p.scale) : 1.0f;
+  const P* w = reinterpret_cast<const P*>(p.weight);
+  P g[ITEMS];
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) g[k] = w[t + k * kTx];
+  for (int parity = 0; row < rows; row += gridDim.x, parity ^= 1) {
+    fetch(row + gridDim.x, parity ^ 1);
+    cp_async_wait<1>();
+    P a[ITEMS];
+    float f[ITEMS][VEC];
+    P* rr = FUSED ? reinterpret_cast<P*>(static_cast<T*>(p.res.ptr) + int64_t{row} * p.res.stride) : nullptr;
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+      const uint4 v = lds16(slot(parity, 0, k));
+      __builtin_memcpy(&a[k], &v, 16);
+      if constexpr (FUSED) {
+        const uint4 vb = lds16(slot(parity, 1, k));
+        P b;
+        __builtin_memcpy(&b, &vb, 16);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) a[k].v[j] = from_float<T>(to_float(a[k].v[j]) + to_float(b.v[j]));
+        rr[t + k * kTx] = a[k];
+      }
+      unpack_vec(a[k], f[k]);
+    }
+    float sum_sq = 0.0f;
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) sum_sq += f[k][j] * f[k][j];
+    }
+    const float inv_rms = rsqrtf(row_reduce_fixed<Sum, kTx>(sum_sq, partial[0], parity) / kD + p.eps);
+    if constexpr (MODE == NormOut::kSame) {
+      P* orow = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + int64_t{row} * p.out.stride);
+#pragma unroll
+      for (int k = 0; k < ITEMS; ++k) {
+        if constexpr (kPairs) {
+          orow[t + k * kTx] = norm_vec16<T, VEC>(f[k], g[k], inv_rms);
+        } else {
+          P y;
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) y.v[j] = from_float<T>(norm_value(a[k].v[j], g[k].v[j], inv_rms));
+          orow[t + k * kTx] = y;
+        }
+      }
+    } else {
+      using Q = Pack<uint8_t, VEC>;
+      Q* orow = reinterpret_cast<Q*>(static_cast<uint8_t*>(p.out.ptr) + int64_t{row} * p.out.stride);
+      float scale_inv = 1.0f / scale_in;
+      if constexpr (MODE == NormOut::kFp8Dynamic) {
+        float absmax = 0.0f;
+#pragma unroll
+        for (int k = 0; k < ITEMS; ++k) {
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) absmax = nan_max(absmax, fabsf(norm_value(a[k].v[j], g[k].v[j], inv_rms)));
+        }
+        const float scale = inference_kernels::dynamic_fp8_scale(row_reduce_fixed<Max, kTx>(absmax, partial[1], parity));
+        if (t == 0) p.row_scales[row] = scale;
+        scale_inv = 1.0f / scale;
+      }
+#pragma unroll
+      for (int k = 0; k < ITEMS; ++k) {
+        float y[VEC];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) y[j] = norm_value(a[k].v[j], g[k].v[j], inv_rms);
+        orow[t + k * kTx] = quantise<VEC>(y, scale_inv);
+      }
+    }
+  }
+  cp_async_wait<0>();
+}
+
 // Rows too long to cache: one block per row, the row streamed twice (thrice for
 // dynamic fp8). x and out may be the same row, as above.
 template <typename T, int VEC, bool FUSED, NormOut MODE>
@@ -401,6 +581,16 @@ cudaError_t launch_piped_rows(const NormParams& p, const RowConfig& c, cudaStrea
     const int64_t nvec = p.d / VEC;
     const int arrays = FUSED ? 2 : 1;
     if (c.tx > piped_threads(c.items)) return cudaErrorInvalidConfiguration;
+    if (c.exact) {
+      if (c.stages != 2 || c.tx != piped_threads(c.items) || int64_t{c.tx} * c.items != nvec) {
+        return cudaErrorInvalidConfiguration;
+      }
+      switch (c.items) {
+        case 2: return launch_piped(rms_norm_piped_exact<T, VEC, 2, FUSED, MODE>, p, c, p.rows, nvec, arrays, stream);
+        case 4: return launch_piped(rms_norm_piped_exact<T, VEC, 4, FUSED, MODE>, p, c, p.rows, nvec, arrays, stream);
+        default: return cudaErrorInvalidConfiguration;
+      }
+    }
     switch (c.items) {
       case 2: return launch_piped(rms_norm_piped<T, VEC, 2, FUSED, MODE>, p, c, p.rows, nvec, arrays, stream);
       case 4: return launch_piped(rms_norm_piped<T, VEC, 4, FUSED, MODE>, p, c, p.rows, nvec, arrays, stream);

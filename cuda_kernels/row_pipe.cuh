@@ -89,9 +89,29 @@ __device__ __forceinline__ float row_reduce_piped(float v, int parity) {
   return parity ? row_reduce_flat<Op, ID + 8>(v) : row_reduce_flat<Op, ID>(v);
 }
 
+// row_reduce_piped for a block size known at compile time (TX threads, TX / 32 a power
+// of two): the same tree, so the same result bit for bit, without the warp-count tests.
+// partial: this reduction's two arrays, one per row parity.
+template <typename Op, int TX>
+__device__ __forceinline__ float row_reduce_fixed(float v, float (&partial)[2][TX / 32], int parity) {
+  constexpr int kWarps = TX / 32;
+  static_assert((kWarps & (kWarps - 1)) == 0, "a power-of-two warp count");
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = Op()(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if constexpr (kWarps > 1) {
+    const int lane = threadIdx.x % 32;
+    if (lane == 0) partial[parity][threadIdx.x / 32] = v;
+    __syncthreads();
+    v = partial[parity][lane % kWarps];
+#pragma unroll
+    for (int o = kWarps / 2; o > 0; o >>= 1) v = Op()(v, __shfl_xor_sync(0xffffffffu, v, o));
+  }
+  return v;
+}
+
 // Block size bound of the piped kernels: 8 vectors a thread need more than the 128
 // registers that 512 threads leave.
-constexpr int piped_threads(int items) { return items >= 8 ? 256 : kFlatThreads; }
+__host__ __device__ constexpr int piped_threads(int items) { return items >= 8 ? 256 : kFlatThreads; }
 
 // Launches kernel(p, stages) as persistent blocks of c.tx threads: as many as fit on
 // the GPU at once, at most one a row. arrays: rows staged per row index (1, or 2 with
