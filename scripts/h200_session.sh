@@ -49,6 +49,8 @@
 #   tune_rms_exact: EXPERIMENT (branch rms-exact): the RMSNorm layout sweep with the piped
 #           kernel's exact-fit variant ("piped ... exact", a helper's offline proposal) on issue
 #           3's many-row shapes (no package build)
+#   tune_rows: the RMSNorm layout sweep at hidden 8192 and 16384 from 32 to 256 rows (tune_norms
+#           --rows-sweep; no package build)
 #   probe_ln: Inductor's code and Nsight Compute of layer_norm 16384 x 1024 fp16, ours vs
 #           torch.compile (ncu_ln.txt)
 #   probe_silu: Nsight Compute of silu_and_mul_fp8 at one row, ours vs torch.compile
@@ -424,6 +426,10 @@ fi
 if [ "$MODE" = tune_rms_exact ]; then  # EXPERIMENT (branch rms-exact)
   TUNE_TIMEOUT=300 tune --only "rms bf16 4096x8192,rms bf16 4096x16384,rms bf16 256x8192,rms+add+fp8 fp16 512x16384,rms+add+fp8 fp16 2048x16384,rms+add+fp8dyn fp16 2048x16384"
   grep -E "piped|MISMATCH" "$OUT/tune_norms.log" | head -80; echo "session status $status"; exit $status
+fi
+if [ "$MODE" = tune_rows ]; then
+  TUNE_TIMEOUT=420 tune --rows-sweep
+  grep -E "exact|MISMATCH" "$OUT/tune_norms.log" | head -80; echo "session status $status"; exit $status
 fi
 if [ "$MODE" = tune_ln ]; then
   tune --only "layer_norm fp16 8192x5120,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 4096x4096,layer_norm fp16 4096x8192"
