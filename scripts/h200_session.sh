@@ -51,6 +51,8 @@
 #           3's many-row shapes (no package build)
 #   tune_rows: the RMSNorm layout sweep at hidden 8192 and 16384 from 32 to 256 rows (tune_norms
 #           --rows-sweep; no package build)
+#   s8f1  : every CUDA test case, RMSNorm under compute-sanitizer (the exact-fit piped kernel)
+#   s8f2  : the RMSNorm benchmark at hidden 8192 and 16384, the add+RMSNorm+FP8 benchmark
 #   probe_ln: Inductor's code and Nsight Compute of layer_norm 16384 x 1024 fp16, ours vs
 #           torch.compile (ncu_ln.txt)
 #   probe_silu: Nsight Compute of silu_and_mul_fp8 at one row, ours vs torch.compile
@@ -473,6 +475,11 @@ case "$MODE" in
           pack; sanitize activations --only-activations; pack; bench_swiglu; pack; tests_gpu; pack
           step "sanitize_cuda.py's norm sets, without the sanitizer"
           for o in --only-rmsnorm --only-layernorm; do timeout 60 python3 scripts/sanitize_cuda.py $o 2>&1 | tail -1; done ;;
+  s8f1)   tests_gpu; pack; sanitize rmsnorm --only-rmsnorm ;;
+  s8f2)   step "RMSNorm benchmark (hidden 8192, 16384)"
+          timeout 260 python3 benchmarks/bench_rms_norm.py --hidden 8192 16384 --rows 1 32 64 128 256 1024 4096 \
+            --fused-rows 64 256 4096 --name bench_rms_s8 2>&1 | tee "$OUT/bench_rms_s8.log" | tail -60
+          pack; bench_fp8 ;;
   probe_silu) probe_silu ;;
   probe_ln) probe_ln ;;
   s5e)    tests_q4k; bench_q4k --quick; pack; sanitizers_q4k ;;
