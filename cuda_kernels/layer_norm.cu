@@ -191,7 +191,7 @@ cudaError_t launch_cached(const LayerNormParams& p, const RowConfig& c, cudaStre
   // The piped layout (row_pipe.cuh) measured no faster than the flat one for LayerNorm
   // (H200, tune_norms: 46.37 against 44.26 us at 8192 x 5120 fp16, 20.25 against 20.14
   // at 4096 x 4096), so this op has none.
-  if (c.stages > 0 || c.exact) return cudaErrorInvalidConfiguration;
+  if (c.stages > 0) return cudaErrorInvalidConfiguration;
   if (c.flat) {
     switch (c.items) {
       case 1: return launch_rows(layer_norm_flat<T, VEC, 1, W, B>, p, c, p.rows, stream);

@@ -397,12 +397,9 @@ __global__ void __launch_bounds__(piped_threads(ITEMS)) rms_norm_piped(NormParam
 // of two, so the mean's division is an exact multiply; 16-bit output is rounded a pair
 // at a time (norm_vec16). Same results as rms_norm_piped, bit for bit. 2 blocks an SM
 // at 2 vectors a thread (registers capped at 64), as rms_norm_piped's 56 registers give.
-// DIRECT (RowConfig::exact with stages 0): a block per row (grid = rows), loaded
-// straight into registers, no ring: for rows that would leave persistent blocks with
-// at most one row each, where the ring's copy through shared memory is only latency.
-template <typename T, int VEC, int ITEMS, bool FUSED, NormOut MODE, bool DIRECT>
+template <typename T, int VEC, int ITEMS, bool FUSED, NormOut MODE>
 __global__ void __launch_bounds__(piped_threads(ITEMS), ITEMS == 2 || sizeof(T) == 4 ? 2 : 1)
-    rms_norm_piped_exact(NormParams p, int /*stages: 2, or 0 when DIRECT*/) {
+    rms_norm_piped_exact(NormParams p, int /*stages: 2*/) {
   using P = Pack<T, VEC>;
   constexpr int kTx = piped_threads(ITEMS), kNvec = ITEMS * kTx, kArrays = FUSED ? 2 : 1;
   constexpr float kD = float(kNvec * VEC);
@@ -433,41 +430,28 @@ __global__ void __launch_bounds__(piped_threads(ITEMS), ITEMS == 2 || sizeof(T) 
     cp_async_commit();
   };
   unsigned row = blockIdx.x;
-  if constexpr (!DIRECT) fetch(row, 0);
+  fetch(row, 0);
   const float scale_in = MODE == NormOut::kFp8Static ? __ldg(p.scale) : 1.0f;
   const P* w = reinterpret_cast<const P*>(p.weight);
   P g[ITEMS];
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) g[k] = w[t + k * kTx];
   for (int parity = 0; row < rows; row += gridDim.x, parity ^= 1) {
-    P a[ITEMS], b[FUSED ? ITEMS : 1];
+    fetch(row + gridDim.x, parity ^ 1);
+    cp_async_wait<1>();
+    P a[ITEMS];
     float f[ITEMS][VEC];
     P* rr = FUSED ? reinterpret_cast<P*>(static_cast<T*>(p.res.ptr) + int64_t{row} * p.res.stride) : nullptr;
-    if constexpr (DIRECT) {  // every load before the residual's stores
-      const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + int64_t{row} * p.x.stride);
-#pragma unroll
-      for (int k = 0; k < ITEMS; ++k) {
-        a[k] = xr[t + k * kTx];
-        if constexpr (FUSED) b[k] = rr[t + k * kTx];
-      }
-    } else {
-      fetch(row + gridDim.x, parity ^ 1);
-      cp_async_wait<1>();
-#pragma unroll
-      for (int k = 0; k < ITEMS; ++k) {
-        const uint4 v = lds16(slot(parity, 0, k));
-        __builtin_memcpy(&a[k], &v, 16);
-        if constexpr (FUSED) {
-          const uint4 vb = lds16(slot(parity, 1, k));
-          __builtin_memcpy(&b[k], &vb, 16);
-        }
-      }
-    }
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) {
+      const uint4 v = lds16(slot(parity, 0, k));
+      __builtin_memcpy(&a[k], &v, 16);
       if constexpr (FUSED) {
+        const uint4 vb = lds16(slot(parity, 1, k));
+        P b;
+        __builtin_memcpy(&b, &vb, 16);
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) a[k].v[j] = from_float<T>(to_float(a[k].v[j]) + to_float(b[k].v[j]));
+        for (int j = 0; j < VEC; ++j) a[k].v[j] = from_float<T>(to_float(a[k].v[j]) + to_float(b.v[j]));
         rr[t + k * kTx] = a[k];
       }
       unpack_vec(a[k], f[k]);
@@ -516,7 +500,7 @@ __global__ void __launch_bounds__(piped_threads(ITEMS), ITEMS == 2 || sizeof(T) 
       }
     }
   }
-  if constexpr (!DIRECT) cp_async_wait<0>();
+  cp_async_wait<0>();
 }
 
 // Rows too long to cache: one block per row, the row streamed twice (thrice for
@@ -600,20 +584,12 @@ cudaError_t launch_piped_rows(const NormParams& p, const RowConfig& c, cudaStrea
     const int arrays = FUSED ? 2 : 1;
     if (c.tx > piped_threads(c.items)) return cudaErrorInvalidConfiguration;
     if (c.exact) {
-      if ((c.stages != 2 && c.stages != 0) || c.tx != piped_threads(c.items) || int64_t{c.tx} * c.items != nvec) {
+      if (c.stages != 2 || c.tx != piped_threads(c.items) || int64_t{c.tx} * c.items != nvec) {
         return cudaErrorInvalidConfiguration;
       }
-      if (c.stages == 0) {
-        void (*direct)(NormParams, int) = c.items == 2   ? rms_norm_piped_exact<T, VEC, 2, FUSED, MODE, true>
-                                          : c.items == 4 ? rms_norm_piped_exact<T, VEC, 4, FUSED, MODE, true>
-                                                         : nullptr;
-        if (!direct) return cudaErrorInvalidConfiguration;
-        direct<<<static_cast<unsigned>(p.rows), c.tx, 0, stream>>>(p, 0);
-        return cudaGetLastError();
-      }
       switch (c.items) {
-        case 2: return launch_piped(rms_norm_piped_exact<T, VEC, 2, FUSED, MODE, false>, p, c, p.rows, nvec, arrays, stream);
-        case 4: return launch_piped(rms_norm_piped_exact<T, VEC, 4, FUSED, MODE, false>, p, c, p.rows, nvec, arrays, stream);
+        case 2: return launch_piped(rms_norm_piped_exact<T, VEC, 2, FUSED, MODE>, p, c, p.rows, nvec, arrays, stream);
+        case 4: return launch_piped(rms_norm_piped_exact<T, VEC, 4, FUSED, MODE>, p, c, p.rows, nvec, arrays, stream);
         default: return cudaErrorInvalidConfiguration;
       }
     }
@@ -628,7 +604,7 @@ cudaError_t launch_piped_rows(const NormParams& p, const RowConfig& c, cudaStrea
 
 template <typename T, int VEC, bool FUSED, NormOut MODE>
 cudaError_t launch_flat(const NormParams& p, const RowConfig& c, cudaStream_t stream) {
-  if (c.stages > 0 || c.exact) return launch_piped_rows<T, VEC, FUSED, MODE>(p, c, stream);
+  if (c.stages > 0) return launch_piped_rows<T, VEC, FUSED, MODE>(p, c, stream);
   switch (c.items) {
     case 1: return launch_rows(rms_norm_flat<T, VEC, 1, FUSED, MODE>, p, c, p.rows, stream);
     case 2: return launch_rows(rms_norm_flat<T, VEC, 2, FUSED, MODE>, p, c, p.rows, stream);

@@ -49,7 +49,7 @@
 #   tune_rms_exact: EXPERIMENT (branch rms-exact): the RMSNorm layout sweep with the piped
 #           kernel's exact-fit variant ("piped ... exact", a helper's offline proposal) on issue
 #           3's many-row shapes (no package build)
-#   tune_rows: the RMSNorm layout sweep at hidden 8192 and 16384 from 1 to 256 rows (tune_norms
+#   tune_rows: the RMSNorm layout sweep at hidden 8192 and 16384 from 32 to 256 rows (tune_norms
 #           --rows-sweep; no package build)
 #   s8f1  : every CUDA test case, RMSNorm under compute-sanitizer (the exact-fit piped kernel)
 #   s8f2  : the RMSNorm benchmark at hidden 8192 and 16384, the add+RMSNorm+FP8 benchmark
