@@ -11,7 +11,7 @@
 //
 //   /tmp/tune_norms --quick     # skips hidden 8192 and the dynamic-fp8 shapes
 //   /tmp/tune_norms --only "silu_and_mul_fp8 fp16 512x13312,silu_mul bf16 4096x14336"
-//   /tmp/tune_norms --rows-sweep  # RMSNorm at hidden 8192 and 16384 from 32 to 256 rows
+//   /tmp/tune_norms --rows-sweep  # RMSNorm at hidden 8192 and 16384 from 1 to 256 rows
 //   /tmp/tune_norms --explore   # the decode and lagging shapes of scripts/h200_session.sh norms_explore
 //   /tmp/tune_norms --explore --only "rms bf16 1x4096,layer_norm fp16 4096x4096"
 //
@@ -501,9 +501,9 @@ void explore() {
 }
 
 // Issue 3's hidden sizes that fit the piped kernel's exact variant (8192 and 16384 in
-// 16-bit) from 32 to 256 rows: where streaming and cluster layouts run by default.
+// 16-bit) from 1 to 256 rows, where the streaming and cluster layouts ran before it.
 void rows_sweep() {
-  for (int64_t rows : {32, 64, 128, 256}) {
+  for (int64_t rows : {1, 8, 16, 32, 64, 128, 256}) {
     for (int64_t d : {8192, 16384}) {
       rms(DType::kBFloat16, 2, rows, d, NormOut::kSame, false);
       rms(DType::kBFloat16, 2, rows, d, NormOut::kSame, true);

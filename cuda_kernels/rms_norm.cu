@@ -15,7 +15,7 @@
 //     reduction: RMSNorm alone at hidden 4096;
 //   * piped (row_pipe.cuh): the flat layout in persistent blocks that keep the next row
 //     on the way through shared memory: many rows of hidden 4104-16384; its exact-fit
-//     variant (fixed block size, no bounds tests) from 32 rows of hidden 8192 and 16384.
+//     variant (fixed block size, no bounds tests) at hidden 8192 and 16384, from 1 row.
 // Rows that are 16-byte aligned move in 16-byte vectors; any
 // other row takes the scalar path, so every size and stride the checks accept is
 // handled. Rounding matches the CPU backend and HF's LlamaRMSNorm (see
@@ -389,8 +389,8 @@ __global__ void __launch_bounds__(piped_threads(ITEMS)) rms_norm_piped(NormParam
 }
 
 // rms_norm_piped for rows of exactly ITEMS x kTx vectors (kTx = piped_threads(ITEMS)
-// threads) and a ring of 2 stages (RowConfig::exact; pick_layout's choice from 32 rows of
-// hidden 8192 and 16384 in 16-bit).
+// threads) and a ring of 2 stages (RowConfig::exact; pick_layout's choice for hidden 8192
+// and 16384 in 16-bit).
 // Everything rms_norm_piped decides at run time is fixed here: no bounds test a vector,
 // compile-time block size and ring offsets (immediates), the stage is the row's
 // parity, and the reduction has no warp-count tests. d = ITEMS x kTx x VEC is a power
@@ -632,14 +632,18 @@ cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t 
 //   4096 x 8192 bf16, 72.71 against 84.64 at 4096 x 16384; with residual and fp8 at
 //   hidden 16384 fp16, 18.50 against 20.55 us at 512 rows, 72.38 against 81.98 with
 //   the dynamic scale at 2048 (66.21 against 67.09 static);
-// - from 32 rows of exactly 1024 or 2048 16-bit vectors (hidden 8192 and 16384), every
-//   mode: the piped layout's exact fit (rms_norm_piped_exact, 512 threads of 2 or 4
-//   vectors), which halves the instructions a row: 35.85 against 37.33 us at 4096 x
-//   8192 bf16, 3.82 against 4.76 (streaming) at 256 x 8192, 3.36 against 4.13 (cluster)
-//   at 32 x 16384; with residual and fp8, 63.36 against 65.85 us at 2048 x 16384 fp16,
-//   17.37 against 18.69 at 512, 66.64 against 72.41 with the dynamic scale, and 4.78
-//   against 4.71 (cluster, the one loss, within 2%) at 32 rows; fp32 is unmeasured and
-//   keeps the rules below;
+// - rows of exactly 1024 or 2048 16-bit vectors (hidden 8192 and 16384): the piped
+//   layout's exact fit (rms_norm_piped_exact, 512 threads of 2 or 4 vectors), which
+//   halves the instructions a row: 35.85 against 37.33 us at 4096 x 8192 bf16, 3.82
+//   against 4.76 (streaming) at 256 x 8192, 3.36 against 4.13 (cluster) at 32 x 16384,
+//   2.04 against 2.50 (streaming) at 1 x 8192; with residual and fp8, 63.36 against
+//   65.85 us at 2048 x 16384 fp16, 17.37 against 18.69 at 512, 66.64 against 72.41 with
+//   the dynamic scale; the one measured loss, within 2%: 4.78 against 4.71 us (cluster)
+//   with fp8 at 32 x 16384. Below 32 rows of 2048 vectors the cluster layout stays for
+//   the fused and fp8 kernels (3.02 against 3.42 us, add + RMSNorm at 1 x 16384). Fused and fp8 at fewer
+//   than 32 rows of 1024 vectors take it unmeasured (the alternative there is streaming,
+//   which it beat at every measured point: 2.40 against 2.77 us, add + RMSNorm 1 x 8192).
+//   fp32 is unmeasured and keeps the rules below;
 // - RMSNorm alone (no residual, no fp8) over rows of 257-512 vectors (hidden 4096 in
 //   16-bit): the flat layout, 256 threads of 2 vectors (1.87 against 2.02 us at 1 x
 //   4096 bf16, 19.97 against 23.54 us at 4096 x 4096; the fused and fp8 kernels
@@ -649,7 +653,7 @@ cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t 
 inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool plain, bool vec16, bool half) {
   RowConfig c;
   c.items = 0;
-  if (vec16 && half && rows >= 32) {
+  if (vec16 && half && (rows >= 32 || plain || nvec < 2048)) {
     for (int items : {2, 4}) {
       if (int64_t{items} * piped_threads(items) != nvec) continue;
       c.flat = true;

@@ -49,10 +49,11 @@
 #   tune_rms_exact: EXPERIMENT (branch rms-exact): the RMSNorm layout sweep with the piped
 #           kernel's exact-fit variant ("piped ... exact", a helper's offline proposal) on issue
 #           3's many-row shapes (no package build)
-#   tune_rows: the RMSNorm layout sweep at hidden 8192 and 16384 from 32 to 256 rows (tune_norms
+#   tune_rows: the RMSNorm layout sweep at hidden 8192 and 16384 from 1 to 256 rows (tune_norms
 #           --rows-sweep; no package build)
 #   s8f1  : every CUDA test case, RMSNorm under compute-sanitizer (the exact-fit piped kernel)
 #   s8f2  : the RMSNorm benchmark at hidden 8192 and 16384, the add+RMSNorm+FP8 benchmark
+#   s8f   : s8f1 and s8f2 at more row counts (the exact fit from 1 row)
 #   probe_ln: Inductor's code and Nsight Compute of layer_norm 16384 x 1024 fp16, ours vs
 #           torch.compile (ncu_ln.txt)
 #   probe_silu: Nsight Compute of silu_and_mul_fp8 at one row, ours vs torch.compile
@@ -413,6 +414,11 @@ tests_gpu() {
     2>&1 | tee "$OUT/pytest_gpu.log" | tail -15
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 }
+bench_rms_s8() {
+  step "RMSNorm benchmark (hidden 8192, 16384)"
+  timeout 260 python3 benchmarks/bench_rms_norm.py --hidden 8192 16384 "$@" --name bench_rms_s8 2>&1 \
+    | tee "$OUT/bench_rms_s8.log" | tail -60
+}
 bench_fp8() { step "add+RMSNorm+FP8 benchmark"; timeout 200 python3 benchmarks/bench_norm_fp8.py "$@" 2>&1 | tee "$OUT/bench_norm_fp8.log" | tail -30; }
 
 environment
@@ -476,10 +482,9 @@ case "$MODE" in
           step "sanitize_cuda.py's norm sets, without the sanitizer"
           for o in --only-rmsnorm --only-layernorm; do timeout 60 python3 scripts/sanitize_cuda.py $o 2>&1 | tail -1; done ;;
   s8f1)   tests_gpu; pack; sanitize rmsnorm --only-rmsnorm ;;
-  s8f2)   step "RMSNorm benchmark (hidden 8192, 16384)"
-          timeout 260 python3 benchmarks/bench_rms_norm.py --hidden 8192 16384 --rows 1 32 64 128 256 1024 4096 \
-            --fused-rows 64 256 4096 --name bench_rms_s8 2>&1 | tee "$OUT/bench_rms_s8.log" | tail -60
-          pack; bench_fp8 ;;
+  s8f2)   bench_rms_s8 --rows 1 32 64 128 256 1024 4096 --fused-rows 64 256 4096; pack; bench_fp8 ;;
+  s8f)    tests_gpu; pack; sanitize rmsnorm --only-rmsnorm; pack
+          bench_rms_s8 --rows 1 8 16 32 64 256 1024 4096 --fused-rows 1 16 64 256 4096; pack; bench_fp8 ;;
   probe_silu) probe_silu ;;
   probe_ln) probe_ln ;;
   s5e)    tests_q4k; bench_q4k --quick; pack; sanitizers_q4k ;;

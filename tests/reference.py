@@ -113,12 +113,12 @@ def layer_norm_ref(x: torch.Tensor, weight=None, bias=None, eps: float = 1e-5) -
 # exact fit past 132 rows (5120 at 200 rows: 160 x 4; 1024 at 150 rows: a warp x 4); and
 # RMSNorm's piped layout past 256 rows of 513-2048 vectors (300 x 4104, 300 x 16384, 257 x
 # 8200), with more rows than persistent blocks at 2600 x 4104 (about 3 rows a block); and
-# its exact fit from 32 rows of 16-bit hidden 8192 and 16384 (40 x 8192: fewer rows than
-# blocks; 600 x 8192 and 300 x 16384: 2 to 3 rows a block, a partial last round; fp32
-# takes the general piped kernel at 600 x 8192).
+# its exact fit at 16-bit hidden 8192 and 16384 (3 x 8192, 5 x 16384 alone, 40 x 8192:
+# fewer rows than blocks; 600 x 8192 and 300 x 16384: 2 to 3 rows a block, a partial
+# last round; fp32 takes the general piped kernel at 600 x 8192).
 LAYOUT_SHAPES = [(300, 1000), (150, 1024), (3, 2056), (2, 4096), (200, 4096), (300, 4104), (200, 5120),
                  (300, 16384), (5, 16384), (9, 1030), (2, 140000), (257, 8200), (2600, 4104),
-                 (40, 8192), (600, 8192)]
+                 (3, 8192), (40, 8192), (600, 8192)]
 
 
 def header_lib(tmp_dir: Path, source: str) -> ctypes.CDLL:
