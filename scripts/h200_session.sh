@@ -46,9 +46,8 @@
 #   s7d   : SwiGLU tests, SwiGLU / silu under compute-sanitizer, the SwiGLU benchmark, every
 #           CUDA test case, then sanitize_cuda.py's norm sets run plainly (final code of the
 #           seventh session)
-#   tune_rms_exact: EXPERIMENT (branch rms-exact): the RMSNorm layout sweep with the piped
-#           kernel's exact-fit variant ("piped ... exact", a helper's offline proposal) on issue
-#           3's many-row shapes (no package build)
+#   tune_rms_exact: the RMSNorm layout sweep with the piped kernel's exact fit ("piped ...
+#           exact") on issue 3's many-row shapes (no package build)
 #   tune_rows: the RMSNorm layout sweep at hidden 8192 and 16384 from 1 to 256 rows (tune_norms
 #           --rows-sweep; no package build)
 #   s8f1  : every CUDA test case, RMSNorm under compute-sanitizer (the exact-fit piped kernel)
@@ -431,7 +430,7 @@ if [ "$MODE" = tune_piped ]; then
   TUNE_TIMEOUT=540 tune --only "rms bf16 4096x4096,rms bf16 4096x8192,rms bf16 4096x16384,rms bf16 256x8192,rms bf16 256x16384,rms+add bf16 4096x4096,rms+add+fp8 fp16 128x16384,rms+add+fp8 fp16 512x16384,rms+add+fp8 fp16 2048x16384,rms+add+fp8dyn fp16 2048x16384,layer_norm fp16 4096x4096,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 8192x5120,layer_norm fp16 4096x8192"
   grep -E "piped|MISMATCH" "$OUT/tune_norms.log" | sort -k1,3 -s | head -150; echo "session status $status"; exit $status
 fi
-if [ "$MODE" = tune_rms_exact ]; then  # EXPERIMENT (branch rms-exact)
+if [ "$MODE" = tune_rms_exact ]; then
   TUNE_TIMEOUT=300 tune --only "rms bf16 4096x8192,rms bf16 4096x16384,rms bf16 256x8192,rms+add+fp8 fp16 512x16384,rms+add+fp8 fp16 2048x16384,rms+add+fp8dyn fp16 2048x16384"
   grep -E "piped|MISMATCH" "$OUT/tune_norms.log" | head -80; echo "session status $status"; exit $status
 fi
