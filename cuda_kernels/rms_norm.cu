@@ -217,47 +217,52 @@ __global__ void __launch_bounds__(kRowThreads, 1) rms_norm_cached(NormParams p) 
   row_group_done();
 }
 
-// The output of a row held in registers by the flat or piped layout (a: x, or x plus
-// the residual; g: the weight): y in T, or its fp8 codes at the static scale or at the
-// row's dynamic one. parity: the piped kernel's row parity (row_reduce_piped), 0 else.
-template <typename T, int VEC, int ITEMS, NormOut MODE>
-__device__ __forceinline__ void store_row(const NormParams& p, int64_t row, const Pack<T, VEC> (&a)[ITEMS],
-                                          const Pack<T, VEC> (&g)[ITEMS], float inv_rms, float scale_in,
-                                          int parity) {
+// The output of a row held in registers (a: x, or x plus the residual; g: the weight):
+// y in T, or its fp8 codes at the static scale or at the row's dynamic one. Thread t
+// holds vectors t + k * step; in(i): vector i is in the row; row_max(v): the block's
+// max of v (for the dynamic scale). With PAIRS, f holds a as fp32 and 16-bit y is
+// rounded a pair at a time (norm_vec16).
+template <typename T, int VEC, int ITEMS, NormOut MODE, bool PAIRS = false, typename Row, typename In, typename RowMax>
+__device__ __forceinline__ void store_row_with(const NormParams& p, Row row, const Pack<T, VEC> (&a)[ITEMS],
+                                               const Pack<T, VEC> (&g)[ITEMS], float inv_rms, float scale_in,
+                                               int t, int step, In in, RowMax row_max,
+                                               const float (*f)[VEC] = nullptr) {
   using P = Pack<T, VEC>;
-  const int nvec = static_cast<int>(p.d / VEC);
-  const int t = threadIdx.x, step = blockDim.x;
   if constexpr (MODE == NormOut::kSame) {
-    P* orow = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row * p.out.stride);
+    P* orow = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + int64_t{row} * p.out.stride);
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) {
-      if (t + k * step < nvec) {
-        P y;
+      if (in(t + k * step)) {
+        if constexpr (PAIRS) {
+          orow[t + k * step] = norm_vec16<T, VEC>(f[k], g[k], inv_rms);
+        } else {
+          P y;
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) y.v[j] = from_float<T>(norm_value(a[k].v[j], g[k].v[j], inv_rms));
-        orow[t + k * step] = y;
+          for (int j = 0; j < VEC; ++j) y.v[j] = from_float<T>(norm_value(a[k].v[j], g[k].v[j], inv_rms));
+          orow[t + k * step] = y;
+        }
       }
     }
   } else {
     using Q = Pack<uint8_t, VEC>;
-    Q* orow = reinterpret_cast<Q*>(static_cast<uint8_t*>(p.out.ptr) + row * p.out.stride);
+    Q* orow = reinterpret_cast<Q*>(static_cast<uint8_t*>(p.out.ptr) + int64_t{row} * p.out.stride);
     float scale_inv = 1.0f / scale_in;
     if constexpr (MODE == NormOut::kFp8Dynamic) {
       float absmax = 0.0f;
 #pragma unroll
       for (int k = 0; k < ITEMS; ++k) {
-        if (t + k * step < nvec) {
+        if (in(t + k * step)) {
 #pragma unroll
           for (int j = 0; j < VEC; ++j) absmax = nan_max(absmax, fabsf(norm_value(a[k].v[j], g[k].v[j], inv_rms)));
         }
       }
-      const float scale = inference_kernels::dynamic_fp8_scale(row_reduce_piped<Max, 1>(absmax, parity));
+      const float scale = inference_kernels::dynamic_fp8_scale(row_max(absmax));
       if (t == 0) p.row_scales[row] = scale;
       scale_inv = 1.0f / scale;
     }
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) {
-      if (t + k * step < nvec) {
+      if (in(t + k * step)) {
         float y[VEC];
 #pragma unroll
         for (int j = 0; j < VEC; ++j) y[j] = norm_value(a[k].v[j], g[k].v[j], inv_rms);
@@ -265,6 +270,18 @@ __device__ __forceinline__ void store_row(const NormParams& p, int64_t row, cons
       }
     }
   }
+}
+
+// store_row_with for the flat and piped layouts: blocks of any size, rows of any length.
+// parity: the piped kernel's row parity (row_reduce_piped), 0 else.
+template <typename T, int VEC, int ITEMS, NormOut MODE>
+__device__ __forceinline__ void store_row(const NormParams& p, int64_t row, const Pack<T, VEC> (&a)[ITEMS],
+                                          const Pack<T, VEC> (&g)[ITEMS], float inv_rms, float scale_in,
+                                          int parity) {
+  const int nvec = static_cast<int>(p.d / VEC);
+  store_row_with<T, VEC, ITEMS, MODE>(
+      p, row, a, g, inv_rms, scale_in, threadIdx.x, blockDim.x, [&](int i) { return i < nvec; },
+      [&](float v) { return row_reduce_piped<Max, 1>(v, parity); });
 }
 
 // The flat layout (row_kernel.cuh): a block of tx threads per row, ITEMS vectors a
@@ -463,42 +480,9 @@ __global__ void __launch_bounds__(piped_threads(ITEMS), ITEMS == 2 || sizeof(T) 
       for (int j = 0; j < VEC; ++j) sum_sq += f[k][j] * f[k][j];
     }
     const float inv_rms = rsqrtf(row_reduce_fixed<Sum, kTx>(sum_sq, partial[0], parity) / kD + p.eps);
-    if constexpr (MODE == NormOut::kSame) {
-      P* orow = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + int64_t{row} * p.out.stride);
-#pragma unroll
-      for (int k = 0; k < ITEMS; ++k) {
-        if constexpr (kPairs) {
-          orow[t + k * kTx] = norm_vec16<T, VEC>(f[k], g[k], inv_rms);
-        } else {
-          P y;
-#pragma unroll
-          for (int j = 0; j < VEC; ++j) y.v[j] = from_float<T>(norm_value(a[k].v[j], g[k].v[j], inv_rms));
-          orow[t + k * kTx] = y;
-        }
-      }
-    } else {
-      using Q = Pack<uint8_t, VEC>;
-      Q* orow = reinterpret_cast<Q*>(static_cast<uint8_t*>(p.out.ptr) + int64_t{row} * p.out.stride);
-      float scale_inv = 1.0f / scale_in;
-      if constexpr (MODE == NormOut::kFp8Dynamic) {
-        float absmax = 0.0f;
-#pragma unroll
-        for (int k = 0; k < ITEMS; ++k) {
-#pragma unroll
-          for (int j = 0; j < VEC; ++j) absmax = nan_max(absmax, fabsf(norm_value(a[k].v[j], g[k].v[j], inv_rms)));
-        }
-        const float scale = inference_kernels::dynamic_fp8_scale(row_reduce_fixed<Max, kTx>(absmax, partial[1], parity));
-        if (t == 0) p.row_scales[row] = scale;
-        scale_inv = 1.0f / scale;
-      }
-#pragma unroll
-      for (int k = 0; k < ITEMS; ++k) {
-        float y[VEC];
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) y[j] = norm_value(a[k].v[j], g[k].v[j], inv_rms);
-        orow[t + k * kTx] = quantise<VEC>(y, scale_inv);
-      }
-    }
+    store_row_with<T, VEC, ITEMS, MODE, kPairs>(
+        p, row, a, g, inv_rms, scale_in, t, kTx, [](int) { return true; },
+        [&pmax = partial[1], parity](float v) { return row_reduce_fixed<Max, kTx>(v, pmax, parity); }, f);
   }
   cp_async_wait<0>();
 }
