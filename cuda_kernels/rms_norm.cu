@@ -412,8 +412,10 @@ __global__ void __launch_bounds__(piped_threads(ITEMS)) rms_norm_piped(NormParam
 // compile-time block size and ring offsets (immediates), the stage is the row's
 // parity, and the reduction has no warp-count tests. d = ITEMS x kTx x VEC is a power
 // of two, so the mean's division is an exact multiply; 16-bit output is rounded a pair
-// at a time (norm_vec16). Same results as rms_norm_piped, bit for bit. 2 blocks an SM
-// at 2 vectors a thread (registers capped at 64), as rms_norm_piped's 56 registers give.
+// at a time (norm_vec16). The same sums in the same order and the same roundings as
+// rms_norm_piped, so the same bits by construction (the layout sweep's check, at most 2
+// ulps apart and the residual bit for bit, flagged none). 2 blocks an SM at 2 vectors a
+// thread (registers capped at 64), as rms_norm_piped's 56 registers give.
 template <typename T, int VEC, int ITEMS, bool FUSED, NormOut MODE>
 __global__ void __launch_bounds__(piped_threads(ITEMS), ITEMS == 2 || sizeof(T) == 4 ? 2 : 1)
     rms_norm_piped_exact(NormParams p, int /*stages: 2*/) {
