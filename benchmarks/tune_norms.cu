@@ -170,7 +170,7 @@ std::vector<RowConfig> layouts(int64_t nvec) {
       out.push_back(c);
     }
   }
-  // The exact-fit piped kernel (RowConfig::exact, rms_norm only; layer_norm refuses it):
+  // The exact-fit piped kernel (RowConfig::exact, rms_norm in 16-bit only; layer_norm refuses it):
   // rows of exactly items x piped_threads(items) vectors, 2 stages.
   for (int items : {2, 4}) {
     const int t = inference_kernels::cuda::piped_threads(items);

@@ -78,20 +78,15 @@ struct Pair16<__half> {
   }
 };
 
-// The elements of a vector as fp32 (16-bit types a pair at a time).
+// The elements of a 16-bit vector as fp32, a pair at a time.
 template <typename T, int VEC>
 __device__ __forceinline__ void unpack_vec(const Pack<T, VEC>& a, float (&f)[VEC]) {
-  if constexpr (sizeof(T) == 2) {
-    uint32_t u[VEC / 2];
-    __builtin_memcpy(u, &a, sizeof u);
+  uint32_t u[VEC / 2];
+  __builtin_memcpy(u, &a, sizeof u);
 #pragma unroll
-    for (int j = 0; j < VEC / 2; ++j) {
-      const float2 x = Pair16<T>::unpack(u[j]);
-      f[2 * j] = x.x, f[2 * j + 1] = x.y;
-    }
-  } else {
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) f[j] = to_float(a.v[j]);
+  for (int j = 0; j < VEC / 2; ++j) {
+    const float2 x = Pair16<T>::unpack(u[j]);
+    f[2 * j] = x.x, f[2 * j + 1] = x.y;
   }
 }
 
@@ -406,8 +401,8 @@ __global__ void __launch_bounds__(piped_threads(ITEMS)) rms_norm_piped(NormParam
 }
 
 // rms_norm_piped for rows of exactly ITEMS x kTx vectors (kTx = piped_threads(ITEMS)
-// threads) and a ring of 2 stages (RowConfig::exact; pick_layout's choice for hidden 8192
-// and 16384 in 16-bit).
+// threads) and a ring of 2 stages, 16-bit only (RowConfig::exact; pick_layout's choice for
+// hidden 8192 and 16384; fp32 rows were never measured with it and keep rms_norm_piped).
 // Everything rms_norm_piped decides at run time is fixed here: no bounds test a vector,
 // compile-time block size and ring offsets (immediates), the stage is the row's
 // parity, and the reduction has no warp-count tests. d = ITEMS x kTx x VEC is a power
@@ -417,12 +412,13 @@ __global__ void __launch_bounds__(piped_threads(ITEMS)) rms_norm_piped(NormParam
 // ulps apart and the residual bit for bit, flagged none). 2 blocks an SM at 2 vectors a
 // thread (registers capped at 64), as rms_norm_piped's 56 registers give.
 template <typename T, int VEC, int ITEMS, bool FUSED, NormOut MODE>
-__global__ void __launch_bounds__(piped_threads(ITEMS), ITEMS == 2 || sizeof(T) == 4 ? 2 : 1)
+__global__ void __launch_bounds__(piped_threads(ITEMS), ITEMS == 2 ? 2 : 1)
     rms_norm_piped_exact(NormParams p, int /*stages: 2*/) {
+  static_assert(sizeof(T) == 2, "16-bit rows only");
   using P = Pack<T, VEC>;
   constexpr int kTx = piped_threads(ITEMS), kNvec = ITEMS * kTx, kArrays = FUSED ? 2 : 1;
   constexpr float kD = float(kNvec * VEC);
-  constexpr bool kPairs = sizeof(T) == 2 && MODE == NormOut::kSame;
+  constexpr bool kPairs = MODE == NormOut::kSame;
   extern __shared__ uint4 ring_smem[];
   __shared__ float partial[2][2][kTx / 32];  // [reduction][row parity][warp]
   const int t = threadIdx.x;
@@ -570,13 +566,17 @@ cudaError_t launch_piped_rows(const NormParams& p, const RowConfig& c, cudaStrea
     const int arrays = FUSED ? 2 : 1;
     if (c.tx > piped_threads(c.items)) return cudaErrorInvalidConfiguration;
     if (c.exact) {
-      if (c.stages != 2 || c.tx != piped_threads(c.items) || int64_t{c.tx} * c.items != nvec) {
+      if constexpr (sizeof(T) != 2) {
         return cudaErrorInvalidConfiguration;
-      }
-      switch (c.items) {
-        case 2: return launch_piped(rms_norm_piped_exact<T, VEC, 2, FUSED, MODE>, p, c, p.rows, nvec, arrays, stream);
-        case 4: return launch_piped(rms_norm_piped_exact<T, VEC, 4, FUSED, MODE>, p, c, p.rows, nvec, arrays, stream);
-        default: return cudaErrorInvalidConfiguration;
+      } else {
+        if (c.stages != 2 || c.tx != piped_threads(c.items) || int64_t{c.tx} * c.items != nvec) {
+          return cudaErrorInvalidConfiguration;
+        }
+        switch (c.items) {
+          case 2: return launch_piped(rms_norm_piped_exact<T, VEC, 2, FUSED, MODE>, p, c, p.rows, nvec, arrays, stream);
+          case 4: return launch_piped(rms_norm_piped_exact<T, VEC, 4, FUSED, MODE>, p, c, p.rows, nvec, arrays, stream);
+          default: return cudaErrorInvalidConfiguration;
+        }
       }
     }
     switch (c.items) {
@@ -626,10 +626,10 @@ cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t 
 //   65.85 us at 2048 x 16384 fp16, 17.37 against 18.69 at 512, 66.64 against 72.41 with
 //   the dynamic scale; the one measured loss, within 2%: 4.78 against 4.71 us (cluster)
 //   with fp8 at 32 x 16384. Below 32 rows of 2048 vectors the cluster layout stays for
-//   the fused and fp8 kernels (3.02 against 3.42 us, add + RMSNorm at 1 x 16384). Fused and fp8 at fewer
-//   than 32 rows of 1024 vectors take it unmeasured (the alternative there is streaming,
-//   which it beat at every measured point: 2.40 against 2.77 us, add + RMSNorm 1 x 8192).
-//   fp32 is unmeasured and keeps the rules below;
+//   the fused and fp8 kernels (3.02 against 3.42 us, add + RMSNorm at 1 x 16384). Below
+//   32 rows of 1024 vectors it beat streaming in every measured mode (2.40 against 2.77
+//   us, add + RMSNorm at 1 x 8192); fp8 there is unmeasured and takes it too. fp32 is
+//   unmeasured and keeps the rules below;
 // - RMSNorm alone (no residual, no fp8) over rows of 257-512 vectors (hidden 4096 in
 //   16-bit): the flat layout, 256 threads of 2 vectors (1.87 against 2.02 us at 1 x
 //   4096 bf16, 19.97 against 23.54 us at 4096 x 4096; the fused and fp8 kernels

@@ -51,7 +51,7 @@ struct RowConfig {
   bool flat = false;       // the flat kernel (one block of tx threads per row, cluster 1; items 1, 2, 4)
   int stages = 0;          // > 0 (with flat): the piped kernel, rows in flight a block (row_pipe.cuh)
   bool exact = false;      // with stages 2: the piped kernel for rows of exactly items x tx vectors,
-                           // tx = piped_threads(items) (rms_norm only)
+                           // tx = piped_threads(items) (rms_norm, 16-bit only)
 };
 
 // Block size bound of the flat kernels; blocks of up to kFlatThreads threads.
