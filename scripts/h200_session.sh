@@ -46,13 +46,11 @@
 #   s7d   : SwiGLU tests, SwiGLU / silu under compute-sanitizer, the SwiGLU benchmark, every
 #           CUDA test case, then sanitize_cuda.py's norm sets run plainly (final code of the
 #           seventh session)
-#   tune_rms_exact: the RMSNorm layout sweep with the piped kernel's exact fit ("piped ...
-#           exact") on issue 3's many-row shapes (no package build)
 #   tune_rows: the RMSNorm layout sweep at hidden 8192 and 16384 from 1 to 256 rows (tune_norms
 #           --rows-sweep; no package build)
-#   s8f1  : every CUDA test case, RMSNorm under compute-sanitizer (the exact-fit piped kernel)
-#   s8f2  : the RMSNorm benchmark at hidden 8192 and 16384, the add+RMSNorm+FP8 benchmark
-#   s8f   : s8f1 and s8f2 at more row counts (the exact fit from 1 row)
+#   s8f   : every CUDA test case, RMSNorm under compute-sanitizer (the exact-fit piped
+#           kernel), the RMSNorm benchmark at hidden 8192 and 16384, the add+RMSNorm+FP8
+#           benchmark (final code of the eighth session)
 #   probe_ln: Inductor's code and Nsight Compute of layer_norm 16384 x 1024 fp16, ours vs
 #           torch.compile (ncu_ln.txt)
 #   probe_silu: Nsight Compute of silu_and_mul_fp8 at one row, ours vs torch.compile
@@ -430,10 +428,6 @@ if [ "$MODE" = tune_piped ]; then
   TUNE_TIMEOUT=540 tune --only "rms bf16 4096x4096,rms bf16 4096x8192,rms bf16 4096x16384,rms bf16 256x8192,rms bf16 256x16384,rms+add bf16 4096x4096,rms+add+fp8 fp16 128x16384,rms+add+fp8 fp16 512x16384,rms+add+fp8 fp16 2048x16384,rms+add+fp8dyn fp16 2048x16384,layer_norm fp16 4096x4096,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 8192x5120,layer_norm fp16 4096x8192"
   grep -E "piped|MISMATCH" "$OUT/tune_norms.log" | sort -k1,3 -s | head -150; echo "session status $status"; exit $status
 fi
-if [ "$MODE" = tune_rms_exact ]; then
-  TUNE_TIMEOUT=300 tune --only "rms bf16 4096x8192,rms bf16 4096x16384,rms bf16 256x8192,rms+add+fp8 fp16 512x16384,rms+add+fp8 fp16 2048x16384,rms+add+fp8dyn fp16 2048x16384"
-  grep -E "piped|MISMATCH" "$OUT/tune_norms.log" | head -80; echo "session status $status"; exit $status
-fi
 if [ "$MODE" = tune_rows ]; then
   TUNE_TIMEOUT=420 tune --rows-sweep
   grep -E "exact|MISMATCH" "$OUT/tune_norms.log" | head -80; echo "session status $status"; exit $status
@@ -480,8 +474,6 @@ case "$MODE" in
           pack; sanitize activations --only-activations; pack; bench_swiglu; pack; tests_gpu; pack
           step "sanitize_cuda.py's norm sets, without the sanitizer"
           for o in --only-rmsnorm --only-layernorm; do timeout 60 python3 scripts/sanitize_cuda.py $o 2>&1 | tail -1; done ;;
-  s8f1)   tests_gpu; pack; sanitize rmsnorm --only-rmsnorm ;;
-  s8f2)   bench_rms_s8 --rows 1 32 64 128 256 1024 4096 --fused-rows 64 256 4096; pack; bench_fp8 ;;
   s8f)    tests_gpu; pack; sanitize rmsnorm --only-rmsnorm; pack
           bench_rms_s8 --rows 1 8 16 32 64 256 1024 4096 --fused-rows 1 16 64 256 4096; pack; bench_fp8 ;;
   probe_silu) probe_silu ;;
