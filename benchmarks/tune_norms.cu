@@ -170,13 +170,24 @@ std::vector<RowConfig> layouts(int64_t nvec) {
       out.push_back(c);
     }
   }
-  // The exact-fit piped kernel (RowConfig::exact, rms_norm in 16-bit only; layer_norm refuses it):
-  // rows of exactly items x piped_threads(items) vectors, 2 stages.
+  // The exact-fit piped kernel (RowConfig::exact): rows of exactly items x
+  // piped_threads(items) vectors, 2 stages (16-bit only).
   for (int items : {2, 4}) {
     const int t = inference_kernels::cuda::piped_threads(items);
     if (int64_t{t} * items != nvec) continue;
     RowConfig c;
     c.tx = t, c.items = items, c.flat = true, c.stages = 2, c.exact = true;
+    out.push_back(c);
+  }
+  // The exact-fit flat kernel (RowConfig::exact, stages 0; layer_norm in 16-bit only, at
+  // the block sizes its launcher instantiates; rms_norm refuses it): rows of exactly
+  // items x tx vectors, tx a power-of-two count of warps.
+  for (int items : {1, 2, 4}) {
+    if (nvec % items) continue;
+    const int64_t tx = nvec / items;
+    if (tx < 32 || tx > inference_kernels::cuda::kFlatThreads || (tx & (tx - 1))) continue;
+    RowConfig c;
+    c.tx = static_cast<int>(tx), c.items = items, c.flat = true, c.exact = true;
     out.push_back(c);
   }
   return out;
@@ -190,7 +201,7 @@ std::string str(const RowConfig& c) {
     return buf;
   }
   if (c.flat) {
-    std::snprintf(buf, sizeof buf, "flat tx%d i%d", c.tx, c.items);
+    std::snprintf(buf, sizeof buf, "flat tx%d i%d%s", c.tx, c.items, c.exact ? " exact" : "");
     return buf;
   }
   std::snprintf(buf, sizeof buf, "tx%d r%d c%d i%d", c.tx, c.rows_per_block, c.cluster, c.items);
@@ -560,6 +571,7 @@ int main(int argc, char** argv) {
   for (auto [rows, d] : std::vector<std::pair<int64_t, int64_t>>{
            {4096, 4096}, {16384, 1024}, {1024, 16384}, {8192, 5120}, {4096, 8192}}) {
     ln(DType::kFloat16, rows, d);
+    ln(DType::kBFloat16, rows, d);
   }
   return 0;
 }

@@ -14,7 +14,11 @@
 //     roofline's traffic. Weight and bias are read after the reductions (from L1):
 //     loading them earlier costs registers, hence resident warps, and measured slower;
 //   * longer rows stream: each pass re-reads the row from global memory (L2 holds
-//     it after the first), so HBM still sees about one read.
+//     it after the first), so HBM still sees about one read;
+//   * exact fits (RowConfig::exact, 16-bit rows of exactly items x tx vectors; forced
+//     layouts only, for benchmarks/tune_norms.cu, not measured yet): the flat kernel
+//     with the block size fixed at compile time (layer_norm_flat_exact), and the piped
+//     layout of rms_norm's exact fit (layer_norm_piped_exact, hidden 8192 and 16384).
 // Rows that are 16-byte aligned (pointers and strides, weight and bias too) move in
 // 16-byte vectors (LDG.128/STG.128); any other row takes the scalar path, so every
 // size and stride the checks accept is handled.
@@ -24,7 +28,9 @@
 #include <cstdint>
 
 #include "block_reduce.cuh"
+#include "ptx.cuh"
 #include "row_kernel.cuh"
+#include "row_pipe.cuh"
 #include "gpu_launchers.h"
 #include "vec_io.cuh"
 
@@ -154,6 +160,134 @@ __global__ void __launch_bounds__(kFlatThreads) layer_norm_flat(LayerNormParams 
   }
 }
 
+// The output of a row of exactly ITEMS x TX vectors held in registers (a), thread t
+// holding vectors t + k * TX, two vectors at a time: their weight and bias loads, then
+// their stores. Two round trips to L1 for weight and bias where layer_norm_flat takes
+// one a vector (a load cannot pass a store to out, which may alias weight and bias as
+// far as the compiler knows); all at once would need 16 more registers a thread.
+template <typename T, int VEC, int ITEMS, int TX, bool W, bool B>
+__device__ __forceinline__ void store_exact(const LayerNormParams& p, int64_t row, int t,
+                                            const Pack<T, VEC> (&a)[ITEMS], float mean, float rstd) {
+  using P = Pack<T, VEC>;
+  static_assert(ITEMS % 2 == 0, "two vectors at a time");
+  P* orow = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row * p.out.stride) + t;
+#pragma unroll
+  for (int k0 = 0; k0 < ITEMS; k0 += 2) {
+    P g[2], c[2];
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      if constexpr (W) g[k] = reinterpret_cast<const P*>(p.weight)[t + (k0 + k) * TX];
+      if constexpr (B) c[k] = reinterpret_cast<const P*>(p.bias)[t + (k0 + k) * TX];
+    }
+#pragma unroll
+    for (int k = 0; k < 2; ++k) orow[(k0 + k) * TX] = normalise<T, VEC, W, B>(a[k0 + k], g[k], c[k], mean, rstd);
+  }
+}
+
+// Blocks an SM asked of layer_norm_flat_exact: the most whose register bound leaves it
+// no spills (ptxas keeps x as fp32 across the three passes once no bounds test
+// separates them: 56 registers at 4 vectors a thread, 48 at 2, against 40-54 for
+// layer_norm_flat), and for one warp the 32-block limit (64 registers: no fewer warps
+// than any count below it).
+__host__ __device__ constexpr int flat_exact_blocks(int tx, int items) {
+  return tx == 32 ? 32 : 65536 / (tx * (items == 4 ? 56 : 48));
+}
+
+// layer_norm_flat for rows of exactly ITEMS x TX 16-byte vectors (RowConfig::exact with
+// stages 0; TX a power of two, known at compile time): no bounds test a vector, the
+// addresses immediates, the reductions without warp-count tests (row_reduce_fixed: the
+// same tree, so the same bits), and d = ITEMS x TX x VEC a power of two, so / d is an
+// exact multiply. The same arithmetic as layer_norm_flat in the same order: at the same
+// tx and items, the same results bit for bit. Only reached through a forced layout
+// (benchmarks/tune_norms.cu).
+template <typename T, int VEC, int ITEMS, int TX, bool W, bool B>
+__global__ void __launch_bounds__(TX, flat_exact_blocks(TX, ITEMS)) layer_norm_flat_exact(LayerNormParams p) {
+  using P = Pack<T, VEC>;
+  constexpr float kD = float(ITEMS * TX * VEC);
+  __shared__ float partial[2][2][TX / 32];  // [reduction][row parity: always 0 here][warp]
+  const int64_t row = blockIdx.x;
+  const int t = threadIdx.x;
+  const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row * p.x.stride) + t;
+  P a[ITEMS];
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) a[k] = xr[k * TX];
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) sum += vec_sum(a[k]);
+  const float mean = row_reduce_fixed<Sum, TX>(sum, partial[0], 0) / kD;
+  float sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) sq += vec_sq_dev(a[k], mean);
+  const float rstd = rsqrtf(row_reduce_fixed<Sum, TX>(sq, partial[1], 0) / kD + p.eps);
+  store_exact<T, VEC, ITEMS, TX, W, B>(p, row, t, a, mean, rstd);
+}
+
+// The piped layout (row_pipe.cuh, as rms_norm_piped_exact) for LayerNorm rows of
+// exactly ITEMS x kTx 16-byte vectors (kTx = piped_threads(ITEMS); 16-bit hidden 8192 and
+// 16384): persistent blocks keep the next row on the way by cp.async into a 2-stage
+// ring (the stage is the row's parity), the reductions alternate between two shared
+// arrays by the same parity, so one barrier a reduction still suffices from one row to
+// the next. The arithmetic is layer_norm_flat's in the same order (the same bits at
+// the same tx and items). Weight and bias are loaded once a block, before the first
+// row: the flat kernel loads them after its reductions to save registers for resident
+// warps, but one block an SM holds 512 threads here however few registers they take
+// (ITEMS 4), and at ITEMS 2 the bound asks for 2 blocks. x and out may be the same
+// row: the rows in flight are later rows. Only reached through a forced layout
+// (RowConfig::exact with stages 2; benchmarks/tune_norms.cu).
+template <typename T, int VEC, int ITEMS, bool W, bool B>
+__global__ void __launch_bounds__(piped_threads(ITEMS), ITEMS == 2 ? 2 : 1)
+    layer_norm_piped_exact(LayerNormParams p, int /*stages: 2*/) {
+  using P = Pack<T, VEC>;
+  constexpr int kTx = piped_threads(ITEMS), kNvec = ITEMS * kTx;
+  constexpr float kD = float(kNvec * VEC);
+  extern __shared__ uint4 ring_smem[];
+  __shared__ float partial[2][2][kTx / 32];  // [reduction][row parity][warp]
+  const int t = threadIdx.x;
+  const uint32_t mine = smem_addr(ring_smem) + t * 16;  // this thread's vector 0 in stage 0
+  auto slot = [&](int stage, int k) { return mine + static_cast<uint32_t>((stage * kNvec + k * kTx) * 16); };
+  // Row indices as 32-bit unsigned: rows <= INT32_MAX (layer_norm_launch_with), so row +
+  // gridDim.x cannot wrap.
+  const unsigned rows = static_cast<unsigned>(p.rows);
+  auto fetch = [&](unsigned row, int stage) {
+    if (row < rows) {
+      const P* src = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + int64_t{row} * p.x.stride) + t;
+#pragma unroll
+      for (int k = 0; k < ITEMS; ++k) cp_async16(slot(stage, k), src + k * kTx);
+    }
+    cp_async_commit();  // a group either way, so that cp_async_wait<1> counts rows
+  };
+  unsigned row = blockIdx.x;
+  fetch(row, 0);
+  P g[ITEMS], c[ITEMS];
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    if constexpr (W) g[k] = reinterpret_cast<const P*>(p.weight)[t + k * kTx];
+    if constexpr (B) c[k] = reinterpret_cast<const P*>(p.bias)[t + k * kTx];
+  }
+  for (int parity = 0; row < rows; row += gridDim.x, parity ^= 1) {
+    fetch(row + gridDim.x, parity ^ 1);
+    cp_async_wait<1>();  // this thread's copies of this row have landed
+    P a[ITEMS];
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+      const uint4 v = lds16(slot(parity, k));
+      __builtin_memcpy(&a[k], &v, 16);
+    }
+    float sum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) sum += vec_sum(a[k]);
+    const float mean = row_reduce_fixed<Sum, kTx>(sum, partial[0], parity) / kD;
+    float sq = 0.0f;
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) sq += vec_sq_dev(a[k], mean);
+    const float rstd = rsqrtf(row_reduce_fixed<Sum, kTx>(sq, partial[1], parity) / kD + p.eps);
+    P* orow = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + int64_t{row} * p.out.stride) + t;
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) orow[k * kTx] = normalise<T, VEC, W, B>(a[k], g[k], c[k], mean, rstd);
+  }
+  cp_async_wait<0>();
+}
+
 // Rows too long to cache: one block per row, each pass re-reads the row.
 template <typename T, int VEC>
 __global__ void __launch_bounds__(kMaxThreads) layer_norm_stream(LayerNormParams p) {
@@ -186,11 +320,42 @@ __global__ void __launch_bounds__(kMaxThreads) layer_norm_stream(LayerNormParams
   }
 }
 
+// The exact-fit kernels (RowConfig::exact; fits() has checked tx x items == nvec):
+// 16-bit rows only (fp32 is not measured), stages 2: layer_norm_piped_exact, stages 0:
+// layer_norm_flat_exact at the block sizes instantiated here.
+template <typename T, int VEC, bool W, bool B>
+cudaError_t launch_exact(const LayerNormParams& p, const RowConfig& c, cudaStream_t stream) {
+  if constexpr (sizeof(T) != 2 || sizeof(T) * VEC != 16) {
+    return cudaErrorInvalidConfiguration;
+  } else {
+    const int64_t nvec = p.d / VEC;
+    if (!c.flat || int64_t{c.tx} * c.items != nvec) return cudaErrorInvalidConfiguration;
+    if (c.stages == 2) {
+      if (c.tx != piped_threads(c.items)) return cudaErrorInvalidConfiguration;
+      switch (c.items) {
+        case 2: return launch_piped(layer_norm_piped_exact<T, VEC, 2, W, B>, p, c, p.rows, nvec, 1, stream);
+        case 4: return launch_piped(layer_norm_piped_exact<T, VEC, 4, W, B>, p, c, p.rows, nvec, 1, stream);
+        default: return cudaErrorInvalidConfiguration;
+      }
+    }
+    if (c.stages != 0) return cudaErrorInvalidConfiguration;
+    switch (c.tx * 8 + c.items) {
+      case 32 * 8 + 4: return launch_rows(layer_norm_flat_exact<T, VEC, 4, 32, W, B>, p, c, p.rows, stream);
+      case 128 * 8 + 4: return launch_rows(layer_norm_flat_exact<T, VEC, 4, 128, W, B>, p, c, p.rows, stream);
+      case 256 * 8 + 2: return launch_rows(layer_norm_flat_exact<T, VEC, 2, 256, W, B>, p, c, p.rows, stream);
+      case 256 * 8 + 4: return launch_rows(layer_norm_flat_exact<T, VEC, 4, 256, W, B>, p, c, p.rows, stream);
+      case 512 * 8 + 4: return launch_rows(layer_norm_flat_exact<T, VEC, 4, 512, W, B>, p, c, p.rows, stream);
+      default: return cudaErrorInvalidConfiguration;
+    }
+  }
+}
+
 template <typename T, int VEC, bool W, bool B>
 cudaError_t launch_cached(const LayerNormParams& p, const RowConfig& c, cudaStream_t stream) {
-  // The piped layout (row_pipe.cuh) measured no faster than the flat one for LayerNorm
-  // (H200, tune_norms: 46.37 against 44.26 us at 8192 x 5120 fp16, 20.25 against 20.14
-  // at 4096 x 4096), so this op has none.
+  if (c.exact) return launch_exact<T, VEC, W, B>(p, c, stream);
+  // The general piped layout (row_pipe.cuh) measured no faster than the flat one for
+  // LayerNorm (H200, tune_norms: 46.37 against 44.26 us at 8192 x 5120 fp16, 20.25
+  // against 20.14 at 4096 x 4096), so this op has only its exact fit.
   if (c.stages > 0) return cudaErrorInvalidConfiguration;
   if (c.flat) {
     switch (c.items) {

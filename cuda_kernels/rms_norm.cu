@@ -591,6 +591,7 @@ cudaError_t launch_piped_rows(const NormParams& p, const RowConfig& c, cudaStrea
 template <typename T, int VEC, bool FUSED, NormOut MODE>
 cudaError_t launch_flat(const NormParams& p, const RowConfig& c, cudaStream_t stream) {
   if (c.stages > 0) return launch_piped_rows<T, VEC, FUSED, MODE>(p, c, stream);
+  if (c.exact) return cudaErrorInvalidConfiguration;  // the flat exact fit is layer_norm's
   switch (c.items) {
     case 1: return launch_rows(rms_norm_flat<T, VEC, 1, FUSED, MODE>, p, c, p.rows, stream);
     case 2: return launch_rows(rms_norm_flat<T, VEC, 2, FUSED, MODE>, p, c, p.rows, stream);

@@ -50,8 +50,9 @@ struct RowConfig {
   int items = 1;           // vectors a thread holds: 1, 2, 4 or 8; 0: the streaming kernel
   bool flat = false;       // the flat kernel (one block of tx threads per row, cluster 1; items 1, 2, 4)
   int stages = 0;          // > 0 (with flat): the piped kernel, rows in flight a block (row_pipe.cuh)
-  bool exact = false;      // with stages 2: the piped kernel for rows of exactly items x tx vectors,
-                           // tx = piped_threads(items) (rms_norm, 16-bit only)
+  bool exact = false;      // with flat, for 16-bit rows of exactly items x tx vectors: stages 2, the
+                           // piped kernel with tx = piped_threads(items); stages 0 (layer_norm only),
+                           // the flat kernel with tx fixed at compile time
 };
 
 // Block size bound of the flat kernels; blocks of up to kFlatThreads threads.
@@ -63,7 +64,7 @@ inline int round_up(int64_t v, int m) { return static_cast<int>((v + m - 1) / m 
 // blocks) fits an int, and its row group covers the row.
 inline bool fits(const RowConfig& c, int64_t rows, int64_t nvec) {
   if (c.stages > 0 && !c.flat) return false;
-  if (c.exact && (c.stages != 2 || int64_t{c.tx} * c.items != nvec)) return false;
+  if (c.exact && (!c.flat || c.stages == 1 || int64_t{c.tx} * c.items != nvec)) return false;
   if (c.flat && (c.cluster != 1 || c.rows_per_block != 1 || c.tx > kFlatThreads || c.tx % 32)) return false;
   return rows * c.cluster <= INT32_MAX && int64_t{c.tx} * c.cluster * c.items >= nvec;
 }

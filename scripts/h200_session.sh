@@ -55,6 +55,9 @@
 #           torch.compile (ncu_ln.txt)
 #   probe_silu: Nsight Compute of silu_and_mul_fp8 at one row, ours vs torch.compile
 #   tune_ln: the layout sweep (no package build) on the LayerNorm shapes of issue 5
+#   tune_ln_exact: the LayerNorm layout sweep with its exact fits ("flat tx.. i.. exact",
+#           "piped tx512 i.. s2 exact") at issue 5's shapes, fp16 and bf16 (no package
+#           build); prints the summaries, every flat and exact line, and MISMATCH lines
 #   norms_explore: why Triton leads at decode sizes: kernels per call and their device time,
 #           ours vs torch.compile vs Liger (benchmarks/profile_latency.py); Nsight Compute of
 #           ours vs Liger, rms_norm bf16 1x4096 and 4096x4096 (ncu_norms.txt); the layout
@@ -431,6 +434,15 @@ fi
 if [ "$MODE" = tune_rows ]; then
   TUNE_TIMEOUT=420 tune --rows-sweep
   grep -E "exact|MISMATCH" "$OUT/tune_norms.log" | head -80; echo "session status $status"; exit $status
+fi
+if [ "$MODE" = tune_ln_exact ]; then
+  shapes=""
+  for dt in fp16 bf16; do
+    for sh in 4096x4096 16384x1024 1024x16384 8192x5120 4096x8192; do shapes="$shapes${shapes:+,}layer_norm $dt $sh"; done
+  done
+  TUNE_TIMEOUT=300 tune --only "$shapes"
+  echo "--- flat and exact layouts, MISMATCH lines"
+  grep -E "flat tx|exact|MISMATCH" "$OUT/tune_norms.log" | head -120; echo "session status $status"; exit $status
 fi
 if [ "$MODE" = tune_ln ]; then
   tune --only "layer_norm fp16 8192x5120,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 4096x4096,layer_norm fp16 4096x8192"
