@@ -53,6 +53,9 @@
 #   s8f1  : every CUDA test case, RMSNorm under compute-sanitizer (the exact-fit piped kernel)
 #   s8f2  : the RMSNorm benchmark at hidden 8192 and 16384, the add+RMSNorm+FP8 benchmark
 #   s8f   : s8f1 and s8f2 at more row counts (the exact fit from 1 row)
+#   q4k_xahead: EXPERIMENT (branch q4k-exp): k-quant tests with IK_Q4K_XAHEAD=1; bf16
+#           Q4_K outputs with it off and on compared bit for bit (scripts/q4k_xahead_check.py);
+#           the quick Q4_K benchmark with IK_Q4K_XAHEAD = 0 (the default), 1, 0, 1
 #   probe_ln: Inductor's code and Nsight Compute of layer_norm 16384 x 1024 fp16, ours vs
 #           torch.compile (ncu_ln.txt)
 #   probe_silu: Nsight Compute of silu_and_mul_fp8 at one row, ours vs torch.compile
@@ -485,6 +488,12 @@ case "$MODE" in
   s8f)    tests_gpu; pack; sanitize rmsnorm --only-rmsnorm; pack
           bench_rms_s8 --rows 1 8 16 32 64 256 1024 4096 --fused-rows 1 16 64 256 4096; pack; bench_fp8 ;;
   probe_silu) probe_silu ;;
+  q4k_xahead) IK_Q4K_XAHEAD=1 tests_q4k; pack
+          step "x ahead vs default, bit for bit"
+          for v in 0 1; do IK_Q4K_XAHEAD=$v python3 scripts/q4k_xahead_check.py save "$OUT/xahead$v.pt"; done
+          python3 scripts/q4k_xahead_check.py compare "$OUT/xahead0.pt" "$OUT/xahead1.pt" | tee "$OUT/xahead_compare.txt"
+          for r in 0a 1a 0b 1b; do IK_Q4K_XAHEAD=${r:0:1} bench_q4k --quick --formats Q4_K --name bench_q4k_xahead$r > /dev/null
+            echo "IK_Q4K_XAHEAD=${r:0:1}"; grep -E "^\| [0-9]+x[0-9]+ \| (1|8) \|" "$OUT/bench_q4k_xahead$r.md"; pack; done ;;
   probe_ln) probe_ln ;;
   s5e)    tests_q4k; bench_q4k --quick; pack; sanitizers_q4k ;;
   tp)     tp_decode ;;
