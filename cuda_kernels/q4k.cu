@@ -54,6 +54,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "ggml_blocks.h"
@@ -353,33 +354,67 @@ __device__ __forceinline__ void q4k_pairs(uint32_t v, uint32_t (&lo)[2], uint32_
   }
 }
 
+// Chunk c of a block: sub-blocks 2c (low nibbles, B pairs xl: x at 64c + 8t) and 2c + 1
+// (high, xh: x at 64c + 32 + 8t), rows g (wg) and g + 8 (wh).
+template <typename T>
+__device__ __forceinline__ void q4k_chunk(const Lane& l, uint2 wg, uint2 wh, const XPairs<T, 8>& xl,
+                                          const XPairs<T, 8>& xh, const float* table, int c,
+                                          float (&acc)[4]) {
+  float sl[4] = {}, xsl[4] = {}, sh[4] = {}, xsh[4] = {};
+#pragma unroll
+  for (int w = 0; w < 2; ++w) {  // bytes 8t + 4w .. + 3: B pairs 2w, 2w + 1
+    uint32_t gl[2], gh[2], hl[2], hh[2];
+    q4k_pairs<T>(w ? wg.y : wg.x, gl, gh);
+    q4k_pairs<T>(w ? wh.y : wh.x, hl, hh);
+    mma_step<T, 8>(sl, xsl, gl, hl, xl, w);
+    mma_step<T, 8>(sh, xsh, gh, hh, xh, w);
+  }
+  const float2 dsg = *reinterpret_cast<const float2*>(table + l.g * kScaleStride + 2 * c);
+  const float2 dcg = *reinterpret_cast<const float2*>(table + l.g * kScaleStride + 8 + 2 * c);
+  const float2 dsh = *reinterpret_cast<const float2*>(table + (l.g + 8) * kScaleStride + 2 * c);
+  const float2 dch = *reinterpret_cast<const float2*>(table + (l.g + 8) * kScaleStride + 8 + 2 * c);
+  apply(acc, sl, xsl, dsg.x, dcg.x, dsh.x, dch.x);
+  apply(acc, sh, xsh, dsg.y, dcg.y, dsh.y, dch.y);
+}
+
 // One block (its scales already in the table). U: chunks unrolled (a staged block
 // can be read a chunk at a time; registers hold all of it anyway).
 template <typename T, int U, typename Src>
 __device__ __forceinline__ void q4k_block(const Lane& l, const Src& src, const float* table,
                                           const T* x, float (&acc)[4]) {
 #pragma unroll U
-  for (int c = 0; c < 4; ++c) {
-    // Sub-blocks 2c (low nibbles, x at 64c + 8t) and 2c + 1 (high, x at 64c + 32 + 8t).
-    const uint2 wg = q4k_qs(l, src, 0, c);
-    const uint2 wh = q4k_qs(l, src, 1, c);
-    const XPairs<T, 8> xl = load_x<T, 8>(x + 64 * c);
-    const XPairs<T, 8> xh = load_x<T, 8>(x + 64 * c + 32);
-    float sl[4] = {}, xsl[4] = {}, sh[4] = {}, xsh[4] = {};
+  for (int c = 0; c < 4; ++c)
+    q4k_chunk<T>(l, q4k_qs(l, src, 0, c), q4k_qs(l, src, 1, c), load_x<T, 8>(x + 64 * c),
+                 load_x<T, 8>(x + 64 * c + 32), table, c, acc);
+}
+
+// EXPERIMENT (IK_Q4K_XAHEAD=A): the same block with the x of its first A chunks already
+// in registers (xa, loaded a block earlier); each of those chunks' x pairs is replaced
+// by the next block's (at xn: the same block again after the warp's last, a harmless
+// re-read) right after use, so the first MMA no longer waits on x issued ~150
+// instructions before it. Chunks A.. load their x at the block's start, as q4k_block
+// does. The launcher uses A = 1 (see there); all 4 chunks ahead spills 36 bytes at 128
+// registers (ptxas 13.0). Same MMAs and sums in the same order: same results as
+// q4k_block.
+template <typename T, int A>
+__device__ __forceinline__ void q4k_block_xahead(const Lane& l, const Q4KRaw& r, const float* table,
+                                                 XPairs<T, 8> (&xa)[2 * A], const T* x, const T* xn,
+                                                 float (&acc)[4]) {
+  XPairs<T, 8> xr[A < 4 ? 8 - 2 * A : 1];
 #pragma unroll
-    for (int w = 0; w < 2; ++w) {  // bytes 8t + 4w .. + 3: B pairs 2w, 2w + 1
-      uint32_t gl[2], gh[2], hl[2], hh[2];
-      q4k_pairs<T>(w ? wg.y : wg.x, gl, gh);
-      q4k_pairs<T>(w ? wh.y : wh.x, hl, hh);
-      mma_step<T, 8>(sl, xsl, gl, hl, xl, w);
-      mma_step<T, 8>(sh, xsh, gh, hh, xh, w);
+  for (int c = A; c < 4; ++c) {
+    xr[2 * (c - A)] = load_x<T, 8>(x + 64 * c);
+    xr[2 * (c - A) + 1] = load_x<T, 8>(x + 64 * c + 32);
+  }
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    if (c < A) {
+      q4k_chunk<T>(l, r.wg[c], r.wh[c], xa[2 * c], xa[2 * c + 1], table, c, acc);
+      xa[2 * c] = load_x<T, 8>(xn + 64 * c);
+      xa[2 * c + 1] = load_x<T, 8>(xn + 64 * c + 32);
+    } else {
+      q4k_chunk<T>(l, r.wg[c], r.wh[c], xr[2 * (c - A)], xr[2 * (c - A) + 1], table, c, acc);
     }
-    const float2 dsg = *reinterpret_cast<const float2*>(table + l.g * kScaleStride + 2 * c);
-    const float2 dcg = *reinterpret_cast<const float2*>(table + l.g * kScaleStride + 8 + 2 * c);
-    const float2 dsh = *reinterpret_cast<const float2*>(table + (l.g + 8) * kScaleStride + 2 * c);
-    const float2 dch = *reinterpret_cast<const float2*>(table + (l.g + 8) * kScaleStride + 8 + 2 * c);
-    apply(acc, sl, xsl, dsg.x, dcg.x, dsh.x, dch.x);
-    apply(acc, sh, xsh, dsg.y, dcg.y, dsh.y, dch.y);
   }
 }
 
@@ -578,6 +613,32 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
       rd = rd == last ? region : rd + kStageBytes;
       x += kQK;
     }
+  } else if constexpr (S < 0) {
+    static_assert(F == KQuant::kQ4K && std::is_same_v<T, __nv_bfloat16>, "x ahead: Q4_K, bf16 x");
+    if (b < end) {
+      // compute()'s steps with x of the first A = -S chunks a block ahead.
+      constexpr int A = -S;
+      XPairs<T, 8> xa[2 * A];
+      Q4KRaw cur = q4k_load(l);
+#pragma unroll
+      for (int c = 0; c < A; ++c) {
+        xa[2 * c] = load_x<T, 8>(x + 64 * c);
+        xa[2 * c + 1] = load_x<T, 8>(x + 64 * c + 32);
+      }
+      for (;;) {
+        l.advance(kBytes);
+        const bool more = ++b < end;
+        Q4KRaw next;
+        if (more) next = q4k_load(l);
+        q4k_scales<T>(l, cur.head, table);
+        __syncwarp();
+        q4k_block_xahead<T, A>(l, cur, table, xa, x, more ? x + kQK : x, acc);
+        __syncwarp();
+        x += kQK;
+        if (!more) break;
+        cur = next;
+      }
+    }
   } else if (b < end) {
     using Raw = std::conditional_t<F == KQuant::kQ4K, Q4KRaw, Q6KRaw>;
     const auto load = [](const Lane& l) {
@@ -666,6 +727,22 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
   } else {
     using Direct = Shape<T, F, 2, 0, 4>;
     const int kw = Direct::warps(p);
+    if constexpr (F == KQuant::kQ4K && std::is_same_v<T, __nv_bfloat16>) {
+      // EXPERIMENT: IK_Q4K_XAHEAD=1 takes the direct loop with chunk 0's x a block ahead
+      // (q4k_block_xahead, A = 1) wherever the direct loop would run; default off. bf16 x
+      // only: with fp16 x ptxas 13.0 spills 16 bytes at 128 registers. A = 2 compiles
+      // without spills but ptxas then sinks the next block's weight loads below the
+      // block's MMAs (no weight overlap), so it is not offered.
+      static const bool xahead = [] {
+        const char* e = std::getenv("IK_Q4K_XAHEAD");
+        return e && e[0] == '1' && !e[1];
+      }();
+      if (xahead && kw > 1) {
+        using XAhead = Shape<T, F, 2, -1, 4>;
+        const int kx = XAhead::warps(p);
+        if (kx > 1) return XAhead::launch(p, kx, stream);
+      }
+    }
     if (F == KQuant::kQ6K || kw > 1) return Direct::launch(p, kw, stream);
     // No K split fits one wave: each warp streams its rows' whole K, and staging pays.
     using Staged = Shape<T, KQuant::kQ4K, 2, 2, 4>;

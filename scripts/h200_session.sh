@@ -51,6 +51,11 @@
 #   s8f   : every CUDA test case, RMSNorm under compute-sanitizer (the exact-fit piped
 #           kernel), the RMSNorm benchmark at hidden 8192 and 16384, the add+RMSNorm+FP8
 #           benchmark (final code of the eighth session)
+#   q4k_xahead: EXPERIMENT (branch q4k-exp): k-quant tests with IK_Q4K_XAHEAD=1; bf16
+#           Q4_K outputs with it off and on compared bit for bit (scripts/q4k_xahead_check.py);
+#           the quick Q4_K benchmark with IK_Q4K_XAHEAD = 0 (the default), 1, 0, 1
+#   s9a   : EXPERIMENTS (ninth session): tune_ln_exact (its binary built during the package
+#           build), then q4k_xahead
 #   probe_ln: Inductor's code and Nsight Compute of layer_norm 16384 x 1024 fp16, ours vs
 #           torch.compile (ncu_ln.txt)
 #   probe_silu: Nsight Compute of silu_and_mul_fp8 at one row, ours vs torch.compile
@@ -358,6 +363,23 @@ bench_gemm() {
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 }
 sanitizers_gemm() { sanitize gemm skinny_gemm; }
+# issue 5's LayerNorm shapes, fp16 and bf16, as tune_norms --only takes them
+ln_exact_shapes() {
+  local dt sh shapes=""
+  for dt in fp16 bf16; do
+    for sh in 4096x4096 16384x1024 1024x16384 8192x5120 4096x8192; do shapes="$shapes${shapes:+,}layer_norm $dt $sh"; done
+  done
+  echo "$shapes"
+}
+q4k_xahead() {
+  IK_Q4K_XAHEAD=1 tests_q4k; pack
+  step "x ahead vs default, bit for bit"
+  local v r
+  for v in 0 1; do IK_Q4K_XAHEAD=$v python3 scripts/q4k_xahead_check.py save "$OUT/xahead$v.pt"; done
+  python3 scripts/q4k_xahead_check.py compare "$OUT/xahead0.pt" "$OUT/xahead1.pt" | tee "$OUT/xahead_compare.txt"
+  for r in 0a 1a 0b 1b; do IK_Q4K_XAHEAD=${r:0:1} bench_q4k --quick --formats Q4_K --name bench_q4k_xahead$r > /dev/null
+    echo "IK_Q4K_XAHEAD=${r:0:1}"; grep -E "^\| [0-9]+x[0-9]+ \| (1|8) \|" "$OUT/bench_q4k_xahead$r.md"; pack; done
+}
 sass_mix_gemm() {
   step "main-loop instruction mix of skinny_gemm_fp8 per 64-byte chunk (scripts/sass_mix.py)"
   cuobjdump -sass "$SO" | python3 scripts/sass_mix.py | tee "$OUT/sass_mix_gemm.txt"
@@ -436,11 +458,7 @@ if [ "$MODE" = tune_rows ]; then
   grep -E "exact|MISMATCH" "$OUT/tune_norms.log" | head -80; echo "session status $status"; exit $status
 fi
 if [ "$MODE" = tune_ln_exact ]; then
-  shapes=""
-  for dt in fp16 bf16; do
-    for sh in 4096x4096 16384x1024 1024x16384 8192x5120 4096x8192; do shapes="$shapes${shapes:+,}layer_norm $dt $sh"; done
-  done
-  TUNE_TIMEOUT=300 tune --only "$shapes"
+  TUNE_TIMEOUT=300 tune --only "$(ln_exact_shapes)"
   echo "--- flat and exact layouts, MISMATCH lines"
   grep -E "flat tx|exact|MISMATCH" "$OUT/tune_norms.log" | head -120; echo "session status $status"; exit $status
 fi
@@ -448,6 +466,7 @@ if [ "$MODE" = tune_ln ]; then
   tune --only "layer_norm fp16 8192x5120,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 4096x4096,layer_norm fp16 4096x8192"
   grep -E "^  layer_norm" "$OUT/tune_norms.log" | sort -k5 -n | head -40; echo "session status $status"; exit $status
 fi
+[ "$MODE" = s9a ] && tune_build_bg
 build
 case "$MODE" in
   check)  tests; error_paths; sass; sanitizers; example; bench_quick ;;
@@ -489,6 +508,12 @@ case "$MODE" in
   s8f)    tests_gpu; pack; sanitize rmsnorm --only-rmsnorm; pack
           bench_rms_s8 --rows 1 8 16 32 64 256 1024 4096 --fused-rows 1 16 64 256 4096; pack; bench_fp8 ;;
   probe_silu) probe_silu ;;
+  q4k_xahead) q4k_xahead ;;
+  s9a)    wait "$TUNE_PID" || { tail -5 "$OUT/tune_build.log"; status=1; }
+          step "LayerNorm exact fits (tune_norms, issue 5's shapes)"
+          timeout 300 /tmp/tune_norms --only "$(ln_exact_shapes)" > "$OUT/tune_norms.log" 2>&1 || status=1
+          grep -v "^  " "$OUT/tune_norms.log"; grep -E "flat tx|exact|MISMATCH" "$OUT/tune_norms.log" | head -120; pack
+          q4k_xahead ;;
   probe_ln) probe_ln ;;
   s5e)    tests_q4k; bench_q4k --quick; pack; sanitizers_q4k ;;
   tp)     tp_decode ;;
