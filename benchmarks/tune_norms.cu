@@ -171,7 +171,7 @@ std::vector<RowConfig> layouts(int64_t nvec) {
     }
   }
   // The exact-fit piped kernel (RowConfig::exact): rows of exactly items x
-  // piped_threads(items) vectors, 2 stages (16-bit only).
+  // piped_threads(items) vectors, 2 stages (16-bit only; layer_norm at 4 items only).
   for (int items : {2, 4}) {
     const int t = inference_kernels::cuda::piped_threads(items);
     if (int64_t{t} * items != nvec) continue;
@@ -179,16 +179,16 @@ std::vector<RowConfig> layouts(int64_t nvec) {
     c.tx = t, c.items = items, c.flat = true, c.stages = 2, c.exact = true;
     out.push_back(c);
   }
-  // The exact-fit flat kernel (RowConfig::exact, stages 0; layer_norm in 16-bit only, at
-  // the block sizes its launcher instantiates; rms_norm refuses it): rows of exactly
-  // items x tx vectors, tx a power-of-two count of warps.
-  for (int items : {1, 2, 4}) {
-    if (nvec % items) continue;
-    const int64_t tx = nvec / items;
-    if (tx < 32 || tx > inference_kernels::cuda::kFlatThreads || (tx & (tx - 1))) continue;
-    RowConfig c;
-    c.tx = static_cast<int>(tx), c.items = items, c.flat = true, c.exact = true;
-    out.push_back(c);
+  // The exact-fit flat kernel (RowConfig::exact, stages 0; layer_norm in 16-bit only;
+  // rms_norm refuses it): rows of exactly 4 x tx vectors, tx a power of two from a warp
+  // to kFlatThreads, the block sizes its launcher instantiates.
+  if (nvec % 4 == 0) {
+    const int64_t tx = nvec / 4;
+    if (tx >= 32 && tx <= inference_kernels::cuda::kFlatThreads && (tx & (tx - 1)) == 0) {
+      RowConfig c;
+      c.tx = static_cast<int>(tx), c.items = 4, c.flat = true, c.exact = true;
+      out.push_back(c);
+    }
   }
   return out;
 }

@@ -15,10 +15,10 @@
 //     loading them earlier costs registers, hence resident warps, and measured slower;
 //   * longer rows stream: each pass re-reads the row from global memory (L2 holds
 //     it after the first), so HBM still sees about one read;
-//   * exact fits (RowConfig::exact, 16-bit rows of exactly items x tx vectors; forced
-//     layouts only, for benchmarks/tune_norms.cu, not measured yet): the flat kernel
-//     with the block size fixed at compile time (layer_norm_flat_exact), and the piped
-//     layout of rms_norm's exact fit (layer_norm_piped_exact, hidden 8192 and 16384).
+//   * exact fits (RowConfig::exact, 16-bit rows of exactly 4 x tx vectors, tx a
+//     power of two from 32 to 512: hidden 1024 to 16384): the flat kernel with the
+//     block size fixed at compile time (layer_norm_flat_exact), and for many rows of
+//     hidden 16384 the piped layout of rms_norm's exact fit (layer_norm_piped_exact).
 // Rows that are 16-byte aligned (pointers and strides, weight and bias too) move in
 // 16-byte vectors (LDG.128/STG.128); any other row takes the scalar path, so every
 // size and stride the checks accept is handled.
@@ -198,8 +198,7 @@ __host__ __device__ constexpr int flat_exact_blocks(int tx, int items) {
 // addresses immediates, the reductions without warp-count tests (row_reduce_fixed: the
 // same tree, so the same bits), and d = ITEMS x TX x VEC a power of two, so / d is an
 // exact multiply. The same arithmetic as layer_norm_flat in the same order: at the same
-// tx and items, the same results bit for bit. Only reached through a forced layout
-// (benchmarks/tune_norms.cu).
+// tx and items, the same results bit for bit.
 template <typename T, int VEC, int ITEMS, int TX, bool W, bool B>
 __global__ void __launch_bounds__(TX, flat_exact_blocks(TX, ITEMS)) layer_norm_flat_exact(LayerNormParams p) {
   using P = Pack<T, VEC>;
@@ -231,11 +230,11 @@ __global__ void __launch_bounds__(TX, flat_exact_blocks(TX, ITEMS)) layer_norm_f
 // the same tx and items). Weight and bias are loaded once a block, before the first
 // row: the flat kernel loads them after its reductions to save registers for resident
 // warps, but one block an SM holds 512 threads here however few registers they take
-// (ITEMS 4), and at ITEMS 2 the bound asks for 2 blocks. x and out may be the same
-// row: the rows in flight are later rows. Only reached through a forced layout
-// (RowConfig::exact with stages 2; benchmarks/tune_norms.cu).
+// (ITEMS 4). x and out may be the same row: the rows in flight are later rows.
+// Instantiated at ITEMS 4 only (hidden 16384): at hidden 8192 (ITEMS 2) the flat exact
+// fit measured faster (H200, 4096 x 8192 fp16: 35.33 against 36.81 us).
 template <typename T, int VEC, int ITEMS, bool W, bool B>
-__global__ void __launch_bounds__(piped_threads(ITEMS), ITEMS == 2 ? 2 : 1)
+__global__ void __launch_bounds__(piped_threads(ITEMS), 1)
     layer_norm_piped_exact(LayerNormParams p, int /*stages: 2*/) {
   using P = Pack<T, VEC>;
   constexpr int kTx = piped_threads(ITEMS), kNvec = ITEMS * kTx;
@@ -321,8 +320,9 @@ __global__ void __launch_bounds__(kMaxThreads) layer_norm_stream(LayerNormParams
 }
 
 // The exact-fit kernels (RowConfig::exact; fits() has checked tx x items == nvec):
-// 16-bit rows only (fp32 is not measured), stages 2: layer_norm_piped_exact, stages 0:
-// layer_norm_flat_exact at the block sizes instantiated here.
+// 16-bit rows only (fp32 is not measured), 4 vectors a thread; stages 2:
+// layer_norm_piped_exact (512 threads), stages 0: layer_norm_flat_exact at the block
+// sizes pick_layout gives it.
 template <typename T, int VEC, bool W, bool B>
 cudaError_t launch_exact(const LayerNormParams& p, const RowConfig& c, cudaStream_t stream) {
   if constexpr (sizeof(T) != 2 || sizeof(T) * VEC != 16) {
@@ -330,21 +330,18 @@ cudaError_t launch_exact(const LayerNormParams& p, const RowConfig& c, cudaStrea
   } else {
     const int64_t nvec = p.d / VEC;
     if (!c.flat || int64_t{c.tx} * c.items != nvec) return cudaErrorInvalidConfiguration;
+    if (c.items != 4) return cudaErrorInvalidConfiguration;
     if (c.stages == 2) {
-      if (c.tx != piped_threads(c.items)) return cudaErrorInvalidConfiguration;
-      switch (c.items) {
-        case 2: return launch_piped(layer_norm_piped_exact<T, VEC, 2, W, B>, p, c, p.rows, nvec, 1, stream);
-        case 4: return launch_piped(layer_norm_piped_exact<T, VEC, 4, W, B>, p, c, p.rows, nvec, 1, stream);
-        default: return cudaErrorInvalidConfiguration;
-      }
+      if (c.tx != piped_threads(4)) return cudaErrorInvalidConfiguration;
+      return launch_piped(layer_norm_piped_exact<T, VEC, 4, W, B>, p, c, p.rows, nvec, 1, stream);
     }
     if (c.stages != 0) return cudaErrorInvalidConfiguration;
-    switch (c.tx * 8 + c.items) {
-      case 32 * 8 + 4: return launch_rows(layer_norm_flat_exact<T, VEC, 4, 32, W, B>, p, c, p.rows, stream);
-      case 128 * 8 + 4: return launch_rows(layer_norm_flat_exact<T, VEC, 4, 128, W, B>, p, c, p.rows, stream);
-      case 256 * 8 + 2: return launch_rows(layer_norm_flat_exact<T, VEC, 2, 256, W, B>, p, c, p.rows, stream);
-      case 256 * 8 + 4: return launch_rows(layer_norm_flat_exact<T, VEC, 4, 256, W, B>, p, c, p.rows, stream);
-      case 512 * 8 + 4: return launch_rows(layer_norm_flat_exact<T, VEC, 4, 512, W, B>, p, c, p.rows, stream);
+    switch (c.tx) {
+      case 32: return launch_rows(layer_norm_flat_exact<T, VEC, 4, 32, W, B>, p, c, p.rows, stream);
+      case 64: return launch_rows(layer_norm_flat_exact<T, VEC, 4, 64, W, B>, p, c, p.rows, stream);
+      case 128: return launch_rows(layer_norm_flat_exact<T, VEC, 4, 128, W, B>, p, c, p.rows, stream);
+      case 256: return launch_rows(layer_norm_flat_exact<T, VEC, 4, 256, W, B>, p, c, p.rows, stream);
+      case 512: return launch_rows(layer_norm_flat_exact<T, VEC, 4, 512, W, B>, p, c, p.rows, stream);
       default: return cudaErrorInvalidConfiguration;
     }
   }
@@ -383,8 +380,15 @@ cudaError_t launch_cached(const LayerNormParams& p, const RowConfig& c, cudaStre
 //   384 of its 1024 slots idle, took 56.02; at 4096 x 4096 128 x 4 took 20.21 us
 //   (256 x 2: 20.43); at 16384 x 1024 a warp x 4 took 18.99 us (the warp-per-row
 //   block of two rows: 19.63); at 1024 x 16384 512 x 4 took 21.83 us;
+// - 16-bit rows of exactly 4 x tx vectors, tx a power of two (exact16): the same layout
+//   with the block size fixed at compile time (layer_norm_flat_exact), the same bits,
+//   3-8% faster (ninth session, tune_ln_exact: 18.94 against 20.19 us at 4096 x 4096
+//   fp16, 18.51 against 19.04 at 16384 x 1024, 35.33 against 36.64 at 4096 x 8192);
+//   past 132 rows of 2048 vectors (hidden 16384), the piped exact fit
+//   (layer_norm_piped_exact: 20.05 against 22.03 us at 1024 x 16384 fp16, 20.33 against
+//   23.66 in bf16; the flat exact fit 20.92);
 // - longer rows the cached block, then streaming.
-inline RowConfig pick_layout(int64_t rows, int64_t nvec) {
+inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool exact16) {
   constexpr int kItems = 4;
   RowConfig c;
   if (nvec <= 32 * kItems && (rows <= 132 || nvec <= 64)) {
@@ -405,13 +409,17 @@ inline RowConfig pick_layout(int64_t rows, int64_t nvec) {
   } else {
     c.items = 0;
   }
+  if (exact16 && c.flat && c.items == 4 && int64_t{c.tx} * 4 == nvec && (c.tx & (c.tx - 1)) == 0) {
+    c.exact = true;
+    if (c.tx == piped_threads(4) && rows > 132) c.stages = 2;
+  }
   return c;
 }
 
 template <typename T, int VEC>
 cudaError_t launch_width(const LayerNormParams& p, const RowConfig* forced, cudaStream_t stream) {
   const int64_t nvec = p.d / VEC;
-  RowConfig c = forced ? *forced : pick_layout(p.rows, nvec);
+  RowConfig c = forced ? *forced : pick_layout(p.rows, nvec, sizeof(T) == 2 && VEC == 8);
   if (c.items > 0 && !fits(c, p.rows, nvec)) {
     if (forced) return cudaErrorInvalidConfiguration;
     c.items = 0;

@@ -54,7 +54,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 
 #include "ggml_blocks.h"
@@ -388,14 +387,14 @@ __device__ __forceinline__ void q4k_block(const Lane& l, const Src& src, const f
                  load_x<T, 8>(x + 64 * c + 32), table, c, acc);
 }
 
-// EXPERIMENT (IK_Q4K_XAHEAD=A): the same block with the x of its first A chunks already
+// The same block with the x of its first A chunks already
 // in registers (xa, loaded a block earlier); each of those chunks' x pairs is replaced
 // by the next block's (at xn: the same block again after the warp's last, a harmless
 // re-read) right after use, so the first MMA no longer waits on x issued ~150
 // instructions before it. Chunks A.. load their x at the block's start, as q4k_block
-// does. The launcher uses A = 1 (see there); all 4 chunks ahead spills 36 bytes at 128
-// registers (ptxas 13.0). Same MMAs and sums in the same order: same results as
-// q4k_block.
+// does. The launcher uses A = 1 for bf16 x (see there); all 4 chunks ahead spills 36
+// bytes at 128 registers (ptxas 13.0). Same MMAs and sums in the same order: the same
+// results as q4k_block, bit for bit (measured on the H200 before it became the default).
 template <typename T, int A>
 __device__ __forceinline__ void q4k_block_xahead(const Lane& l, const Q4KRaw& r, const float* table,
                                                  XPairs<T, 8> (&xa)[2 * A], const T* x, const T* xn,
@@ -557,6 +556,8 @@ __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* ta
 // A block at a time, two ways (the launcher picks, BENCHMARKS.md has the numbers):
 // - direct (S = 0): the next block's loads go to registers before this block's
 //   arithmetic. Best when each warp streams a few blocks (one wave of K-split tiles).
+//   S = -A (Q4_K, bf16 x): the same, with the x of the first A chunks also loaded a
+//   block ahead (q4k_block_xahead).
 // - staged (S >= 2, Q4_K only): S - 1 blocks ahead in shared memory through cp.async,
 //   which holds no registers in flight. Best when each warp streams a whole row range
 //   (the 128256-row head: 146 us against 197 us). Q6_K's 210-byte blocks are only
@@ -728,16 +729,12 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
     using Direct = Shape<T, F, 2, 0, 4>;
     const int kw = Direct::warps(p);
     if constexpr (F == KQuant::kQ4K && std::is_same_v<T, __nv_bfloat16>) {
-      // EXPERIMENT: IK_Q4K_XAHEAD=1 takes the direct loop with chunk 0's x a block ahead
-      // (q4k_block_xahead, A = 1) wherever the direct loop would run; default off. bf16 x
-      // only: with fp16 x ptxas 13.0 spills 16 bytes at 128 registers. A = 2 compiles
-      // without spills but ptxas then sinks the next block's weight loads below the
-      // block's MMAs (no weight overlap), so it is not offered.
-      static const bool xahead = [] {
-        const char* e = std::getenv("IK_Q4K_XAHEAD");
-        return e && e[0] == '1' && !e[1];
-      }();
-      if (xahead && kw > 1) {
+      // bf16 x: the direct loop with chunk 0's x a block ahead (q4k_block_xahead, A = 1),
+      // 2-5% faster where the direct loop runs (H200: 16.5 against 17.3 us at
+      // 14336 x 4096, m = 1; BENCHMARKS.md, ninth session). Not for fp16 x: ptxas 13.0
+      // spills 16 bytes there at 128 registers. A = 2 compiles without spills, but ptxas
+      // then sinks the next block's weight loads below the block's MMAs (no overlap).
+      if (kw > 1) {
         using XAhead = Shape<T, F, 2, -1, 4>;
         const int kx = XAhead::warps(p);
         if (kx > 1) return XAhead::launch(p, kx, stream);

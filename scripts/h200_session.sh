@@ -51,11 +51,12 @@
 #   s8f   : every CUDA test case, RMSNorm under compute-sanitizer (the exact-fit piped
 #           kernel), the RMSNorm benchmark at hidden 8192 and 16384, the add+RMSNorm+FP8
 #           benchmark (final code of the eighth session)
-#   q4k_xahead: EXPERIMENT (branch q4k-exp): k-quant tests with IK_Q4K_XAHEAD=1; bf16
-#           Q4_K outputs with it off and on compared bit for bit (scripts/q4k_xahead_check.py);
-#           the quick Q4_K benchmark with IK_Q4K_XAHEAD = 0 (the default), 1, 0, 1
-#   s9a   : EXPERIMENTS (ninth session): tune_ln_exact (its binary built during the package
-#           build), then q4k_xahead
+#   s9f1  : ninth session's defaults (LayerNorm's exact fits, Q4_K's x a block ahead):
+#           every CUDA test case; the LayerNorm layout sweep at issue 5's shapes and the
+#           exact fits' edges (hidden 2048, rows 1 to 133 of 16384; MISMATCH lines: a layout
+#           whose bits differ from the default's); LayerNorm and k-quant gemv under
+#           compute-sanitizer
+#   s9f2  : the LayerNorm benchmark, the Q4_K/Q6_K gemv benchmark
 #   probe_ln: Inductor's code and Nsight Compute of layer_norm 16384 x 1024 fp16, ours vs
 #           torch.compile (ncu_ln.txt)
 #   probe_silu: Nsight Compute of silu_and_mul_fp8 at one row, ours vs torch.compile
@@ -371,15 +372,6 @@ ln_exact_shapes() {
   done
   echo "$shapes"
 }
-q4k_xahead() {
-  IK_Q4K_XAHEAD=1 tests_q4k; pack
-  step "x ahead vs default, bit for bit"
-  local v r
-  for v in 0 1; do IK_Q4K_XAHEAD=$v python3 scripts/q4k_xahead_check.py save "$OUT/xahead$v.pt"; done
-  python3 scripts/q4k_xahead_check.py compare "$OUT/xahead0.pt" "$OUT/xahead1.pt" | tee "$OUT/xahead_compare.txt"
-  for r in 0a 1a 0b 1b; do IK_Q4K_XAHEAD=${r:0:1} bench_q4k --quick --formats Q4_K --name bench_q4k_xahead$r > /dev/null
-    echo "IK_Q4K_XAHEAD=${r:0:1}"; grep -E "^\| [0-9]+x[0-9]+ \| (1|8) \|" "$OUT/bench_q4k_xahead$r.md"; pack; done
-}
 sass_mix_gemm() {
   step "main-loop instruction mix of skinny_gemm_fp8 per 64-byte chunk (scripts/sass_mix.py)"
   cuobjdump -sass "$SO" | python3 scripts/sass_mix.py | tee "$OUT/sass_mix_gemm.txt"
@@ -466,7 +458,7 @@ if [ "$MODE" = tune_ln ]; then
   tune --only "layer_norm fp16 8192x5120,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 4096x4096,layer_norm fp16 4096x8192"
   grep -E "^  layer_norm" "$OUT/tune_norms.log" | sort -k5 -n | head -40; echo "session status $status"; exit $status
 fi
-[ "$MODE" = s9a ] && tune_build_bg
+[ "$MODE" = s9f1 ] && tune_build_bg
 build
 case "$MODE" in
   check)  tests; error_paths; sass; sanitizers; example; bench_quick ;;
@@ -508,12 +500,14 @@ case "$MODE" in
   s8f)    tests_gpu; pack; sanitize rmsnorm --only-rmsnorm; pack
           bench_rms_s8 --rows 1 8 16 32 64 256 1024 4096 --fused-rows 1 16 64 256 4096; pack; bench_fp8 ;;
   probe_silu) probe_silu ;;
-  q4k_xahead) q4k_xahead ;;
-  s9a)    wait "$TUNE_PID" || { tail -5 "$OUT/tune_build.log"; status=1; }
-          step "LayerNorm exact fits (tune_norms, issue 5's shapes)"
-          timeout 300 /tmp/tune_norms --only "$(ln_exact_shapes)" > "$OUT/tune_norms.log" 2>&1 || status=1
-          grep -v "^  " "$OUT/tune_norms.log"; grep -E "flat tx|exact|MISMATCH" "$OUT/tune_norms.log" | head -120; pack
-          q4k_xahead ;;
+  s9f1)   tests_gpu; pack
+          wait "$TUNE_PID" || { tail -5 "$OUT/tune_build.log"; status=1; }
+          step "LayerNorm layouts with the exact fits as defaults (tune_norms)"
+          timeout 200 /tmp/tune_norms --only "$(ln_exact_shapes),layer_norm fp16 16384x2048,layer_norm bf16 16384x2048,layer_norm bf16 1x16384,layer_norm bf16 64x16384,layer_norm bf16 132x16384,layer_norm bf16 133x16384,layer_norm bf16 1x8192" \
+            > "$OUT/tune_norms.log" 2>&1 || status=1
+          grep -v "^  " "$OUT/tune_norms.log"; grep -E "flat tx.*i4|exact|MISMATCH" "$OUT/tune_norms.log" | head -80; pack
+          sanitize layernorm --only-layernorm; pack; sanitizers_q4k ;;
+  s9f2)   bench_layernorm; pack; bench_q4k ;;
   probe_ln) probe_ln ;;
   s5e)    tests_q4k; bench_q4k --quick; pack; sanitizers_q4k ;;
   tp)     tp_decode ;;

@@ -137,6 +137,24 @@ def test_layer_norm_strided_rows(ik, device, dtype, hidden):
     assert_close(ik.layer_norm(x2, w, b, EPS), layer_norm_ref(x2, w, b, EPS), dtype)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("rows,hidden", [(150, 1024), (140, 2048), (200, 4096), (40, 8192), (5, 16384),
+                                         (300, 16384)])
+def test_layer_norm_exact_fits_strided_and_in_place(ik, device, dtype, rows, hidden):
+    """The 16-bit exact fits (flat at 1024 to 16384, piped at 300 x 16384) on every other
+    row of a tensor, and in place."""
+    x = rand((2 * rows, hidden), dtype, device)[::2]
+    w, b = affine("weight+bias", hidden, dtype, device)
+    out = poisoned_like(x)
+    ik.layer_norm(x, w, b, EPS, out=out)
+    assert_close(out, layer_norm_ref(x, w, b, EPS), dtype)
+    assert_within_one_ulp_of_torch(out, x, w, b, EPS, dtype)
+    y = x.contiguous()
+    ref = layer_norm_ref(y, w, None, EPS)
+    ik.layer_norm(y, w, None, EPS, out=y)
+    assert_close(y, ref, dtype)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_layer_norm_misaligned_storage(ik, device, dtype):
     """A tensor, weight or bias starting one element into its storage: the scalar path."""
