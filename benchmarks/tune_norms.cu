@@ -573,5 +573,13 @@ int main(int argc, char** argv) {
     ln(DType::kFloat16, rows, d);
     ln(DType::kBFloat16, rows, d);
   }
+  // The edges of LayerNorm's exact fits: a 64-thread block (hidden 2048), and hidden
+  // 16384 below, at and past 132 rows (flat exact fit, then piped); not with --quick.
+  if (!quick) {
+    for (auto [rows, d] : std::vector<std::pair<int64_t, int64_t>>{
+             {16384, 2048}, {1, 16384}, {64, 16384}, {132, 16384}, {133, 16384}, {1, 8192}}) {
+      ln(DType::kBFloat16, rows, d);
+    }
+  }
   return 0;
 }

@@ -52,11 +52,12 @@
 #           kernel), the RMSNorm benchmark at hidden 8192 and 16384, the add+RMSNorm+FP8
 #           benchmark (final code of the eighth session)
 #   s9f1  : ninth session's defaults (LayerNorm's exact fits, Q4_K's x a block ahead):
-#           every CUDA test case; the LayerNorm layout sweep at issue 5's shapes and the
-#           exact fits' edges (hidden 2048, rows 1 to 133 of 16384; MISMATCH lines: a layout
-#           whose bits differ from the default's); LayerNorm and k-quant gemv under
+#           every CUDA test case; the LayerNorm layout sweep at issue 5's shapes (MISMATCH
+#           lines: a layout whose bits differ from the default's); LayerNorm and k-quant gemv under
 #           compute-sanitizer
 #   s9f2  : the LayerNorm benchmark, the Q4_K/Q6_K gemv benchmark
+#   tune_ln_edges: the LayerNorm layout sweep at the exact fits' edges (hidden 2048; 1 to
+#           133 rows of hidden 16384; 1 x 8192), bf16 (no package build)
 #   probe_ln: Inductor's code and Nsight Compute of layer_norm 16384 x 1024 fp16, ours vs
 #           torch.compile (ncu_ln.txt)
 #   probe_silu: Nsight Compute of silu_and_mul_fp8 at one row, ours vs torch.compile
@@ -454,6 +455,10 @@ if [ "$MODE" = tune_ln_exact ]; then
   echo "--- flat and exact layouts, MISMATCH lines"
   grep -E "flat tx|exact|MISMATCH" "$OUT/tune_norms.log" | head -120; echo "session status $status"; exit $status
 fi
+if [ "$MODE" = tune_ln_edges ]; then
+  tune --only "layer_norm bf16 16384x2048,layer_norm bf16 1x16384,layer_norm bf16 64x16384,layer_norm bf16 132x16384,layer_norm bf16 133x16384,layer_norm bf16 1x8192"
+  grep -E "flat tx.*i4|exact|MISMATCH" "$OUT/tune_norms.log" | head -60; echo "session status $status"; exit $status
+fi
 if [ "$MODE" = tune_ln ]; then
   tune --only "layer_norm fp16 8192x5120,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 4096x4096,layer_norm fp16 4096x8192"
   grep -E "^  layer_norm" "$OUT/tune_norms.log" | sort -k5 -n | head -40; echo "session status $status"; exit $status
@@ -503,7 +508,7 @@ case "$MODE" in
   s9f1)   tests_gpu; pack
           wait "$TUNE_PID" || { tail -5 "$OUT/tune_build.log"; status=1; }
           step "LayerNorm layouts with the exact fits as defaults (tune_norms)"
-          timeout 200 /tmp/tune_norms --only "$(ln_exact_shapes),layer_norm fp16 16384x2048,layer_norm bf16 16384x2048,layer_norm bf16 1x16384,layer_norm bf16 64x16384,layer_norm bf16 132x16384,layer_norm bf16 133x16384,layer_norm bf16 1x8192" \
+          timeout 200 /tmp/tune_norms --only "$(ln_exact_shapes)" \
             > "$OUT/tune_norms.log" 2>&1 || status=1
           grep -v "^  " "$OUT/tune_norms.log"; grep -E "flat tx.*i4|exact|MISMATCH" "$OUT/tune_norms.log" | head -80; pack
           sanitize layernorm --only-layernorm; pack; sanitizers_q4k ;;
