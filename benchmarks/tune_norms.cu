@@ -577,7 +577,8 @@ int main(int argc, char** argv) {
   // 16384 below, at and past 132 rows (flat exact fit, then piped); not with --quick.
   if (!quick) {
     for (auto [rows, d] : std::vector<std::pair<int64_t, int64_t>>{
-             {16384, 2048}, {1, 16384}, {64, 16384}, {132, 16384}, {133, 16384}, {1, 8192}}) {
+             {16384, 2048}, {1, 16384}, {64, 16384}, {132, 16384}, {133, 16384}, {1, 8192}, {264, 16384},
+             {265, 16384}, {384, 16384}, {512, 16384}, {768, 16384}}) {
       ln(DType::kBFloat16, rows, d);
     }
   }

@@ -456,7 +456,7 @@ if [ "$MODE" = tune_ln_exact ]; then
   grep -E "flat tx|exact|MISMATCH" "$OUT/tune_norms.log" | head -120; echo "session status $status"; exit $status
 fi
 if [ "$MODE" = tune_ln_edges ]; then
-  tune --only "layer_norm bf16 16384x2048,layer_norm bf16 1x16384,layer_norm bf16 64x16384,layer_norm bf16 132x16384,layer_norm bf16 133x16384,layer_norm bf16 1x8192"
+  tune --only "${LN_EDGES:-layer_norm bf16 16384x2048,layer_norm bf16 1x16384,layer_norm bf16 64x16384,layer_norm bf16 132x16384,layer_norm bf16 133x16384,layer_norm bf16 1x8192}"
   grep -E "flat tx.*i4|exact|MISMATCH" "$OUT/tune_norms.log" | head -60; echo "session status $status"; exit $status
 fi
 if [ "$MODE" = tune_ln ]; then
