@@ -17,7 +17,7 @@
 //     it after the first), so HBM still sees about one read;
 //   * exact fits (RowConfig::exact, 16-bit rows of exactly 4 x tx vectors, tx a
 //     power of two from 32 to 512: hidden 1024 to 16384): the flat kernel with the
-//     block size fixed at compile time (layer_norm_flat_exact), and for many rows of
+//     block size fixed at compile time (layer_norm_flat_exact), and from 384 rows of
 //     hidden 16384 the piped layout of rms_norm's exact fit (layer_norm_piped_exact).
 // Rows that are 16-byte aligned (pointers and strides, weight and bias too) move in
 // 16-byte vectors (LDG.128/STG.128); any other row takes the scalar path, so every
@@ -382,11 +382,13 @@ cudaError_t launch_cached(const LayerNormParams& p, const RowConfig& c, cudaStre
 //   block of two rows: 19.63); at 1024 x 16384 512 x 4 took 21.83 us;
 // - 16-bit rows of exactly 4 x tx vectors, tx a power of two (exact16): the same layout
 //   with the block size fixed at compile time (layer_norm_flat_exact), the same bits,
-//   3-8% faster (ninth session, tune_ln_exact: 18.94 against 20.19 us at 4096 x 4096
-//   fp16, 18.51 against 19.04 at 16384 x 1024, 35.33 against 36.64 at 4096 x 8192);
-//   past 132 rows of 2048 vectors (hidden 16384), the piped exact fit
-//   (layer_norm_piped_exact: 20.05 against 22.03 us at 1024 x 16384 fp16, 20.33 against
-//   23.66 in bf16; the flat exact fit 20.92);
+//   3-8% faster at many rows (ninth session, tune_ln_exact: 18.94 against 20.19 us at
+//   4096 x 4096 fp16, 18.51 against 19.04 at 16384 x 1024, 35.33 against 36.64 at
+//   4096 x 8192, 34.53 against 35.72 at 16384 x 2048 bf16), 25-30% at one row (2.94
+//   against 3.90 us at 1 x 16384, 2.32 against 3.31 at 1 x 8192); from 384 rows of 2048
+//   vectors (hidden 16384; the flat fit holds 264 rows at once, 2 blocks an SM), the
+//   piped exact fit (layer_norm_piped_exact, bf16: 8.32 against 9.21 us at 384 rows,
+//   20.41 against 21.89 at 1024; at 265 rows 7.75 against the flat fit's 7.11);
 // - longer rows the cached block, then streaming.
 inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool exact16) {
   constexpr int kItems = 4;
@@ -411,7 +413,7 @@ inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool exact16) {
   }
   if (exact16 && c.flat && c.items == 4 && int64_t{c.tx} * 4 == nvec && (c.tx & (c.tx - 1)) == 0) {
     c.exact = true;
-    if (c.tx == piped_threads(4) && rows > 132) c.stages = 2;
+    if (c.tx == piped_threads(4) && rows >= 384) c.stages = 2;
   }
   return c;
 }

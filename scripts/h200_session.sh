@@ -56,6 +56,8 @@
 #           lines: a layout whose bits differ from the default's); LayerNorm and k-quant gemv under
 #           compute-sanitizer
 #   s9f2  : the LayerNorm benchmark, the Q4_K/Q6_K gemv benchmark
+#   s9f3  : LayerNorm's piped exact fit from 384 rows (not 133): every CUDA test case,
+#           LayerNorm under compute-sanitizer, the LayerNorm benchmark
 #   tune_ln_edges: the LayerNorm layout sweep at the exact fits' edges (hidden 2048; 1 to
 #           133 rows of hidden 16384; 1 x 8192), bf16 (no package build)
 #   probe_ln: Inductor's code and Nsight Compute of layer_norm 16384 x 1024 fp16, ours vs
@@ -513,6 +515,7 @@ case "$MODE" in
           grep -v "^  " "$OUT/tune_norms.log"; grep -E "flat tx.*i4|exact|MISMATCH" "$OUT/tune_norms.log" | head -80; pack
           sanitize layernorm --only-layernorm; pack; sanitizers_q4k ;;
   s9f2)   bench_layernorm; pack; bench_q4k ;;
+  s9f3)   tests_gpu; pack; sanitize layernorm --only-layernorm; pack; bench_layernorm ;;
   probe_ln) probe_ln ;;
   s5e)    tests_q4k; bench_q4k --quick; pack; sanitizers_q4k ;;
   tp)     tp_decode ;;
