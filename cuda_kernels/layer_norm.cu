@@ -222,8 +222,8 @@ __global__ void __launch_bounds__(TX, flat_exact_blocks(TX, ITEMS)) layer_norm_f
 }
 
 // The piped layout (row_pipe.cuh, as rms_norm_piped_exact) for LayerNorm rows of
-// exactly ITEMS x kTx 16-byte vectors (kTx = piped_threads(ITEMS); 16-bit hidden 8192 and
-// 16384): persistent blocks keep the next row on the way by cp.async into a 2-stage
+// exactly ITEMS x kTx 16-byte vectors (kTx = piped_threads(ITEMS); 16-bit hidden 16384,
+// from 384 rows): persistent blocks keep the next row on the way by cp.async into a 2-stage
 // ring (the stage is the row's parity), the reductions alternate between two shared
 // arrays by the same parity, so one barrier a reduction still suffices from one row to
 // the next. The arithmetic is layer_norm_flat's in the same order (the same bits at
