@@ -182,11 +182,14 @@ std::vector<RowConfig> layouts(int64_t nvec) {
   // The exact-fit flat kernel (RowConfig::exact, stages 0; layer_norm in 16-bit only;
   // rms_norm refuses it): rows of exactly 4 x tx vectors, tx a power of two from a warp
   // to kFlatThreads, the block sizes its launcher instantiates.
-  if (nvec % 4 == 0) {
-    const int64_t tx = nvec / 4;
+  // EXPERIMENT (branch rms-flat-exact): 2 vectors a thread too, and rms_norm takes them
+  // (hidden 4096: 128 x 4 and 256 x 2; layer_norm refuses 2).
+  for (int items : {2, 4}) {
+    if (nvec % items) continue;
+    const int64_t tx = nvec / items;
     if (tx >= 32 && tx <= inference_kernels::cuda::kFlatThreads && (tx & (tx - 1)) == 0) {
       RowConfig c;
-      c.tx = static_cast<int>(tx), c.items = 4, c.flat = true, c.exact = true;
+      c.tx = static_cast<int>(tx), c.items = items, c.flat = true, c.exact = true;
       out.push_back(c);
     }
   }

@@ -335,6 +335,55 @@ __global__ void __launch_bounds__(kFlatThreads) rms_norm_flat(NormParams p) {
   store_row<T, VEC, ITEMS, MODE>(p, row, a, g, inv_rms, scale_in, 0);
 }
 
+// EXPERIMENT (branch rms-flat-exact; forced layouts only): rms_norm_flat for 16-bit rows
+// of exactly ITEMS x TX vectors (RowConfig::exact with stages 0), as layer_norm_flat_exact:
+// no bounds test a vector, the block size and offsets fixed at compile time, the
+// reduction without warp-count tests (row_reduce_fixed, the same tree), d a power of two
+// (/ d an exact multiply), 16-bit output rounded a pair at a time. The same sums and
+// roundings as rms_norm_flat: the same bits.
+template <typename T, int VEC, int ITEMS, int TX, bool FUSED, NormOut MODE>
+__global__ void __launch_bounds__(TX) rms_norm_flat_exact(NormParams p) {
+  static_assert(sizeof(T) == 2, "16-bit rows only");
+  using P = Pack<T, VEC>;
+  constexpr float kD = float(ITEMS * TX * VEC);
+  constexpr bool kPairs = MODE == NormOut::kSame;
+  __shared__ float partial[2][2][TX / 32];  // [reduction][row parity: always 0 here][warp]
+  const float scale_in = MODE == NormOut::kFp8Static ? __ldg(p.scale) : 1.0f;
+  const int64_t row = blockIdx.x;
+  const int t = threadIdx.x;
+  const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row * p.x.stride) + t;
+  P* rr = FUSED ? reinterpret_cast<P*>(static_cast<T*>(p.res.ptr) + row * p.res.stride) + t : nullptr;
+  const P* w = reinterpret_cast<const P*>(p.weight) + t;
+  P a[ITEMS], g[ITEMS];
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) a[k] = xr[k * TX];
+  if constexpr (FUSED) {
+    P b[ITEMS];
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) b[k] = rr[k * TX];
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) a[k].v[j] = from_float<T>(to_float(a[k].v[j]) + to_float(b[k].v[j]));
+      rr[k * TX] = a[k];
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) g[k] = w[k * TX];
+  float f[ITEMS][VEC];
+  float sum_sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    unpack_vec(a[k], f[k]);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) sum_sq += f[k][j] * f[k][j];
+  }
+  const float inv_rms = rsqrtf(row_reduce_fixed<Sum, TX>(sum_sq, partial[0], 0) / kD + p.eps);
+  store_row_with<T, VEC, ITEMS, MODE, kPairs>(
+      p, row, a, g, inv_rms, scale_in, t, TX, [](int) { return true; },
+      [&pmax = partial[1]](float v) { return row_reduce_fixed<Max, TX>(v, pmax, 0); }, f);
+}
+
 // The piped layout (row_pipe.cuh): the flat kernel's rows, in persistent blocks that
 // keep the next stages - 1 rows (x, and the residual) on the way through shared
 // memory; the weight is loaded once a block. x and out may be the same row, as above:
@@ -591,7 +640,18 @@ cudaError_t launch_piped_rows(const NormParams& p, const RowConfig& c, cudaStrea
 template <typename T, int VEC, bool FUSED, NormOut MODE>
 cudaError_t launch_flat(const NormParams& p, const RowConfig& c, cudaStream_t stream) {
   if (c.stages > 0) return launch_piped_rows<T, VEC, FUSED, MODE>(p, c, stream);
-  if (c.exact) return cudaErrorInvalidConfiguration;  // the flat exact fit is layer_norm's
+  if (c.exact) {
+    if constexpr (sizeof(T) != 2 || sizeof(T) * VEC != 16) {
+      return cudaErrorInvalidConfiguration;
+    } else {
+      if (int64_t{c.tx} * c.items != p.d / VEC) return cudaErrorInvalidConfiguration;
+      switch (c.tx * 8 + c.items) {
+        case 128 * 8 + 4: return launch_rows(rms_norm_flat_exact<T, VEC, 4, 128, FUSED, MODE>, p, c, p.rows, stream);
+        case 256 * 8 + 2: return launch_rows(rms_norm_flat_exact<T, VEC, 2, 256, FUSED, MODE>, p, c, p.rows, stream);
+        default: return cudaErrorInvalidConfiguration;
+      }
+    }
+  }
   switch (c.items) {
     case 1: return launch_rows(rms_norm_flat<T, VEC, 1, FUSED, MODE>, p, c, p.rows, stream);
     case 2: return launch_rows(rms_norm_flat<T, VEC, 2, FUSED, MODE>, p, c, p.rows, stream);

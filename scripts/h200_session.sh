@@ -58,6 +58,8 @@
 #   s9f2  : the LayerNorm benchmark, the Q4_K/Q6_K gemv benchmark
 #   s9f3  : LayerNorm's piped exact fit from 384 rows (not 133): every CUDA test case,
 #           LayerNorm under compute-sanitizer, the LayerNorm benchmark
+#   tune_rms_fe: EXPERIMENT (branch rms-flat-exact): RMSNorm and add + RMSNorm bf16 at
+#           hidden 4096 (1-4096 rows) with the flat exact fit (128 x 4, 256 x 2)
 #   tune_ln_edges: the LayerNorm layout sweep at the exact fits' edges (hidden 2048; 1 to
 #           133 rows of hidden 16384; 1 x 8192), bf16 (no package build)
 #   probe_ln: Inductor's code and Nsight Compute of layer_norm 16384 x 1024 fp16, ours vs
@@ -456,6 +458,10 @@ if [ "$MODE" = tune_ln_exact ]; then
   TUNE_TIMEOUT=300 tune --only "$(ln_exact_shapes)"
   echo "--- flat and exact layouts, MISMATCH lines"
   grep -E "flat tx|exact|MISMATCH" "$OUT/tune_norms.log" | head -120; echo "session status $status"; exit $status
+fi
+if [ "$MODE" = tune_rms_fe ]; then
+  TUNE_TIMEOUT=120 tune --only "rms bf16 1x4096,rms bf16 16x4096,rms bf16 256x4096,rms bf16 4096x4096,rms+add bf16 1x4096,rms+add bf16 16x4096,rms+add bf16 256x4096,rms+add bf16 4096x4096"
+  grep -E "flat tx|exact|MISMATCH" "$OUT/tune_norms.log" | grep -v "r1 c" | head -80; echo "session status $status"; exit $status
 fi
 if [ "$MODE" = tune_ln_edges ]; then
   tune --only "${LN_EDGES:-layer_norm bf16 16384x2048,layer_norm bf16 1x16384,layer_norm bf16 64x16384,layer_norm bf16 132x16384,layer_norm bf16 133x16384,layer_norm bf16 1x8192}"
