@@ -179,11 +179,9 @@ std::vector<RowConfig> layouts(int64_t nvec) {
     c.tx = t, c.items = items, c.flat = true, c.stages = 2, c.exact = true;
     out.push_back(c);
   }
-  // The exact-fit flat kernel (RowConfig::exact, stages 0; layer_norm in 16-bit only;
-  // rms_norm refuses it): rows of exactly 4 x tx vectors, tx a power of two from a warp
-  // to kFlatThreads, the block sizes its launcher instantiates.
-  // EXPERIMENT (branch rms-flat-exact): 2 vectors a thread too, and rms_norm takes them
-  // (hidden 4096: 128 x 4 and 256 x 2; layer_norm refuses 2).
+  // The exact-fit flat kernel (RowConfig::exact, stages 0; 16-bit only): rows of exactly
+  // items x tx vectors, tx a power of two from a warp to kFlatThreads; each op takes the
+  // block sizes its launcher instantiates (layer_norm 4 items, rms_norm 256 x 2).
   for (int items : {2, 4}) {
     if (nvec % items) continue;
     const int64_t tx = nvec / items;
@@ -584,6 +582,11 @@ int main(int argc, char** argv) {
              {265, 16384}, {384, 16384}, {512, 16384}, {768, 16384}}) {
       ln(DType::kBFloat16, rows, d);
     }
+    // RMSNorm's flat exact fit at hidden 4096: fp16, the fused kernel between 256 and
+    // 4096 rows, and the fp8 outputs (not defaults: unmeasured).
+    for (int64_t rows : {1, 256, 4096}) rms(DType::kFloat16, 2, rows, 4096, NormOut::kSame, false);
+    for (int64_t rows : {512, 1024, 2048}) rms(DType::kBFloat16, 2, rows, 4096, NormOut::kSame, true);
+    for (int64_t rows : {1, 256, 4096}) rms(DType::kFloat16, 2, rows, 4096, NormOut::kFp8Static, true);
   }
   return 0;
 }

@@ -12,7 +12,8 @@
 //     registers, so the row is pulled through 8 SMs: 2.97 us against 4.22 for add +
 //     RMSNorm + FP8 at 1 x 16384;
 //   * flat (row_kernel.cuh): a block per row held in registers, one barrier a
-//     reduction: RMSNorm alone at hidden 4096;
+//     reduction: hidden 4096, its exact-fit variant (fixed block size, no bounds
+//     tests) for 16-bit rows with 16-bit output;
 //   * piped (row_pipe.cuh): the flat layout in persistent blocks that keep the next row
 //     on the way through shared memory: many rows of hidden 4104-16384; its exact-fit
 //     variant (fixed block size, no bounds tests) at hidden 8192 and 16384, from 1 row.
@@ -335,8 +336,8 @@ __global__ void __launch_bounds__(kFlatThreads) rms_norm_flat(NormParams p) {
   store_row<T, VEC, ITEMS, MODE>(p, row, a, g, inv_rms, scale_in, 0);
 }
 
-// EXPERIMENT (branch rms-flat-exact; forced layouts only): rms_norm_flat for 16-bit rows
-// of exactly ITEMS x TX vectors (RowConfig::exact with stages 0), as layer_norm_flat_exact:
+// rms_norm_flat for 16-bit rows of exactly ITEMS x TX vectors (RowConfig::exact with
+// stages 0; pick_layout's choice at hidden 4096), as layer_norm_flat_exact:
 // no bounds test a vector, the block size and offsets fixed at compile time, the
 // reduction without warp-count tests (row_reduce_fixed, the same tree), d a power of two
 // (/ d an exact multiply), 16-bit output rounded a pair at a time. The same sums and
@@ -645,11 +646,10 @@ cudaError_t launch_flat(const NormParams& p, const RowConfig& c, cudaStream_t st
       return cudaErrorInvalidConfiguration;
     } else {
       if (int64_t{c.tx} * c.items != p.d / VEC) return cudaErrorInvalidConfiguration;
-      switch (c.tx * 8 + c.items) {
-        case 128 * 8 + 4: return launch_rows(rms_norm_flat_exact<T, VEC, 4, 128, FUSED, MODE>, p, c, p.rows, stream);
-        case 256 * 8 + 2: return launch_rows(rms_norm_flat_exact<T, VEC, 2, 256, FUSED, MODE>, p, c, p.rows, stream);
-        default: return cudaErrorInvalidConfiguration;
-      }
+      // 256 x 2 only: 128 x 4 measured no faster (1.55 against 1.51 us at 1 x 4096 bf16,
+      // 18.38 against 18.18 at 4096 x 4096; 3.91 against 3.93 with the residual at 256).
+      if (c.tx != 256 || c.items != 2) return cudaErrorInvalidConfiguration;
+      return launch_rows(rms_norm_flat_exact<T, VEC, 2, 256, FUSED, MODE>, p, c, p.rows, stream);
     }
   }
   switch (c.items) {
@@ -691,15 +691,28 @@ cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t 
 //   32 rows of 1024 vectors it beat streaming in every measured mode (2.40 against 2.77
 //   us, add + RMSNorm at 1 x 8192); fp8 there is unmeasured and takes it too. fp32 is
 //   unmeasured and keeps the rules below;
-// - RMSNorm alone (no residual, no fp8) over rows of 257-512 vectors (hidden 4096 in
-//   16-bit): the flat layout, 256 threads of 2 vectors (1.87 against 2.02 us at 1 x
+// - 16-bit rows of exactly 512 vectors (hidden 4096), 16-bit output (no fp8): the flat
+//   layout's exact fit, 256 threads of 2 vectors (rms_norm_flat_exact; tune_rms_fe,
+//   ninth session, bf16: 1.51 against 1.86 us at 1 x 4096, 2.83 against 3.21 at 256
+//   rows, 18.18 against 19.83 at 4096 rows); with the residual up to 256 rows (1.68
+//   against 2.18 us streaming at 1 x 4096, 3.93 against 4.49 at 256), not at 4096 rows
+//   (35.67 against 35.16 streaming);
+// - RMSNorm alone (no residual, no fp8) over other rows of 257-512 vectors (hidden 4096
+//   in 16-bit): the flat layout, 256 threads of 2 vectors (1.87 against 2.02 us at 1 x
 //   4096 bf16, 19.97 against 23.54 us at 4096 x 4096; the fused and fp8 kernels
 //   measured faster as they were, piped included);
 // - up to 32 long rows (>= 2048 vectors): the cluster layout (see the top of the file);
 // - else streaming.
-inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool plain, bool vec16, bool half) {
+inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool plain, bool same, bool vec16, bool half) {
   RowConfig c;
   c.items = 0;
+  if (vec16 && half && same && nvec == 512 && (plain || rows <= 256)) {
+    c.flat = true;
+    c.exact = true;
+    c.tx = 256;
+    c.items = 2;
+    return c;
+  }
   if (vec16 && half && (rows >= 32 || plain || nvec < 2048)) {
     for (int items : {2, 4}) {
       if (int64_t{items} * piped_threads(items) != nvec) continue;
@@ -737,7 +750,8 @@ inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool plain, bool vec16,
 template <typename T, int VEC, bool FUSED, NormOut MODE>
 cudaError_t launch_width(const NormParams& p, const RowConfig* forced, cudaStream_t stream) {
   const int64_t nvec = p.d / VEC;
-  RowConfig c = forced ? *forced : pick_layout(p.rows, nvec, !FUSED && MODE == NormOut::kSame, sizeof(T) * VEC == 16, sizeof(T) == 2);
+  RowConfig c = forced ? *forced : pick_layout(p.rows, nvec, !FUSED && MODE == NormOut::kSame, MODE == NormOut::kSame,
+                                                     sizeof(T) * VEC == 16, sizeof(T) == 2);
   if (c.items > 0 && !fits(c, p.rows, nvec)) {
     if (forced) return cudaErrorInvalidConfiguration;
     c.items = 0;
