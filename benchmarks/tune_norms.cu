@@ -181,7 +181,8 @@ std::vector<RowConfig> layouts(int64_t nvec) {
   }
   // The exact-fit flat kernel (RowConfig::exact, stages 0; 16-bit only): rows of exactly
   // items x tx vectors, tx a power of two from a warp to kFlatThreads; each op takes the
-  // block sizes its launcher instantiates (layer_norm 4 items, rms_norm 256 x 2).
+  // block sizes its launcher instantiates (layer_norm 4 items, rms_norm 2 items at 128
+  // and 256 threads).
   for (int items : {2, 4}) {
     if (nvec % items) continue;
     const int64_t tx = nvec / items;
@@ -583,10 +584,14 @@ int main(int argc, char** argv) {
       ln(DType::kBFloat16, rows, d);
     }
     // RMSNorm's flat exact fit at hidden 4096: fp16, the fused kernel between 256 and
-    // 4096 rows, and the fp8 outputs (not defaults: unmeasured).
+    // 4096 rows, and the fp8 outputs (not defaults: unmeasured); at hidden 2048.
     for (int64_t rows : {1, 256, 4096}) rms(DType::kFloat16, 2, rows, 4096, NormOut::kSame, false);
     for (int64_t rows : {512, 1024, 2048}) rms(DType::kBFloat16, 2, rows, 4096, NormOut::kSame, true);
     for (int64_t rows : {1, 256, 4096}) rms(DType::kFloat16, 2, rows, 4096, NormOut::kFp8Static, true);
+    for (int64_t rows : {1, 256, 4096}) {
+      rms(DType::kBFloat16, 2, rows, 2048, NormOut::kSame, false);
+      rms(DType::kBFloat16, 2, rows, 2048, NormOut::kSame, true);
+    }
   }
   return 0;
 }

@@ -646,10 +646,15 @@ cudaError_t launch_flat(const NormParams& p, const RowConfig& c, cudaStream_t st
       return cudaErrorInvalidConfiguration;
     } else {
       if (int64_t{c.tx} * c.items != p.d / VEC) return cudaErrorInvalidConfiguration;
-      // 256 x 2 only: 128 x 4 measured no faster (1.55 against 1.51 us at 1 x 4096 bf16,
-      // 18.38 against 18.18 at 4096 x 4096; 3.91 against 3.93 with the residual at 256).
-      if (c.tx != 256 || c.items != 2) return cudaErrorInvalidConfiguration;
-      return launch_rows(rms_norm_flat_exact<T, VEC, 2, 256, FUSED, MODE>, p, c, p.rows, stream);
+      // 2 vectors a thread: 128 x 4 measured no faster at hidden 4096 (1.55 against 1.51
+      // us at 1 x 4096 bf16, 18.38 against 18.18 at 4096 x 4096; 3.91 against 3.93 with
+      // the residual at 256).
+      if (c.items != 2) return cudaErrorInvalidConfiguration;
+      switch (c.tx) {
+        case 128: return launch_rows(rms_norm_flat_exact<T, VEC, 2, 128, FUSED, MODE>, p, c, p.rows, stream);
+        case 256: return launch_rows(rms_norm_flat_exact<T, VEC, 2, 256, FUSED, MODE>, p, c, p.rows, stream);
+        default: return cudaErrorInvalidConfiguration;
+      }
     }
   }
   switch (c.items) {
@@ -696,7 +701,8 @@ cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t 
 //   ninth session, bf16: 1.51 against 1.86 us at 1 x 4096, 2.83 against 3.21 at 256
 //   rows, 18.18 against 19.83 at 4096 rows); with the residual up to 256 rows (1.68
 //   against 2.18 us streaming at 1 x 4096, 3.93 against 4.49 at 256), not at 4096 rows
-//   (35.67 against 35.16 streaming);
+//   (35.67 against 35.16 streaming). The same at 256 vectors (hidden 2048, 128 threads;
+//   NOT MEASURED yet: mode s10a sweeps it);
 // - RMSNorm alone (no residual, no fp8) over other rows of 257-512 vectors (hidden 4096
 //   in 16-bit): the flat layout, 256 threads of 2 vectors (1.87 against 2.02 us at 1 x
 //   4096 bf16, 19.97 against 23.54 us at 4096 x 4096; the fused and fp8 kernels
@@ -706,10 +712,10 @@ cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t 
 inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool plain, bool same, bool vec16, bool half) {
   RowConfig c;
   c.items = 0;
-  if (vec16 && half && same && nvec == 512 && (plain || rows <= 256)) {
+  if (vec16 && half && same && (nvec == 256 || nvec == 512) && (plain || rows <= 256)) {
     c.flat = true;
     c.exact = true;
-    c.tx = 256;
+    c.tx = static_cast<int>(nvec / 2);
     c.items = 2;
     return c;
   }

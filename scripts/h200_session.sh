@@ -63,7 +63,7 @@
 #   s10a  : RMSNorm's flat exact fit as the hidden-4096 default (branch rms-flat-exact,
 #           to verify before it lands): every CUDA test case, RMSNorm under
 #           compute-sanitizer, the layout sweep at hidden 4096 (fp16, fused 512-2048 rows,
-#           fp8), the RMSNorm benchmark at hidden 4096
+#           fp8) and 2048, the RMSNorm benchmark at hidden 2048 and 4096
 #   tune_ln_edges: the LayerNorm layout sweep at the exact fits' edges (hidden 2048; 1 to
 #           133 rows of hidden 16384; 1 x 8192), bf16 (no package build)
 #   probe_ln: Inductor's code and Nsight Compute of layer_norm 16384 x 1024 fp16, ours vs
@@ -379,6 +379,7 @@ rms_fe_shapes() {
   for r in 1 16 256 4096; do shapes="$shapes${shapes:+,}rms bf16 ${r}x4096,rms+add bf16 ${r}x4096"; done
   for r in 1 256 4096; do shapes="$shapes,rms fp16 ${r}x4096,rms+add+fp8 fp16 ${r}x4096"; done
   for r in 512 1024 2048; do shapes="$shapes,rms+add bf16 ${r}x4096"; done
+  for r in 1 256 4096; do shapes="$shapes,rms bf16 ${r}x2048,rms+add bf16 ${r}x2048"; done
   echo "$shapes"
 }
 # issue 5's LayerNorm shapes, fp16 and bf16, as tune_norms --only takes them
@@ -539,8 +540,8 @@ case "$MODE" in
           step "RMSNorm's flat exact fit at hidden 4096 (tune_norms)"
           timeout 150 /tmp/tune_norms --only "$(rms_fe_shapes)" > "$OUT/tune_norms.log" 2>&1 || status=1
           grep -v "^  " "$OUT/tune_norms.log"; grep -E "flat tx|exact|MISMATCH" "$OUT/tune_norms.log" | head -80; pack
-          step "RMSNorm benchmark (hidden 4096)"
-          timeout 200 python3 benchmarks/bench_rms_norm.py --hidden 4096 --rows 1 8 16 32 64 256 1024 4096 \
+          step "RMSNorm benchmark (hidden 2048, 4096)"
+          timeout 240 python3 benchmarks/bench_rms_norm.py --hidden 2048 4096 --rows 1 8 16 32 64 256 1024 4096 \
             --fused-rows 1 16 64 256 4096 --name bench_rms_s10 2>&1 | tee "$OUT/bench_rms_s10.log" | tail -40 ;;
   probe_ln) probe_ln ;;
   s5e)    tests_q4k; bench_q4k --quick; pack; sanitizers_q4k ;;
