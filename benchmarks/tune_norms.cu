@@ -179,14 +179,16 @@ std::vector<RowConfig> layouts(int64_t nvec) {
     c.tx = t, c.items = items, c.flat = true, c.stages = 2, c.exact = true;
     out.push_back(c);
   }
-  // The exact-fit flat kernel (RowConfig::exact, stages 0; layer_norm in 16-bit only;
-  // rms_norm refuses it): rows of exactly 4 x tx vectors, tx a power of two from a warp
-  // to kFlatThreads, the block sizes its launcher instantiates.
-  if (nvec % 4 == 0) {
-    const int64_t tx = nvec / 4;
+  // The exact-fit flat kernel (RowConfig::exact, stages 0; 16-bit only): rows of exactly
+  // items x tx vectors, tx a power of two from a warp to kFlatThreads; each op takes the
+  // block sizes its launcher instantiates (layer_norm 4 items, rms_norm 2 items at 128
+  // and 256 threads).
+  for (int items : {2, 4}) {
+    if (nvec % items) continue;
+    const int64_t tx = nvec / items;
     if (tx >= 32 && tx <= inference_kernels::cuda::kFlatThreads && (tx & (tx - 1)) == 0) {
       RowConfig c;
-      c.tx = static_cast<int>(tx), c.items = 4, c.flat = true, c.exact = true;
+      c.tx = static_cast<int>(tx), c.items = items, c.flat = true, c.exact = true;
       out.push_back(c);
     }
   }
@@ -580,6 +582,15 @@ int main(int argc, char** argv) {
              {16384, 2048}, {1, 16384}, {64, 16384}, {132, 16384}, {133, 16384}, {1, 8192}, {264, 16384},
              {265, 16384}, {384, 16384}, {512, 16384}, {768, 16384}}) {
       ln(DType::kBFloat16, rows, d);
+    }
+    // RMSNorm's flat exact fit at hidden 4096: fp16, the fused kernel between 256 and
+    // 4096 rows, and the fp8 outputs (not defaults: unmeasured); at hidden 2048.
+    for (int64_t rows : {1, 256, 4096}) rms(DType::kFloat16, 2, rows, 4096, NormOut::kSame, false);
+    for (int64_t rows : {512, 1024, 2048}) rms(DType::kBFloat16, 2, rows, 4096, NormOut::kSame, true);
+    for (int64_t rows : {1, 256, 4096}) rms(DType::kFloat16, 2, rows, 4096, NormOut::kFp8Static, true);
+    for (int64_t rows : {1, 256, 4096}) {
+      rms(DType::kBFloat16, 2, rows, 2048, NormOut::kSame, false);
+      rms(DType::kBFloat16, 2, rows, 2048, NormOut::kSame, true);
     }
   }
   return 0;

@@ -12,7 +12,8 @@
 //     registers, so the row is pulled through 8 SMs: 2.97 us against 4.22 for add +
 //     RMSNorm + FP8 at 1 x 16384;
 //   * flat (row_kernel.cuh): a block per row held in registers, one barrier a
-//     reduction: RMSNorm alone at hidden 4096;
+//     reduction: hidden 4096, its exact-fit variant (fixed block size, no bounds
+//     tests) for 16-bit rows with 16-bit output;
 //   * piped (row_pipe.cuh): the flat layout in persistent blocks that keep the next row
 //     on the way through shared memory: many rows of hidden 4104-16384; its exact-fit
 //     variant (fixed block size, no bounds tests) at hidden 8192 and 16384, from 1 row.
@@ -335,6 +336,55 @@ __global__ void __launch_bounds__(kFlatThreads) rms_norm_flat(NormParams p) {
   store_row<T, VEC, ITEMS, MODE>(p, row, a, g, inv_rms, scale_in, 0);
 }
 
+// rms_norm_flat for 16-bit rows of exactly ITEMS x TX vectors (RowConfig::exact with
+// stages 0; pick_layout's choice at hidden 4096), as layer_norm_flat_exact:
+// no bounds test a vector, the block size and offsets fixed at compile time, the
+// reduction without warp-count tests (row_reduce_fixed, the same tree), d a power of two
+// (/ d an exact multiply), 16-bit output rounded a pair at a time. The same sums and
+// roundings as rms_norm_flat: the same bits.
+template <typename T, int VEC, int ITEMS, int TX, bool FUSED, NormOut MODE>
+__global__ void __launch_bounds__(TX) rms_norm_flat_exact(NormParams p) {
+  static_assert(sizeof(T) == 2, "16-bit rows only");
+  using P = Pack<T, VEC>;
+  constexpr float kD = float(ITEMS * TX * VEC);
+  constexpr bool kPairs = MODE == NormOut::kSame;
+  __shared__ float partial[2][2][TX / 32];  // [reduction][row parity: always 0 here][warp]
+  const float scale_in = MODE == NormOut::kFp8Static ? __ldg(p.scale) : 1.0f;
+  const int64_t row = blockIdx.x;
+  const int t = threadIdx.x;
+  const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row * p.x.stride) + t;
+  P* rr = FUSED ? reinterpret_cast<P*>(static_cast<T*>(p.res.ptr) + row * p.res.stride) + t : nullptr;
+  const P* w = reinterpret_cast<const P*>(p.weight) + t;
+  P a[ITEMS], g[ITEMS];
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) a[k] = xr[k * TX];
+  if constexpr (FUSED) {
+    P b[ITEMS];
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) b[k] = rr[k * TX];
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) a[k].v[j] = from_float<T>(to_float(a[k].v[j]) + to_float(b[k].v[j]));
+      rr[k * TX] = a[k];
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) g[k] = w[k * TX];
+  float f[ITEMS][VEC];
+  float sum_sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    unpack_vec(a[k], f[k]);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) sum_sq += f[k][j] * f[k][j];
+  }
+  const float inv_rms = rsqrtf(row_reduce_fixed<Sum, TX>(sum_sq, partial[0], 0) / kD + p.eps);
+  store_row_with<T, VEC, ITEMS, MODE, kPairs>(
+      p, row, a, g, inv_rms, scale_in, t, TX, [](int) { return true; },
+      [&pmax = partial[1]](float v) { return row_reduce_fixed<Max, TX>(v, pmax, 0); }, f);
+}
+
 // The piped layout (row_pipe.cuh): the flat kernel's rows, in persistent blocks that
 // keep the next stages - 1 rows (x, and the residual) on the way through shared
 // memory; the weight is loaded once a block. x and out may be the same row, as above:
@@ -591,7 +641,22 @@ cudaError_t launch_piped_rows(const NormParams& p, const RowConfig& c, cudaStrea
 template <typename T, int VEC, bool FUSED, NormOut MODE>
 cudaError_t launch_flat(const NormParams& p, const RowConfig& c, cudaStream_t stream) {
   if (c.stages > 0) return launch_piped_rows<T, VEC, FUSED, MODE>(p, c, stream);
-  if (c.exact) return cudaErrorInvalidConfiguration;  // the flat exact fit is layer_norm's
+  if (c.exact) {
+    if constexpr (sizeof(T) != 2 || sizeof(T) * VEC != 16) {
+      return cudaErrorInvalidConfiguration;
+    } else {
+      if (int64_t{c.tx} * c.items != p.d / VEC) return cudaErrorInvalidConfiguration;
+      // 2 vectors a thread: 128 x 4 measured no faster at hidden 4096 (1.55 against 1.51
+      // us at 1 x 4096 bf16, 18.38 against 18.18 at 4096 x 4096; 3.91 against 3.93 with
+      // the residual at 256).
+      if (c.items != 2) return cudaErrorInvalidConfiguration;
+      switch (c.tx) {
+        case 128: return launch_rows(rms_norm_flat_exact<T, VEC, 2, 128, FUSED, MODE>, p, c, p.rows, stream);
+        case 256: return launch_rows(rms_norm_flat_exact<T, VEC, 2, 256, FUSED, MODE>, p, c, p.rows, stream);
+        default: return cudaErrorInvalidConfiguration;
+      }
+    }
+  }
   switch (c.items) {
     case 1: return launch_rows(rms_norm_flat<T, VEC, 1, FUSED, MODE>, p, c, p.rows, stream);
     case 2: return launch_rows(rms_norm_flat<T, VEC, 2, FUSED, MODE>, p, c, p.rows, stream);
@@ -631,15 +696,29 @@ cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t 
 //   32 rows of 1024 vectors it beat streaming in every measured mode (2.40 against 2.77
 //   us, add + RMSNorm at 1 x 8192); fp8 there is unmeasured and takes it too. fp32 is
 //   unmeasured and keeps the rules below;
-// - RMSNorm alone (no residual, no fp8) over rows of 257-512 vectors (hidden 4096 in
-//   16-bit): the flat layout, 256 threads of 2 vectors (1.87 against 2.02 us at 1 x
+// - 16-bit rows of exactly 512 vectors (hidden 4096), 16-bit output (no fp8): the flat
+//   layout's exact fit, 256 threads of 2 vectors (rms_norm_flat_exact; tune_rms_fe,
+//   ninth session, bf16: 1.51 against 1.86 us at 1 x 4096, 2.83 against 3.21 at 256
+//   rows, 18.18 against 19.83 at 4096 rows); with the residual up to 256 rows (1.68
+//   against 2.18 us streaming at 1 x 4096, 3.93 against 4.49 at 256), not at 4096 rows
+//   (35.67 against 35.16 streaming). The same at 256 vectors (hidden 2048, 128 threads;
+//   NOT MEASURED yet: mode s10a sweeps it);
+// - RMSNorm alone (no residual, no fp8) over other rows of 257-512 vectors (hidden 4096
+//   in 16-bit): the flat layout, 256 threads of 2 vectors (1.87 against 2.02 us at 1 x
 //   4096 bf16, 19.97 against 23.54 us at 4096 x 4096; the fused and fp8 kernels
 //   measured faster as they were, piped included);
 // - up to 32 long rows (>= 2048 vectors): the cluster layout (see the top of the file);
 // - else streaming.
-inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool plain, bool vec16, bool half) {
+inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool plain, bool same, bool vec16, bool half) {
   RowConfig c;
   c.items = 0;
+  if (vec16 && half && same && (nvec == 256 || nvec == 512) && (plain || rows <= 256)) {
+    c.flat = true;
+    c.exact = true;
+    c.tx = static_cast<int>(nvec / 2);
+    c.items = 2;
+    return c;
+  }
   if (vec16 && half && (rows >= 32 || plain || nvec < 2048)) {
     for (int items : {2, 4}) {
       if (int64_t{items} * piped_threads(items) != nvec) continue;
@@ -677,7 +756,8 @@ inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool plain, bool vec16,
 template <typename T, int VEC, bool FUSED, NormOut MODE>
 cudaError_t launch_width(const NormParams& p, const RowConfig* forced, cudaStream_t stream) {
   const int64_t nvec = p.d / VEC;
-  RowConfig c = forced ? *forced : pick_layout(p.rows, nvec, !FUSED && MODE == NormOut::kSame, sizeof(T) * VEC == 16, sizeof(T) == 2);
+  RowConfig c = forced ? *forced : pick_layout(p.rows, nvec, !FUSED && MODE == NormOut::kSame, MODE == NormOut::kSame,
+                                                     sizeof(T) * VEC == 16, sizeof(T) == 2);
   if (c.items > 0 && !fits(c, p.rows, nvec)) {
     if (forced) return cudaErrorInvalidConfiguration;
     c.items = 0;

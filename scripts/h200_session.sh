@@ -58,6 +58,12 @@
 #   s9f2  : the LayerNorm benchmark, the Q4_K/Q6_K gemv benchmark
 #   s9f3  : LayerNorm's piped exact fit from 384 rows (not 133): every CUDA test case,
 #           LayerNorm under compute-sanitizer, the LayerNorm benchmark
+#   tune_rms_fe: RMSNorm and add + RMSNorm bf16 at hidden 4096 (1-4096 rows), the flat
+#           exact fit among the layouts (no package build)
+#   s10a  : RMSNorm's flat exact fit as the hidden-4096 default (branch rms-flat-exact,
+#           to verify before it lands): every CUDA test case, RMSNorm under
+#           compute-sanitizer, the layout sweep at hidden 4096 (fp16, fused 512-2048 rows,
+#           fp8) and 2048, the RMSNorm benchmark at hidden 2048 and 4096
 #   tune_ln_edges: the LayerNorm layout sweep at the exact fits' edges (hidden 2048; 1 to
 #           133 rows of hidden 16384; 1 x 8192), bf16 (no package build)
 #   probe_ln: Inductor's code and Nsight Compute of layer_norm 16384 x 1024 fp16, ours vs
@@ -367,6 +373,15 @@ bench_gemm() {
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 }
 sanitizers_gemm() { sanitize gemm skinny_gemm; }
+# RMSNorm at hidden 4096 where the flat exact fit runs or might, as tune_norms --only takes them
+rms_fe_shapes() {
+  local r shapes=""
+  for r in 1 16 256 4096; do shapes="$shapes${shapes:+,}rms bf16 ${r}x4096,rms+add bf16 ${r}x4096"; done
+  for r in 1 256 4096; do shapes="$shapes,rms fp16 ${r}x4096,rms+add+fp8 fp16 ${r}x4096"; done
+  for r in 512 1024 2048; do shapes="$shapes,rms+add bf16 ${r}x4096"; done
+  for r in 1 256 4096; do shapes="$shapes,rms bf16 ${r}x2048,rms+add bf16 ${r}x2048"; done
+  echo "$shapes"
+}
 # issue 5's LayerNorm shapes, fp16 and bf16, as tune_norms --only takes them
 ln_exact_shapes() {
   local dt sh shapes=""
@@ -457,6 +472,10 @@ if [ "$MODE" = tune_ln_exact ]; then
   echo "--- flat and exact layouts, MISMATCH lines"
   grep -E "flat tx|exact|MISMATCH" "$OUT/tune_norms.log" | head -120; echo "session status $status"; exit $status
 fi
+if [ "$MODE" = tune_rms_fe ]; then
+  TUNE_TIMEOUT=120 tune --only "rms bf16 1x4096,rms bf16 16x4096,rms bf16 256x4096,rms bf16 4096x4096,rms+add bf16 1x4096,rms+add bf16 16x4096,rms+add bf16 256x4096,rms+add bf16 4096x4096"
+  grep -E "flat tx|exact|MISMATCH" "$OUT/tune_norms.log" | grep -v "r1 c" | head -80; echo "session status $status"; exit $status
+fi
 if [ "$MODE" = tune_ln_edges ]; then
   tune --only "${LN_EDGES:-layer_norm bf16 16384x2048,layer_norm bf16 1x16384,layer_norm bf16 64x16384,layer_norm bf16 132x16384,layer_norm bf16 133x16384,layer_norm bf16 1x8192}"
   grep -E "flat tx.*i4|exact|MISMATCH" "$OUT/tune_norms.log" | head -60; echo "session status $status"; exit $status
@@ -465,7 +484,7 @@ if [ "$MODE" = tune_ln ]; then
   tune --only "layer_norm fp16 8192x5120,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 4096x4096,layer_norm fp16 4096x8192"
   grep -E "^  layer_norm" "$OUT/tune_norms.log" | sort -k5 -n | head -40; echo "session status $status"; exit $status
 fi
-[ "$MODE" = s9f1 ] && tune_build_bg
+case "$MODE" in s9f1|s10a) tune_build_bg ;; esac
 build
 case "$MODE" in
   check)  tests; error_paths; sass; sanitizers; example; bench_quick ;;
@@ -516,6 +535,14 @@ case "$MODE" in
           sanitize layernorm --only-layernorm; pack; sanitizers_q4k ;;
   s9f2)   bench_layernorm; pack; bench_q4k ;;
   s9f3)   tests_gpu; pack; sanitize layernorm --only-layernorm; pack; bench_layernorm ;;
+  s10a)   tests_gpu; pack; sanitize rmsnorm --only-rmsnorm; pack
+          wait "$TUNE_PID" || { tail -5 "$OUT/tune_build.log"; status=1; }
+          step "RMSNorm's flat exact fit at hidden 4096 (tune_norms)"
+          timeout 150 /tmp/tune_norms --only "$(rms_fe_shapes)" > "$OUT/tune_norms.log" 2>&1 || status=1
+          grep -v "^  " "$OUT/tune_norms.log"; grep -E "flat tx|exact|MISMATCH" "$OUT/tune_norms.log" | head -80; pack
+          step "RMSNorm benchmark (hidden 2048, 4096)"
+          timeout 240 python3 benchmarks/bench_rms_norm.py --hidden 2048 4096 --rows 1 8 16 32 64 256 1024 4096 \
+            --fused-rows 1 16 64 256 4096 --name bench_rms_s10 2>&1 | tee "$OUT/bench_rms_s10.log" | tail -40 ;;
   probe_ln) probe_ln ;;
   s5e)    tests_q4k; bench_q4k --quick; pack; sanitizers_q4k ;;
   tp)     tp_decode ;;

@@ -120,6 +120,34 @@ def test_fused_add_rms_norm_strided(ik, device, dtype):
     assert torch.equal(xw[:, :8], xw_before[:, :8]), "wrote outside the view"
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("hidden", [2048, 4096])
+@pytest.mark.parametrize("rows", [1, 3, 200, 300])
+def test_exact_fit_views(ik, device, dtype, hidden, rows):
+    """The flat exact fit (16-bit hidden 2048 and 4096; with the residual up to 256 rows)
+    on every other row of a tensor, on column views 16 bytes in, and in place."""
+    w = rand((hidden,), dtype, device)
+    x = rand((2 * rows, hidden), dtype, device)[::2]
+    out = poisoned_like(x)
+    ik.rms_norm(x, w, EPS, out=out)
+    assert_close(out, rms_norm_ref(x, w, EPS), dtype)
+    y = x.contiguous()
+    ref = rms_norm_ref(y, w, EPS)
+    ik.rms_norm(y, w, EPS, out=y)
+    assert_close(y, ref, dtype)
+
+    xw = rand((rows, hidden + 16), dtype, device)
+    rw = rand((rows, hidden + 8), dtype, device)
+    xv, rv = xw[:, 8:8 + hidden], rw[:, 8:]
+    expected_sum = xv + rv
+    xw_before = xw.clone()
+    ik.fused_add_rms_norm(xv, rv, w, EPS)
+    assert torch.equal(rv, expected_sum), "residual must be exactly x + residual in the dtype"
+    assert_close(xv, rms_norm_ref(expected_sum, w, EPS), dtype)
+    assert torch.equal(xw[:, :8], xw_before[:, :8]) and torch.equal(xw[:, 8 + hidden:], xw_before[:, 8 + hidden:]), \
+        "wrote outside the view"
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("rows,hidden", LAYOUT_SHAPES)
 def test_row_layouts(ik, device, dtype, rows, hidden):
