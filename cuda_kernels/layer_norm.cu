@@ -242,18 +242,13 @@ __global__ void __launch_bounds__(piped_threads(ITEMS), 1)
   extern __shared__ uint4 ring_smem[];
   __shared__ float partial[2][2][kTx / 32];  // [reduction][row parity][warp]
   const int t = threadIdx.x;
-  const uint32_t mine = smem_addr(ring_smem) + t * 16;  // this thread's vector 0 in stage 0
-  auto slot = [&](int stage, int k) { return mine + static_cast<uint32_t>((stage * kNvec + k * kTx) * 16); };
+  const FixedRing<1, ITEMS, kTx> ring(ring_smem);
   // Row indices as 32-bit unsigned: rows <= INT32_MAX (layer_norm_launch_with), so row +
   // gridDim.x cannot wrap.
   const unsigned rows = static_cast<unsigned>(p.rows);
   auto fetch = [&](unsigned row, int stage) {
-    if (row < rows) {
-      const P* src = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + int64_t{row} * p.x.stride) + t;
-#pragma unroll
-      for (int k = 0; k < ITEMS; ++k) cp_async16(slot(stage, k), src + k * kTx);
-    }
-    cp_async_commit();  // a group either way, so that cp_async_wait<1> counts rows
+    const P* src[1] = {reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + int64_t{row} * p.x.stride)};
+    ring.fetch(stage, src, row < rows);  // a group either way, so that cp_async_wait<1> counts rows
   };
   unsigned row = blockIdx.x;
   fetch(row, 0);
@@ -269,8 +264,7 @@ __global__ void __launch_bounds__(piped_threads(ITEMS), 1)
     P a[ITEMS];
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) {
-      const uint4 v = lds16(slot(parity, k));
-      __builtin_memcpy(&a[k], &v, 16);
+      a[k] = ring.template read<P>(parity, 0, k);
     }
     float sum = 0.0f;
 #pragma unroll

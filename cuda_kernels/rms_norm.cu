@@ -472,11 +472,7 @@ __global__ void __launch_bounds__(piped_threads(ITEMS), ITEMS == 2 ? 2 : 1)
   extern __shared__ uint4 ring_smem[];
   __shared__ float partial[2][2][kTx / 32];  // [reduction][row parity][warp]
   const int t = threadIdx.x;
-  // This thread's vector k of array arr in stage s.
-  const uint32_t mine = smem_addr(ring_smem) + t * 16;
-  auto slot = [&](int stage, int arr, int k) {
-    return mine + static_cast<uint32_t>(((stage * kArrays + arr) * kNvec + k * kTx) * 16);
-  };
+  const FixedRing<kArrays, ITEMS, kTx> ring(ring_smem);
   // Row indices as 32-bit unsigned: rows <= INT32_MAX (rms_norm_launch_with), so row +
   // gridDim.x cannot wrap.
   const unsigned rows = static_cast<unsigned>(p.rows);
@@ -485,14 +481,7 @@ __global__ void __launch_bounds__(piped_threads(ITEMS), ITEMS == 2 ? 2 : 1)
     const P* src[kArrays];
     src[0] = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + r * p.x.stride);
     if constexpr (FUSED) src[kArrays - 1] = reinterpret_cast<const P*>(static_cast<const T*>(p.res.ptr) + r * p.res.stride);
-    if (row < rows) {
-#pragma unroll
-      for (int arr = 0; arr < kArrays; ++arr) {
-#pragma unroll
-        for (int k = 0; k < ITEMS; ++k) cp_async16(slot(stage, arr, k), src[arr] + t + k * kTx);
-      }
-    }
-    cp_async_commit();
+    ring.fetch(stage, src, row < rows);
   };
   unsigned row = blockIdx.x;
   fetch(row, 0);
@@ -509,12 +498,9 @@ __global__ void __launch_bounds__(piped_threads(ITEMS), ITEMS == 2 ? 2 : 1)
     P* rr = FUSED ? reinterpret_cast<P*>(static_cast<T*>(p.res.ptr) + int64_t{row} * p.res.stride) : nullptr;
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) {
-      const uint4 v = lds16(slot(parity, 0, k));
-      __builtin_memcpy(&a[k], &v, 16);
+      a[k] = ring.template read<P>(parity, 0, k);
       if constexpr (FUSED) {
-        const uint4 vb = lds16(slot(parity, 1, k));
-        P b;
-        __builtin_memcpy(&b, &vb, 16);
+        const P b = ring.template read<P>(parity, 1, k);
 #pragma unroll
         for (int j = 0; j < VEC; ++j) a[k].v[j] = from_float<T>(to_float(a[k].v[j]) + to_float(b.v[j]));
         rr[t + k * kTx] = a[k];

@@ -81,6 +81,42 @@ struct RowRing {
   }
 };
 
+// RowRing for the exact fits: rows of exactly ITEMS x TX vectors, TX threads a block,
+// 2 stages, all known at compile time, so every offset is an immediate and no vector
+// needs a bounds test.
+template <int ARRAYS, int ITEMS, int TX>
+struct FixedRing {
+  static constexpr int kNvec = ITEMS * TX;
+  uint32_t mine;  // this thread's vector 0 of array 0 in stage 0
+
+  __device__ __forceinline__ explicit FixedRing(const void* smem) : mine(smem_addr(smem) + threadIdx.x * 16) {}
+
+  __device__ __forceinline__ uint32_t at(int stage, int arr, int k) const {
+    return mine + static_cast<uint32_t>(((stage * ARRAYS + arr) * kNvec + k * TX) * 16);
+  }
+
+  // As RowRing::fetch.
+  template <typename P>
+  __device__ __forceinline__ void fetch(int stage, const P* const (&src)[ARRAYS], bool valid) const {
+    if (valid) {
+#pragma unroll
+      for (int arr = 0; arr < ARRAYS; ++arr) {
+#pragma unroll
+        for (int k = 0; k < ITEMS; ++k) cp_async16(at(stage, arr, k), src[arr] + static_cast<int>(threadIdx.x) + k * TX);
+      }
+    }
+    cp_async_commit();
+  }
+
+  template <typename P>
+  __device__ __forceinline__ P read(int stage, int arr, int k) const {
+    const uint4 v = lds16(at(stage, arr, k));
+    P a;
+    __builtin_memcpy(&a, &v, 16);
+    return a;
+  }
+};
+
 // row_reduce_flat with its shared array picked by the row's parity: a warp that runs
 // ahead into the next row writes the other array, while slower warps may still read
 // this one; the row after next waits behind the next row's barrier.
