@@ -58,6 +58,10 @@
 #   s9f2  : the LayerNorm benchmark, the Q4_K/Q6_K gemv benchmark
 #   s9f3  : LayerNorm's piped exact fit from 384 rows (not 133): every CUDA test case,
 #           LayerNorm under compute-sanitizer, the LayerNorm benchmark
+#   ln_pre: EXPERIMENT (branch ln-warp-preload): layer_norm tests with IK_LN_PRELOAD=1
+#           (fp16 one-warp exact fit with weight and bias loaded before the reductions);
+#           tune_norms at 16384 x 1024 fp16/bf16 with it off, on, off, on (bf16: a noise
+#           control, it has no such variant); the LayerNorm benchmark with it on
 #   tune_ln_edges: the LayerNorm layout sweep at the exact fits' edges (hidden 2048; 1 to
 #           133 rows of hidden 16384; 1 x 8192), bf16 (no package build)
 #   probe_ln: Inductor's code and Nsight Compute of layer_norm 16384 x 1024 fp16, ours vs
@@ -465,7 +469,7 @@ if [ "$MODE" = tune_ln ]; then
   tune --only "layer_norm fp16 8192x5120,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 4096x4096,layer_norm fp16 4096x8192"
   grep -E "^  layer_norm" "$OUT/tune_norms.log" | sort -k5 -n | head -40; echo "session status $status"; exit $status
 fi
-[ "$MODE" = s9f1 ] && tune_build_bg
+case "$MODE" in s9f1|ln_pre) tune_build_bg ;; esac
 build
 case "$MODE" in
   check)  tests; error_paths; sass; sanitizers; example; bench_quick ;;
@@ -516,6 +520,15 @@ case "$MODE" in
           sanitize layernorm --only-layernorm; pack; sanitizers_q4k ;;
   s9f2)   bench_layernorm; pack; bench_q4k ;;
   s9f3)   tests_gpu; pack; sanitize layernorm --only-layernorm; pack; bench_layernorm ;;
+  ln_pre) IK_LN_PRELOAD=1 tests_layernorm; pack
+          wait "$TUNE_PID" || { tail -5 "$OUT/tune_build.log"; status=1; }
+          for r in 0a 1a 0b 1b; do
+            step "LayerNorm 16384 x 1024, IK_LN_PRELOAD=${r:0:1} (run ${r:1})"
+            IK_LN_PRELOAD=${r:0:1} timeout 60 /tmp/tune_norms --only "layer_norm fp16 16384x1024,layer_norm bf16 16384x1024" \
+              > "$OUT/tune_ln_pre$r.log" 2>&1 || status=1
+            grep -E "flat tx32 i4|default" "$OUT/tune_ln_pre$r.log"
+          done; pack
+          IK_LN_PRELOAD=1 bench_layernorm ;;
   probe_ln) probe_ln ;;
   s5e)    tests_q4k; bench_q4k --quick; pack; sanitizers_q4k ;;
   tp)     tp_decode ;;
