@@ -60,10 +60,16 @@
 #           LayerNorm under compute-sanitizer, the LayerNorm benchmark
 #   tune_rms_fe: RMSNorm and add + RMSNorm bf16 at hidden 4096 (1-4096 rows), the flat
 #           exact fit among the layouts (no package build)
-#   s10a  : RMSNorm's flat exact fit as the hidden-4096 default (branch rms-flat-exact,
-#           to verify before it lands): every CUDA test case, RMSNorm under
-#           compute-sanitizer, the layout sweep at hidden 4096 (fp16, fused 512-2048 rows,
-#           fp8) and 2048, the RMSNorm benchmark at hidden 2048 and 4096
+#   ln_pre: EXPERIMENT (branch ln-warp-preload): layer_norm tests with IK_LN_PRELOAD=1
+#           (fp16 one-warp exact fit with weight and bias loaded before the reductions);
+#           tune_norms at 16384 x 1024 fp16/bf16 with it off, on, off, on (bf16: a noise
+#           control, it has no such variant); the LayerNorm benchmark with it on
+#   s10a  : the tenth session's combined branch (rms-flat-exact + fixed-ring +
+#           ln-warp-preload): every CUDA test case, layer_norm tests with IK_LN_PRELOAD=1,
+#           RMSNorm and LayerNorm under compute-sanitizer
+#   s10b  : its sweeps: RMSNorm's flat exact fit (hidden 2048/4096), FixedRing against
+#           main's piped exact kernels (ab/main.tar, untracked: main's sources) alternating
+#           binaries, IK_LN_PRELOAD off/on at 16384 x 1024; the RMSNorm benchmark at 2048/4096
 #   tune_ln_edges: the LayerNorm layout sweep at the exact fits' edges (hidden 2048; 1 to
 #           133 rows of hidden 16384; 1 x 8192), bf16 (no package build)
 #   probe_ln: Inductor's code and Nsight Compute of layer_norm 16384 x 1024 fp16, ours vs
@@ -484,7 +490,7 @@ if [ "$MODE" = tune_ln ]; then
   tune --only "layer_norm fp16 8192x5120,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 4096x4096,layer_norm fp16 4096x8192"
   grep -E "^  layer_norm" "$OUT/tune_norms.log" | sort -k5 -n | head -40; echo "session status $status"; exit $status
 fi
-case "$MODE" in s9f1|s10a) tune_build_bg ;; esac
+case "$MODE" in s9f1|s10b|ln_pre) tune_build_bg ;; esac
 build
 case "$MODE" in
   check)  tests; error_paths; sass; sanitizers; example; bench_quick ;;
@@ -535,14 +541,43 @@ case "$MODE" in
           sanitize layernorm --only-layernorm; pack; sanitizers_q4k ;;
   s9f2)   bench_layernorm; pack; bench_q4k ;;
   s9f3)   tests_gpu; pack; sanitize layernorm --only-layernorm; pack; bench_layernorm ;;
-  s10a)   tests_gpu; pack; sanitize rmsnorm --only-rmsnorm; pack
+  s10a)   tests_gpu; pack; IK_LN_PRELOAD=1 tests_layernorm; pack
+          sanitize rmsnorm --only-rmsnorm; pack; sanitize layernorm --only-layernorm ;;
+  s10b)   mkdir -p /tmp/abmain && tar xf ab/main.tar -C /tmp/abmain
+          ( cd /tmp/abmain && nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels benchmarks/tune_norms.cu \
+              cuda_kernels/rms_norm.cu cuda_kernels/layer_norm.cu cuda_kernels/activation.cu -o /tmp/tune_main ) \
+            > "$OUT/tune_main_build.log" 2>&1 &
+          local_main=$!
           wait "$TUNE_PID" || { tail -5 "$OUT/tune_build.log"; status=1; }
-          step "RMSNorm's flat exact fit at hidden 4096 (tune_norms)"
+          step "RMSNorm's flat exact fit at hidden 2048/4096 (tune_norms)"
           timeout 150 /tmp/tune_norms --only "$(rms_fe_shapes)" > "$OUT/tune_norms.log" 2>&1 || status=1
-          grep -v "^  " "$OUT/tune_norms.log"; grep -E "flat tx|exact|MISMATCH" "$OUT/tune_norms.log" | head -80; pack
+          grep -v "^  " "$OUT/tune_norms.log"; grep -E "flat tx|exact|MISMATCH" "$OUT/tune_norms.log" | grep -v " r1 c" | head -90; pack
+          wait $local_main || { tail -5 "$OUT/tune_main_build.log"; status=1; }
+          ring="rms bf16 256x8192,rms bf16 4096x8192,rms bf16 4096x16384,rms+add+fp8 fp16 512x16384,rms+add+fp8 fp16 2048x16384,layer_norm fp16 1024x16384,layer_norm bf16 1024x16384,layer_norm bf16 512x16384"
+          for r in main_a ring_a main_b ring_b; do
+            step "piped exact kernels: $r"
+            bin=/tmp/tune_norms; [ "${r%_*}" = main ] && bin=/tmp/tune_main
+            timeout 90 $bin --only "$ring" > "$OUT/tune_ring_$r.log" 2>&1 || status=1
+            grep -E "piped.*exact|default" "$OUT/tune_ring_$r.log"
+          done; pack
+          for r in 0a 1a 0b 1b; do
+            step "LayerNorm 16384 x 1024, IK_LN_PRELOAD=${r:0:1} (run ${r:1})"
+            IK_LN_PRELOAD=${r:0:1} timeout 60 /tmp/tune_norms --only "layer_norm fp16 16384x1024,layer_norm bf16 16384x1024" \
+              > "$OUT/tune_ln_pre$r.log" 2>&1 || status=1
+            grep -E "flat tx32 i4|default" "$OUT/tune_ln_pre$r.log"
+          done; pack
           step "RMSNorm benchmark (hidden 2048, 4096)"
           timeout 240 python3 benchmarks/bench_rms_norm.py --hidden 2048 4096 --rows 1 8 16 32 64 256 1024 4096 \
             --fused-rows 1 16 64 256 4096 --name bench_rms_s10 2>&1 | tee "$OUT/bench_rms_s10.log" | tail -40 ;;
+  ln_pre) IK_LN_PRELOAD=1 tests_layernorm; pack
+          wait "$TUNE_PID" || { tail -5 "$OUT/tune_build.log"; status=1; }
+          for r in 0a 1a 0b 1b; do
+            step "LayerNorm 16384 x 1024, IK_LN_PRELOAD=${r:0:1} (run ${r:1})"
+            IK_LN_PRELOAD=${r:0:1} timeout 60 /tmp/tune_norms --only "layer_norm fp16 16384x1024,layer_norm bf16 16384x1024" \
+              > "$OUT/tune_ln_pre$r.log" 2>&1 || status=1
+            grep -E "flat tx32 i4|default" "$OUT/tune_ln_pre$r.log"
+          done; pack
+          IK_LN_PRELOAD=1 bench_layernorm ;;
   probe_ln) probe_ln ;;
   s5e)    tests_q4k; bench_q4k --quick; pack; sanitizers_q4k ;;
   tp)     tp_decode ;;
