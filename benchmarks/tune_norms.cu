@@ -583,11 +583,17 @@ int main(int argc, char** argv) {
              {265, 16384}, {384, 16384}, {512, 16384}, {768, 16384}}) {
       ln(DType::kBFloat16, rows, d);
     }
-    // RMSNorm's flat exact fit at hidden 4096: fp16, the fused kernel between 256 and
-    // 4096 rows, and the fp8 outputs (not defaults: unmeasured); at hidden 2048.
+    // RMSNorm's flat exact fit at hidden 4096 and 2048 (rms_norm.cu's pick_layout): fp16,
+    // the fused kernel from 300 to 2048 rows, static fp8 with the residual.
     for (int64_t rows : {1, 256, 4096}) rms(DType::kFloat16, 2, rows, 4096, NormOut::kSame, false);
-    for (int64_t rows : {512, 1024, 2048}) rms(DType::kBFloat16, 2, rows, 4096, NormOut::kSame, true);
-    for (int64_t rows : {1, 256, 4096}) rms(DType::kFloat16, 2, rows, 4096, NormOut::kFp8Static, true);
+    for (int64_t rows : {300, 512, 1024, 2048}) rms(DType::kBFloat16, 2, rows, 4096, NormOut::kSame, true);
+    for (int64_t rows : {1, 256, 512, 4096}) rms(DType::kFloat16, 2, rows, 4096, NormOut::kFp8Static, true);
+    // fp8 at hidden 4096 where the flat exact fit is not the default (unmeasured): the
+    // dynamic scale with the residual, and static fp8 without it.
+    for (int64_t rows : {1, 256, 4096}) {
+      rms(DType::kFloat16, 2, rows, 4096, NormOut::kFp8Dynamic, true);
+      rms(DType::kFloat16, 2, rows, 4096, NormOut::kFp8Static, false);
+    }
     for (int64_t rows : {1, 256, 4096}) {
       rms(DType::kBFloat16, 2, rows, 2048, NormOut::kSame, false);
       rms(DType::kBFloat16, 2, rows, 2048, NormOut::kSame, true);

@@ -26,8 +26,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <type_traits>
 
 #include "block_reduce.cuh"
 #include "ptx.cuh"
@@ -201,12 +199,7 @@ __host__ __device__ constexpr int flat_exact_blocks(int tx, int items) {
 // same tree, so the same bits), and d = ITEMS x TX x VEC a power of two, so / d is an
 // exact multiply. The same arithmetic as layer_norm_flat in the same order: at the same
 // tx and items, the same results bit for bit.
-// EXPERIMENT (branch ln-warp-preload; IK_LN_PRELOAD=1, one-warp blocks, fp16): PRE loads
-// weight and bias with x, before the reductions, as Inductor's kernel does at 16384 x
-// 1024: a one-warp block is held to 32 an SM by the block limit anyway, so the registers
-// this takes (up to 64) cost no resident warps, and the output no longer waits on L1
-// after the second reduction.
-template <typename T, int VEC, int ITEMS, int TX, bool W, bool B, bool PRE = false>
+template <typename T, int VEC, int ITEMS, int TX, bool W, bool B>
 __global__ void __launch_bounds__(TX, flat_exact_blocks(TX, ITEMS)) layer_norm_flat_exact(LayerNormParams p) {
   using P = Pack<T, VEC>;
   constexpr float kD = float(ITEMS * TX * VEC);
@@ -214,16 +207,9 @@ __global__ void __launch_bounds__(TX, flat_exact_blocks(TX, ITEMS)) layer_norm_f
   const int64_t row = blockIdx.x;
   const int t = threadIdx.x;
   const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row * p.x.stride) + t;
-  P a[ITEMS], g[ITEMS], c[ITEMS];
+  P a[ITEMS];
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) a[k] = xr[k * TX];
-  if constexpr (PRE) {
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) {
-      if constexpr (W) g[k] = reinterpret_cast<const P*>(p.weight)[t + k * TX];
-      if constexpr (B) c[k] = reinterpret_cast<const P*>(p.bias)[t + k * TX];
-    }
-  }
   float sum = 0.0f;
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) sum += vec_sum(a[k]);
@@ -232,13 +218,7 @@ __global__ void __launch_bounds__(TX, flat_exact_blocks(TX, ITEMS)) layer_norm_f
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) sq += vec_sq_dev(a[k], mean);
   const float rstd = rsqrtf(row_reduce_fixed<Sum, TX>(sq, partial[1], 0) / kD + p.eps);
-  if constexpr (PRE) {
-    P* orow = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row * p.out.stride) + t;
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) orow[k * TX] = normalise<T, VEC, W, B>(a[k], g[k], c[k], mean, rstd);
-  } else {
-    store_exact<T, VEC, ITEMS, TX, W, B>(p, row, t, a, mean, rstd);
-  }
+  store_exact<T, VEC, ITEMS, TX, W, B>(p, row, t, a, mean, rstd);
 }
 
 // The piped layout (row_pipe.cuh, as rms_norm_piped_exact) for LayerNorm rows of
@@ -351,18 +331,7 @@ cudaError_t launch_exact(const LayerNormParams& p, const RowConfig& c, cudaStrea
     }
     if (c.stages != 0) return cudaErrorInvalidConfiguration;
     switch (c.tx) {
-      case 32: {
-        static const bool pre = [] {
-          const char* e = std::getenv("IK_LN_PRELOAD");
-          return e && e[0] == '1' && !e[1];
-        }();
-        // fp16 only: in bf16 with weight and bias it spills 16 bytes at the 64 registers
-        // that 32 blocks an SM leave (ptxas 13.0).
-        if constexpr (std::is_same_v<T, __half>) {
-          if (pre) return launch_rows(layer_norm_flat_exact<T, VEC, 4, 32, W, B, true>, p, c, p.rows, stream);
-        }
-        return launch_rows(layer_norm_flat_exact<T, VEC, 4, 32, W, B>, p, c, p.rows, stream);
-      }
+      case 32: return launch_rows(layer_norm_flat_exact<T, VEC, 4, 32, W, B>, p, c, p.rows, stream);
       case 64: return launch_rows(layer_norm_flat_exact<T, VEC, 4, 64, W, B>, p, c, p.rows, stream);
       case 128: return launch_rows(layer_norm_flat_exact<T, VEC, 4, 128, W, B>, p, c, p.rows, stream);
       case 256: return launch_rows(layer_norm_flat_exact<T, VEC, 4, 256, W, B>, p, c, p.rows, stream);

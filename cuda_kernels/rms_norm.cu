@@ -13,7 +13,7 @@
 //     RMSNorm + FP8 at 1 x 16384;
 //   * flat (row_kernel.cuh): a block per row held in registers, one barrier a
 //     reduction: hidden 4096, its exact-fit variant (fixed block size, no bounds
-//     tests) for 16-bit rows with 16-bit output;
+//     tests) for 16-bit hidden 2048 and 4096;
 //   * piped (row_pipe.cuh): the flat layout in persistent blocks that keep the next row
 //     on the way through shared memory: many rows of hidden 4104-16384; its exact-fit
 //     variant (fixed block size, no bounds tests) at hidden 8192 and 16384, from 1 row.
@@ -682,23 +682,33 @@ cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t 
 //   32 rows of 1024 vectors it beat streaming in every measured mode (2.40 against 2.77
 //   us, add + RMSNorm at 1 x 8192); fp8 there is unmeasured and takes it too. fp32 is
 //   unmeasured and keeps the rules below;
-// - 16-bit rows of exactly 512 vectors (hidden 4096), 16-bit output (no fp8): the flat
-//   layout's exact fit, 256 threads of 2 vectors (rms_norm_flat_exact; tune_rms_fe,
-//   ninth session, bf16: 1.51 against 1.86 us at 1 x 4096, 2.83 against 3.21 at 256
-//   rows, 18.18 against 19.83 at 4096 rows); with the residual up to 256 rows (1.68
-//   against 2.18 us streaming at 1 x 4096, 3.93 against 4.49 at 256), not at 4096 rows
-//   (35.67 against 35.16 streaming). The same at 256 vectors (hidden 2048, 128 threads;
-//   NOT MEASURED yet: mode s10a sweeps it);
+// - 16-bit rows of exactly 512 vectors (hidden 4096), 16-bit output: the flat layout's
+//   exact fit, 256 threads of 2 vectors (rms_norm_flat_exact). tune_norms on the H200,
+//   tenth session, bf16, against the plain flat layout (the default before): 1.52
+//   against 1.87 us at 1 x 4096, 2.84 against 3.24 at 256 rows, 17.99 against 19.66 at
+//   4096. With the residual up to 512 rows, against streaming: 1.70 against 2.20 us at
+//   1 row, 3.88 against 4.46 at 256, 5.64 against 6.50 at 512; level at 1024 and 2048
+//   (9.76 against 9.67, 18.33 against 18.38), behind at 4096 (35.53 against 34.86). The
+//   same at 256 vectors (hidden 2048, 128 threads): 1.39 against 1.77 us streaming at
+//   1 row, 9.19 against 10.68 at 4096 rows; with the residual 1.53 against 1.92 at 1
+//   row, 2.93 against 3.36 at 256 (17.82 against 18.06 at 4096: level, streams). With
+//   static fp8 output and the residual, hidden 4096 fp16 up to 256 rows: 1.85 against
+//   2.19 us streaming at 1 row, 4.04 against 4.59 at 256 (31.51 against 31.35 at 4096).
+//   Dynamic fp8, fp8 without the residual, and fp8 at hidden 2048 are unmeasured and
+//   keep the rules below;
 // - RMSNorm alone (no residual, no fp8) over other rows of 257-512 vectors (hidden 4096
 //   in 16-bit): the flat layout, 256 threads of 2 vectors (1.87 against 2.02 us at 1 x
 //   4096 bf16, 19.97 against 23.54 us at 4096 x 4096; the fused and fp8 kernels
 //   measured faster as they were, piped included);
 // - up to 32 long rows (>= 2048 vectors): the cluster layout (see the top of the file);
 // - else streaming.
-inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool plain, bool same, bool vec16, bool half) {
+inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool fused, NormOut mode, bool vec16, bool half) {
+  const bool plain = !fused && mode == NormOut::kSame;
+  const bool flat_exact = mode == NormOut::kSame ? (nvec == 256 || nvec == 512) && (!fused || rows <= 512)
+                                                 : mode == NormOut::kFp8Static && fused && nvec == 512 && rows <= 256;
   RowConfig c;
   c.items = 0;
-  if (vec16 && half && same && (nvec == 256 || nvec == 512) && (plain || rows <= 256)) {
+  if (vec16 && half && flat_exact) {
     c.flat = true;
     c.exact = true;
     c.tx = static_cast<int>(nvec / 2);
@@ -742,8 +752,7 @@ inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool plain, bool same, 
 template <typename T, int VEC, bool FUSED, NormOut MODE>
 cudaError_t launch_width(const NormParams& p, const RowConfig* forced, cudaStream_t stream) {
   const int64_t nvec = p.d / VEC;
-  RowConfig c = forced ? *forced : pick_layout(p.rows, nvec, !FUSED && MODE == NormOut::kSame, MODE == NormOut::kSame,
-                                                     sizeof(T) * VEC == 16, sizeof(T) == 2);
+  RowConfig c = forced ? *forced : pick_layout(p.rows, nvec, FUSED, MODE, sizeof(T) * VEC == 16, sizeof(T) == 2);
   if (c.items > 0 && !fits(c, p.rows, nvec)) {
     if (forced) return cudaErrorInvalidConfiguration;
     c.items = 0;

@@ -70,6 +70,10 @@
 #   s10b  : its sweeps: RMSNorm's flat exact fit (hidden 2048/4096), FixedRing against
 #           main's piped exact kernels (ab/main.tar, untracked: main's sources) alternating
 #           binaries, IK_LN_PRELOAD off/on at 16384 x 1024; the RMSNorm benchmark at 2048/4096
+#   s10c  : the tenth session's final rules (flat exact fit fused up to 512 rows, static
+#           fp8 fused at hidden 4096): every CUDA test case, RMSNorm under
+#           compute-sanitizer, the sweep at the new rules' edges and at the fp8 shapes
+#           still unmeasured, the RMSNorm benchmark at hidden 4096
 #   tune_ln_edges: the LayerNorm layout sweep at the exact fits' edges (hidden 2048; 1 to
 #           133 rows of hidden 16384; 1 x 8192), bf16 (no package build)
 #   probe_ln: Inductor's code and Nsight Compute of layer_norm 16384 x 1024 fp16, ours vs
@@ -490,7 +494,7 @@ if [ "$MODE" = tune_ln ]; then
   tune --only "layer_norm fp16 8192x5120,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 4096x4096,layer_norm fp16 4096x8192"
   grep -E "^  layer_norm" "$OUT/tune_norms.log" | sort -k5 -n | head -40; echo "session status $status"; exit $status
 fi
-case "$MODE" in s9f1|s10b|ln_pre) tune_build_bg ;; esac
+case "$MODE" in s9f1|s10b|s10c|ln_pre) tune_build_bg ;; esac
 build
 case "$MODE" in
   check)  tests; error_paths; sass; sanitizers; example; bench_quick ;;
@@ -569,6 +573,15 @@ case "$MODE" in
           step "RMSNorm benchmark (hidden 2048, 4096)"
           timeout 240 python3 benchmarks/bench_rms_norm.py --hidden 2048 4096 --rows 1 8 16 32 64 256 1024 4096 \
             --fused-rows 1 16 64 256 4096 --name bench_rms_s10 2>&1 | tee "$OUT/bench_rms_s10.log" | tail -40 ;;
+  s10c)   tests_gpu; pack; sanitize rmsnorm --only-rmsnorm; pack
+          wait "$TUNE_PID" || { tail -5 "$OUT/tune_build.log"; status=1; }
+          step "RMSNorm at hidden 4096: the new rules' edges, fp8 (tune_norms)"
+          timeout 120 /tmp/tune_norms --only "rms+add bf16 300x4096,rms+add bf16 512x4096,rms+add bf16 1024x4096,rms+add+fp8 fp16 1x4096,rms+add+fp8 fp16 256x4096,rms+add+fp8 fp16 512x4096,rms+add+fp8dyn fp16 1x4096,rms+add+fp8dyn fp16 256x4096,rms+add+fp8dyn fp16 4096x4096,rms+fp8 fp16 1x4096,rms+fp8 fp16 256x4096,rms+fp8 fp16 4096x4096" \
+            > "$OUT/tune_norms.log" 2>&1 || status=1
+          grep -v "^  " "$OUT/tune_norms.log"; grep -E "stream|flat tx256 i2|MISMATCH" "$OUT/tune_norms.log" | head -60; pack
+          step "RMSNorm benchmark (hidden 4096)"
+          timeout 200 python3 benchmarks/bench_rms_norm.py --hidden 4096 --rows 1 16 256 4096 \
+            --fused-rows 1 16 64 256 512 1024 4096 --name bench_rms_s10c 2>&1 | tee "$OUT/bench_rms_s10c.log" | tail -30 ;;
   ln_pre) IK_LN_PRELOAD=1 tests_layernorm; pack
           wait "$TUNE_PID" || { tail -5 "$OUT/tune_build.log"; status=1; }
           for r in 0a 1a 0b 1b; do
