@@ -692,10 +692,14 @@ cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t 
 //   same at 256 vectors (hidden 2048, 128 threads): 1.39 against 1.77 us streaming at
 //   1 row, 9.19 against 10.68 at 4096 rows; with the residual 1.53 against 1.92 at 1
 //   row, 2.93 against 3.36 at 256 (17.82 against 18.06 at 4096: level, streams). With
-//   static fp8 output and the residual, hidden 4096 fp16 up to 256 rows: 1.85 against
-//   2.19 us streaming at 1 row, 4.04 against 4.59 at 256 (31.51 against 31.35 at 4096).
-//   Dynamic fp8, fp8 without the residual, and fp8 at hidden 2048 are unmeasured and
-//   keep the rules below;
+//   fp8 output at hidden 4096 (fp16; the sweep saw the same bits, s10c): static with
+//   the residual up to 512 rows, 1.88 against 2.22 us streaming at 1 row, 4.10 against
+//   4.63 at 256, 5.98 against 6.81 at 512 (31.51 against 31.35 at 4096: level,
+//   streams); static without the residual, and the dynamic scale, at every row count:
+//   1.66 against 2.05 us at 1 row, 2.97 against 3.53 at 256, 16.05 against 25.15 at
+//   4096 (static); 2.35 against 2.92, 4.80 against 5.75, 32.79 against 41.23 (dynamic,
+//   with the residual; without it unmeasured). fp8 at hidden 2048 is unmeasured and
+//   keeps the rules below;
 // - RMSNorm alone (no residual, no fp8) over other rows of 257-512 vectors (hidden 4096
 //   in 16-bit): the flat layout, 256 threads of 2 vectors (1.87 against 2.02 us at 1 x
 //   4096 bf16, 19.97 against 23.54 us at 4096 x 4096; the fused and fp8 kernels
@@ -704,8 +708,9 @@ cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t 
 // - else streaming.
 inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool fused, NormOut mode, bool vec16, bool half) {
   const bool plain = !fused && mode == NormOut::kSame;
-  const bool flat_exact = mode == NormOut::kSame ? (nvec == 256 || nvec == 512) && (!fused || rows <= 512)
-                                                 : mode == NormOut::kFp8Static && fused && nvec == 512 && rows <= 256;
+  const bool flat_exact = mode == NormOut::kSame            ? (nvec == 256 || nvec == 512) && (!fused || rows <= 512)
+                          : mode == NormOut::kFp8Static && fused ? nvec == 512 && rows <= 512
+                                                                 : nvec == 512;
   RowConfig c;
   c.items = 0;
   if (vec16 && half && flat_exact) {

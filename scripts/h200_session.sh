@@ -74,6 +74,8 @@
 #           fp8 fused at hidden 4096): every CUDA test case, RMSNorm under
 #           compute-sanitizer, the sweep at the new rules' edges and at the fp8 shapes
 #           still unmeasured, the RMSNorm benchmark at hidden 4096
+#   s10d  : the flat exact fit for every fp8 mode at hidden 4096: the RMSNorm tests (CUDA
+#           cases), RMSNorm under compute-sanitizer
 #   tune_ln_edges: the LayerNorm layout sweep at the exact fits' edges (hidden 2048; 1 to
 #           133 rows of hidden 16384; 1 x 8192), bf16 (no package build)
 #   probe_ln: Inductor's code and Nsight Compute of layer_norm 16384 x 1024 fp16, ours vs
@@ -582,6 +584,10 @@ case "$MODE" in
           step "RMSNorm benchmark (hidden 4096)"
           timeout 200 python3 benchmarks/bench_rms_norm.py --hidden 4096 --rows 1 16 256 4096 \
             --fused-rows 1 16 64 256 512 1024 4096 --name bench_rms_s10c 2>&1 | tee "$OUT/bench_rms_s10c.log" | tail -30 ;;
+  s10d)   step "RMSNorm tests (CUDA cases)"
+          python3 -m pytest tests/test_rms_norm.py tests/test_rms_norm_fp8.py -q -rfE -p no:cacheprovider -k cuda 2>&1 \
+            | tee "$OUT/pytest_rms.log" | tail -4; [ "${PIPESTATUS[0]}" = 0 ] || status=1
+          pack; sanitize rmsnorm --only-rmsnorm ;;
   ln_pre) IK_LN_PRELOAD=1 tests_layernorm; pack
           wait "$TUNE_PID" || { tail -5 "$OUT/tune_build.log"; status=1; }
           for r in 0a 1a 0b 1b; do
