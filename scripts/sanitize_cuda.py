@@ -61,17 +61,20 @@ def norm_cases(shapes, dev):
 
 
 def rms_norms(ik, x, w, wide):
-    """Every RMSNorm op: alone, with the residual, with static and dynamic fp8, aligned
-    and on a misaligned view (the scalar path). Returns the launch count."""
+    """Every RMSNorm op: alone, with the residual, with static and dynamic fp8 (with and
+    without the residual), aligned and on a misaligned view (the scalar path). Returns
+    the launch count."""
     ik.rms_norm(x, w, 1e-6)
     ik.fused_add_rms_norm(x, torch.randn_like(x), w, 1e-6)
     ik.rms_norm(wide[:, 1:], w, 1e-6)
     scale = torch.tensor([0.05], device=x.device)
     ik.rms_norm_fp8(x, w, scale, 1e-6, residual=torch.randn_like(x))
+    ik.rms_norm_fp8(x, w, scale, 1e-6)
     ik.rms_norm_fp8(wide[:, 1:], w, scale, 1e-6)
     ik.rms_norm_fp8_dynamic(x, w, 1e-6, residual=torch.randn_like(x))
+    ik.rms_norm_fp8_dynamic(x, w, 1e-6)
     ik.rms_norm_fp8_dynamic(wide[:, 1:], w, 1e-6)
-    return 7
+    return 9
 
 
 def layer_norms(ik, x, w, wide):
