@@ -692,7 +692,7 @@ cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t 
 //   same at 256 vectors (hidden 2048, 128 threads): 1.39 against 1.77 us streaming at
 //   1 row, 9.19 against 10.68 at 4096 rows; with the residual 1.53 against 1.92 at 1
 //   row, 2.93 against 3.36 at 256 (17.82 against 18.06 at 4096: level, streams). With
-//   fp8 output at hidden 4096 (fp16; the sweep saw the same bits, s10c): static with
+//   fp8 output at hidden 4096 (fp16; outputs within tune_norms' 2-ulp check): static with
 //   the residual up to 512 rows, 1.88 against 2.22 us streaming at 1 row, 4.10 against
 //   4.63 at 256, 5.98 against 6.81 at 512 (31.51 against 31.35 at 4096: level,
 //   streams); static without the residual, and the dynamic scale, at every row count:

@@ -60,16 +60,14 @@
 #           LayerNorm under compute-sanitizer, the LayerNorm benchmark
 #   tune_rms_fe: RMSNorm and add + RMSNorm bf16 at hidden 4096 (1-4096 rows), the flat
 #           exact fit among the layouts (no package build)
-#   ln_pre: EXPERIMENT (branch ln-warp-preload): layer_norm tests with IK_LN_PRELOAD=1
-#           (fp16 one-warp exact fit with weight and bias loaded before the reductions);
-#           tune_norms at 16384 x 1024 fp16/bf16 with it off, on, off, on (bf16: a noise
-#           control, it has no such variant); the LayerNorm benchmark with it on
 #   s10a  : the tenth session's combined branch (rms-flat-exact + fixed-ring +
-#           ln-warp-preload): every CUDA test case, layer_norm tests with IK_LN_PRELOAD=1,
-#           RMSNorm and LayerNorm under compute-sanitizer
+#           ln-warp-preload, whose IK_LN_PRELOAD is gone since): every CUDA test case,
+#           layer_norm tests with IK_LN_PRELOAD=1, RMSNorm and LayerNorm under
+#           compute-sanitizer
 #   s10b  : its sweeps: RMSNorm's flat exact fit (hidden 2048/4096), FixedRing against
 #           main's piped exact kernels (ab/main.tar, untracked: main's sources) alternating
-#           binaries, IK_LN_PRELOAD off/on at 16384 x 1024; the RMSNorm benchmark at 2048/4096
+#           binaries, IK_LN_PRELOAD off/on at 16384 x 1024 (gone since); the RMSNorm benchmark
+#           at 2048/4096
 #   s10c  : the tenth session's final rules (flat exact fit fused up to 512 rows, static
 #           fp8 fused at hidden 4096): every CUDA test case, RMSNorm under
 #           compute-sanitizer, the sweep at the new rules' edges and at the fp8 shapes
@@ -496,7 +494,7 @@ if [ "$MODE" = tune_ln ]; then
   tune --only "layer_norm fp16 8192x5120,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 4096x4096,layer_norm fp16 4096x8192"
   grep -E "^  layer_norm" "$OUT/tune_norms.log" | sort -k5 -n | head -40; echo "session status $status"; exit $status
 fi
-case "$MODE" in s9f1|s10b|s10c|ln_pre) tune_build_bg ;; esac
+case "$MODE" in s9f1|s10b|s10c) tune_build_bg ;; esac
 build
 case "$MODE" in
   check)  tests; error_paths; sass; sanitizers; example; bench_quick ;;
@@ -588,15 +586,6 @@ case "$MODE" in
           python3 -m pytest tests/test_rms_norm.py tests/test_rms_norm_fp8.py -q -rfE -p no:cacheprovider -k cuda 2>&1 \
             | tee "$OUT/pytest_rms.log" | tail -4; [ "${PIPESTATUS[0]}" = 0 ] || status=1
           pack; sanitize rmsnorm --only-rmsnorm ;;
-  ln_pre) IK_LN_PRELOAD=1 tests_layernorm; pack
-          wait "$TUNE_PID" || { tail -5 "$OUT/tune_build.log"; status=1; }
-          for r in 0a 1a 0b 1b; do
-            step "LayerNorm 16384 x 1024, IK_LN_PRELOAD=${r:0:1} (run ${r:1})"
-            IK_LN_PRELOAD=${r:0:1} timeout 60 /tmp/tune_norms --only "layer_norm fp16 16384x1024,layer_norm bf16 16384x1024" \
-              > "$OUT/tune_ln_pre$r.log" 2>&1 || status=1
-            grep -E "flat tx32 i4|default" "$OUT/tune_ln_pre$r.log"
-          done; pack
-          IK_LN_PRELOAD=1 bench_layernorm ;;
   probe_ln) probe_ln ;;
   s5e)    tests_q4k; bench_q4k --quick; pack; sanitizers_q4k ;;
   tp)     tp_decode ;;

@@ -124,7 +124,7 @@ def test_fused_add_rms_norm_strided(ik, device, dtype):
 @pytest.mark.parametrize("hidden", [2048, 4096])
 @pytest.mark.parametrize("rows", [1, 3, 200, 300])
 def test_exact_fit_views(ik, device, dtype, hidden, rows):
-    """The flat exact fit (16-bit hidden 2048 and 4096; with the residual up to 256 rows)
+    """The flat exact fit (16-bit hidden 2048 and 4096; with the residual up to 512 rows)
     on every other row of a tensor, on column views 16 bytes in, and in place."""
     w = rand((hidden,), dtype, device)
     x = rand((2 * rows, hidden), dtype, device)[::2]

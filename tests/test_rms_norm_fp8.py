@@ -228,3 +228,24 @@ def test_fp8_errors(ik, device):
         ik.ops.rms_norm_fp8_dynamic(out, torch.empty(4, device=device), x, w, EPS, None)
     with pytest.raises(RuntimeError, match="float32, float16 or bfloat16"):
         ik.rms_norm_fp8(x.double(), w.double(), scale, EPS)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("rows", [1, 3, 600])
+def test_fp8_without_residual_exact_fit(ik, device, dtype, rows):
+    """Both fp8 ops without the residual at 16-bit hidden 4096 (the flat exact fit on
+    CUDA at every row count), on every other row of a tensor, into a poisoned view."""
+    hidden = 4096
+    x = rand((2 * rows, hidden), dtype, device)[::2]
+    w = rand((hidden,), dtype, device)
+    y = rms_norm_rounded(x, w, EPS)
+    scale = (y.float().abs().amax() / 400).reshape(1)
+    out_wide = fp8_poison((rows, hidden + 16), device)
+    out = out_wide[:, 16:]
+    ik.rms_norm_fp8(x, w, scale, EPS, out=out)
+    assert_fp8_close(out, quantise(y, 1.0 / scale))
+    assert out_wide[:, :16].float().isnan().all(), "wrote outside the view"
+    q, scales = ik.rms_norm_fp8_dynamic(x, w, EPS)
+    ref_scales = (y.float().abs().amax(-1, keepdim=True) / FP8_MAX).clamp_min(1 / (FP8_MAX * 512))
+    torch.testing.assert_close(scales, ref_scales, rtol=1e-2, atol=0)
+    assert_fp8_close(q, quantise(y, 1.0 / scales))
