@@ -51,8 +51,8 @@ struct RowConfig {
   bool flat = false;       // the flat kernel (one block of tx threads per row, cluster 1; items 1, 2, 4)
   int stages = 0;          // > 0 (with flat): the piped kernel, rows in flight a block (row_pipe.cuh)
   bool exact = false;      // with flat, for 16-bit rows of exactly items x tx vectors: stages 2, the
-                           // piped kernel with tx = piped_threads(items); stages 0 (layer_norm only),
-                           // the flat kernel with tx fixed at compile time
+                           // piped kernel with tx = piped_threads(items); stages 0, the flat
+                           // kernel with tx fixed at compile time
 };
 
 // Block size bound of the flat kernels; blocks of up to kFlatThreads threads.
