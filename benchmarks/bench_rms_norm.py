@@ -5,6 +5,8 @@ One process, same inputs for every implementation:
            from <repo>/build (LOCAL_KERNELS, see harness.load_kernel)
   eager    the transformers LlamaRMSNorm formula as a plain torch function
   compile  torch.compile of that same function (default mode, dynamic=False)
+  compile_ip  (fused, CUDA only) torch.compile of the function writing into x and
+           residual in place, as ours does: the same buffers written, so the same write-backs
   liger    liger_kernel's Triton RMSNorm (LigerRMSNormFunction /
            LigerFusedAddRMSNormFunction), if liger_kernel is importable
 
@@ -61,6 +63,15 @@ def fused_add_rms_norm_eager(x, residual, weight, eps: float):
     # What a decoder layer does without a fused kernel: residual = x + residual; y = norm(residual).
     s = x + residual
     return rms_norm_eager(s, weight, eps), s
+
+
+def fused_add_rms_norm_in_place(x, residual, weight, eps: float):
+    # The same, writing into x and residual as ours does (for torch.compile: the same
+    # write pattern, rotated buffers written back, where the out-of-place function
+    # writes fresh outputs that a CUDA graph's pool places at the same addresses).
+    residual.add_(x)
+    x.copy_(rms_norm_eager(residual, weight, eps))
+    return x, residual
 
 
 def ref64(x, weight, eps: float):
@@ -249,6 +260,8 @@ def main(argv=None) -> int:
         allow_many_recompiles()
         rms_impls["compile"] = torch.compile(rms_norm_eager, dynamic=False)
         fused_impls["compile"] = torch.compile(fused_add_rms_norm_eager, dynamic=False)
+        if dev == "cuda":  # CPU Inductor (torch 2.13) fails on it from 2 rows: KeyError 'buf1'
+            fused_impls["compile_ip"] = torch.compile(fused_add_rms_norm_in_place, dynamic=False)
     if not args.no_liger and dev == "cuda":
         liger_rms, liger_fused = load_liger()
         if liger_rms:
