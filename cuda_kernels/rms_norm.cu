@@ -698,8 +698,9 @@ cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t 
 //   streams); static without the residual, and the dynamic scale, at every row count:
 //   1.66 against 2.05 us at 1 row, 2.97 against 3.53 at 256, 16.05 against 25.15 at
 //   4096 (static); 2.35 against 2.92, 4.80 against 5.75, 32.79 against 41.23 (dynamic,
-//   with the residual; without it unmeasured). fp8 at hidden 2048 is unmeasured and
-//   keeps the rules below;
+//   with the residual; without it unmeasured). bf16 input takes the same rules
+//   (unmeasured with fp8 output); fp8 at hidden 2048 is unmeasured and keeps the rules
+//   below;
 // - RMSNorm alone (no residual, no fp8) over other rows of 257-512 vectors (hidden 4096
 //   in 16-bit): the flat layout, 256 threads of 2 vectors (1.87 against 2.02 us at 1 x
 //   4096 bf16, 19.97 against 23.54 us at 4096 x 4096; the fused and fp8 kernels
