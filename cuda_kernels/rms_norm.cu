@@ -337,7 +337,7 @@ __global__ void __launch_bounds__(kFlatThreads) rms_norm_flat(NormParams p) {
 }
 
 // rms_norm_flat for 16-bit rows of exactly ITEMS x TX vectors (RowConfig::exact with
-// stages 0; pick_layout's choice at hidden 4096), as layer_norm_flat_exact:
+// stages 0; pick_layout's choice at 16-bit hidden 2048 and 4096), as layer_norm_flat_exact:
 // no bounds test a vector, the block size and offsets fixed at compile time, the
 // reduction without warp-count tests (row_reduce_fixed, the same tree), d a power of two
 // (/ d an exact multiply), 16-bit output rounded a pair at a time. The same sums and
