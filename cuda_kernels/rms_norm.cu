@@ -108,6 +108,15 @@ __device__ __forceinline__ Pack<T, VEC> norm_vec16(const float (&a)[VEC], const 
   return out;
 }
 
+// The fused ops' residual, x + residual rounded to T (the documented rounding: the
+// rounded sum is what is stored and normalised).
+template <typename T, int VEC>
+__device__ __forceinline__ Pack<T, VEC> add_rounded(Pack<T, VEC> a, const Pack<T, VEC>& b) {
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) a.v[j] = from_float<T>(to_float(a.v[j]) + to_float(b.v[j]));
+  return a;
+}
+
 // fp8 bits of y * inv_scale for a vector of normalised values.
 template <int VEC>
 __device__ __forceinline__ Pack<uint8_t, VEC> quantise(const float (&y)[VEC], float inv_scale) {
@@ -141,8 +150,7 @@ __global__ void __launch_bounds__(kRowThreads, 1) rms_norm_cached(NormParams p) 
       a[k] = ld_ordered(xr + i);
       if constexpr (FUSED) {
         const P b = ld_ordered(rr + i);
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) a[k].v[j] = from_float<T>(to_float(a[k].v[j]) + to_float(b.v[j]));
+        a[k] = add_rounded(a[k], b);
       }
     }
   }
@@ -311,8 +319,7 @@ __global__ void __launch_bounds__(kFlatThreads) rms_norm_flat(NormParams p) {
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) {
       if (t + k * step < nvec) {
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) a[k].v[j] = from_float<T>(to_float(a[k].v[j]) + to_float(b[k].v[j]));
+        a[k] = add_rounded(a[k], b[k]);
         rr[t + k * step] = a[k];
       }
     }
@@ -364,8 +371,7 @@ __global__ void __launch_bounds__(TX) rms_norm_flat_exact(NormParams p) {
     for (int k = 0; k < ITEMS; ++k) b[k] = rr[k * TX];
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) {
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) a[k].v[j] = from_float<T>(to_float(a[k].v[j]) + to_float(b[k].v[j]));
+      a[k] = add_rounded(a[k], b[k]);
       rr[k * TX] = a[k];
     }
   }
@@ -425,8 +431,7 @@ __global__ void __launch_bounds__(piped_threads(ITEMS)) rms_norm_piped(NormParam
         a[k] = ring.template read<P>(stage, 0, k);
         if constexpr (FUSED) {
           const P b = ring.template read<P>(stage, 1, k);
-#pragma unroll
-          for (int j = 0; j < VEC; ++j) a[k].v[j] = from_float<T>(to_float(a[k].v[j]) + to_float(b.v[j]));
+          a[k] = add_rounded(a[k], b);
           rr[t + k * step] = a[k];
         }
       }
@@ -501,8 +506,7 @@ __global__ void __launch_bounds__(piped_threads(ITEMS), ITEMS == 2 ? 2 : 1)
       a[k] = ring.template read<P>(parity, 0, k);
       if constexpr (FUSED) {
         const P b = ring.template read<P>(parity, 1, k);
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) a[k].v[j] = from_float<T>(to_float(a[k].v[j]) + to_float(b.v[j]));
+        a[k] = add_rounded(a[k], b);
         rr[t + k * kTx] = a[k];
       }
       unpack_vec(a[k], f[k]);
@@ -544,8 +548,7 @@ __global__ void rms_norm_kernel(NormParams p) {
     P a = xr[i];
     if constexpr (FUSED) {
       const P b = rr[i];
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) a.v[k] = from_float<T>(to_float(a.v[k]) + to_float(b.v[k]));
+      a = add_rounded(a, b);
       rr[i] = a;
     }
 #pragma unroll
