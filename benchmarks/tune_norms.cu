@@ -180,13 +180,13 @@ std::vector<RowConfig> layouts(int64_t nvec) {
     out.push_back(c);
   }
   // The exact-fit flat kernel (RowConfig::exact, stages 0; 16-bit only): rows of exactly
-  // items x tx vectors, tx a power of two from a warp to kFlatThreads; each op takes the
-  // block sizes its launcher instantiates (layer_norm 4 items, rms_norm 2 items at 128
-  // and 256 threads).
+  // items x tx vectors, tx a power of two from a warp to kExactThreads; each op takes the
+  // block sizes its launcher instantiates (layer_norm 4 items at 32-512 threads and 2 at
+  // 64, rms_norm 2 items at 128-1024 threads); the others fail to launch and are skipped.
   for (int items : {2, 4}) {
     if (nvec % items) continue;
     const int64_t tx = nvec / items;
-    if (tx >= 32 && tx <= inference_kernels::cuda::kFlatThreads && (tx & (tx - 1)) == 0) {
+    if (tx >= 32 && tx <= inference_kernels::cuda::kExactThreads && (tx & (tx - 1)) == 0) {
       RowConfig c;
       c.tx = static_cast<int>(tx), c.items = items, c.flat = true, c.exact = true;
       out.push_back(c);
@@ -598,6 +598,18 @@ int main(int argc, char** argv) {
       rms(DType::kBFloat16, 2, rows, 2048, NormOut::kSame, false);
       rms(DType::kBFloat16, 2, rows, 2048, NormOut::kSame, true);
     }
+    // add + RMSNorm at hidden 8192 and 16384 (the flat exact fit at 512 and 1024 threads
+    // among the layouts), and where hidden 16384 turns from the piped fit to the flat one.
+    for (int64_t d : {8192, 16384}) {
+      for (int64_t rows : {1, 256, 4096}) rms(DType::kBFloat16, 2, rows, d, NormOut::kSame, true);
+    }
+    for (int64_t rows : {512, 1024, 2048}) {
+      rms(DType::kBFloat16, 2, rows, 16384, NormOut::kSame, false);
+      rms(DType::kBFloat16, 2, rows, 16384, NormOut::kSame, true);
+    }
+    rms(DType::kFloat16, 2, 1024, 16384, NormOut::kFp8Static, true);
+    // LayerNorm at hidden 1024 from 256 rows (the exact fit of 64 threads x 2 vectors).
+    for (int64_t rows : {256, 1024, 4096}) ln(DType::kFloat16, rows, 1024);
   }
   return 0;
 }

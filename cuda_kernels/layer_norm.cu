@@ -17,7 +17,8 @@
 //     it after the first), so HBM still sees about one read;
 //   * exact fits (RowConfig::exact, 16-bit rows of exactly 4 x tx vectors, tx a
 //     power of two from 32 to 512: hidden 1024 to 16384): the flat kernel with the
-//     block size fixed at compile time (layer_norm_flat_exact), and from 384 rows of
+//     block size fixed at compile time (layer_norm_flat_exact; at hidden 1024 as 64
+//     threads of 2 vectors), and from 384 rows of
 //     hidden 16384 the piped layout of rms_norm's exact fit (layer_norm_piped_exact).
 // Rows that are 16-byte aligned (pointers and strides, weight and bias too) move in
 // 16-byte vectors (LDG.128/STG.128); any other row takes the scalar path, so every
@@ -324,6 +325,10 @@ cudaError_t launch_exact(const LayerNormParams& p, const RowConfig& c, cudaStrea
   } else {
     const int64_t nvec = p.d / VEC;
     if (!c.flat || int64_t{c.tx} * c.items != nvec) return cudaErrorInvalidConfiguration;
+    if (c.items == 2 && c.stages == 0) {
+      if (c.tx != 64) return cudaErrorInvalidConfiguration;
+      return launch_rows(layer_norm_flat_exact<T, VEC, 2, 64, W, B>, p, c, p.rows, stream);
+    }
     if (c.items != 4) return cudaErrorInvalidConfiguration;
     if (c.stages == 2) {
       if (c.tx != piped_threads(4)) return cudaErrorInvalidConfiguration;
@@ -382,7 +387,11 @@ cudaError_t launch_cached(const LayerNormParams& p, const RowConfig& c, cudaStre
 //   against 3.90 us at 1 x 16384, 2.32 against 3.31 at 1 x 8192); from 384 rows of 2048
 //   vectors (hidden 16384; the flat fit holds 264 rows at once, 2 blocks an SM), the
 //   piped exact fit (layer_norm_piped_exact, bf16: 8.32 against 9.21 us at 384 rows,
-//   20.41 against 21.89 at 1024; at 265 rows 7.75 against the flat fit's 7.11);
+//   20.41 against 21.89 at 1024; at 265 rows 7.75 against the flat fit's 7.11); at 128
+//   vectors (hidden 1024) 64 threads of 2 vectors (eleventh session: 17.88 against
+//   18.56 us at 16384 x 1024 fp16, 17.93 against 18.50 bf16); 2 vectors a thread lost
+//   at every other measured width (19.60 against 18.88 us at 4096 x 4096, 44.19 against
+//   35.40 at 4096 x 8192, 29.86 against 20.11 at 1024 x 16384 fp16);
 // - longer rows the cached block, then streaming.
 inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool exact16) {
   constexpr int kItems = 4;
@@ -407,6 +416,7 @@ inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool exact16) {
   }
   if (exact16 && c.flat && c.items == 4 && int64_t{c.tx} * 4 == nvec && (c.tx & (c.tx - 1)) == 0) {
     c.exact = true;
+    if (nvec == 128) c.tx = 64, c.items = 2;
     if (c.tx == piped_threads(4) && rows >= 384) c.stages = 2;
   }
   return c;

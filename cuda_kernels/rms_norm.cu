@@ -13,10 +13,11 @@
 //     RMSNorm + FP8 at 1 x 16384;
 //   * flat (row_kernel.cuh): a block per row held in registers, one barrier a
 //     reduction: hidden 4096, its exact-fit variant (fixed block size, no bounds
-//     tests) for 16-bit hidden 2048 and 4096;
+//     tests) for 16-bit hidden 2048, 4096 and 8192, and 16384 from 1024 rows;
 //   * piped (row_pipe.cuh): the flat layout in persistent blocks that keep the next row
 //     on the way through shared memory: many rows of hidden 4104-16384; its exact-fit
-//     variant (fixed block size, no bounds tests) at hidden 8192 and 16384, from 1 row.
+//     variant (fixed block size, no bounds tests) at hidden 8192 and 16384, from 1 row,
+//     where the flat exact fit does not take them.
 // Rows that are 16-byte aligned move in 16-byte vectors; any
 // other row takes the scalar path, so every size and stride the checks accept is
 // handled. Rounding matches the CPU backend and HF's LlamaRMSNorm (see
@@ -344,7 +345,7 @@ __global__ void __launch_bounds__(kFlatThreads) rms_norm_flat(NormParams p) {
 }
 
 // rms_norm_flat for 16-bit rows of exactly ITEMS x TX vectors (RowConfig::exact with
-// stages 0; pick_layout's choice at 16-bit hidden 2048 and 4096), as layer_norm_flat_exact:
+// stages 0; pick_layout's choice at 16-bit hidden 2048-16384), as layer_norm_flat_exact:
 // no bounds test a vector, the block size and offsets fixed at compile time, the
 // reduction without warp-count tests (row_reduce_fixed, the same tree), d a power of two
 // (/ d an exact multiply), 16-bit output rounded a pair at a time. The same sums and
@@ -642,6 +643,8 @@ cudaError_t launch_flat(const NormParams& p, const RowConfig& c, cudaStream_t st
       switch (c.tx) {
         case 128: return launch_rows(rms_norm_flat_exact<T, VEC, 2, 128, FUSED, MODE>, p, c, p.rows, stream);
         case 256: return launch_rows(rms_norm_flat_exact<T, VEC, 2, 256, FUSED, MODE>, p, c, p.rows, stream);
+        case 512: return launch_rows(rms_norm_flat_exact<T, VEC, 2, 512, FUSED, MODE>, p, c, p.rows, stream);
+        case 1024: return launch_rows(rms_norm_flat_exact<T, VEC, 2, 1024, FUSED, MODE>, p, c, p.rows, stream);
         default: return cudaErrorInvalidConfiguration;
       }
     }
@@ -704,6 +707,17 @@ cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t 
 //   with the residual; without it unmeasured). bf16 input takes the same rules
 //   (unmeasured with fp8 output); fp8 at hidden 2048 is unmeasured and keeps the rules
 //   below;
+// - the same fit at 2 vectors a thread over 512 threads (hidden 8192) and 1024 threads
+//   (hidden 16384: a whole block a row, 2 blocks an SM, Liger's shape), 16-bit output,
+//   eleventh session (tune_norms, bf16, against the piped exact fit, the default before):
+//   at 8192 with and without the residual at every row count, 1.82 against 2.04 us at
+//   1 row, 3.80 against 3.81 at 256, 34.55 against 36.28 at 4096 (alone); 2.12 against
+//   2.40, 5.88 against 5.99, 67.68 against 70.11 (with the residual); at 16384 from 1024
+//   rows: 66.31 against 70.92 us at 4096 rows (alone), 132.78 against 139.54 (residual),
+//   60.87 against 64.40 at 2048 rows with static fp8 and the residual (fp16), but behind
+//   at 256 and 512 rows (5.73 against 5.55 us alone at 256; 17.96 against 17.31 with
+//   fp8 at 512); the fp8 modes at 8192, and without the residual or with the dynamic
+//   scale at 16384, are unmeasured and keep the rules below;
 // - RMSNorm alone (no residual, no fp8) over other rows of 257-512 vectors (hidden 4096
 //   in 16-bit): the flat layout, 256 threads of 2 vectors (1.87 against 2.02 us at 1 x
 //   4096 bf16, 19.97 against 23.54 us at 4096 x 4096; the fused and fp8 kernels
@@ -712,8 +726,9 @@ cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t 
 // - else streaming.
 inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool fused, NormOut mode, bool vec16, bool half) {
   const bool plain = !fused && mode == NormOut::kSame;
-  const bool flat_exact = mode == NormOut::kSame            ? (nvec == 256 || nvec == 512) && (!fused || rows <= 512)
-                          : mode == NormOut::kFp8Static && fused ? nvec == 512 && rows <= 512
+  const bool wide = nvec == 1024 || (nvec == 2048 && rows >= 1024);
+  const bool flat_exact = mode == NormOut::kSame ? ((nvec == 256 || nvec == 512) && (!fused || rows <= 512)) || wide
+                          : mode == NormOut::kFp8Static && fused ? (nvec == 512 && rows <= 512) || (nvec == 2048 && rows >= 1024)
                                                                  : nvec == 512;
   RowConfig c;
   c.items = 0;

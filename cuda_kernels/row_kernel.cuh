@@ -57,6 +57,10 @@ struct RowConfig {
 
 // Block size bound of the flat kernels; blocks of up to kFlatThreads threads.
 constexpr int kFlatThreads = 512;
+// The same for their exact fits (RowConfig::exact, stages 0), whose block size is fixed at
+// compile time: a whole 1024-thread block for a row of 2 x 1024 vectors (hidden 16384 in
+// 16-bit), as Liger's kernel runs there (32 warps a row).
+constexpr int kExactThreads = 1024;
 
 inline int round_up(int64_t v, int m) { return static_cast<int>((v + m - 1) / m * m); }
 
@@ -65,7 +69,8 @@ inline int round_up(int64_t v, int m) { return static_cast<int>((v + m - 1) / m 
 inline bool fits(const RowConfig& c, int64_t rows, int64_t nvec) {
   if (c.stages > 0 && !c.flat) return false;
   if (c.exact && (!c.flat || c.stages == 1 || int64_t{c.tx} * c.items != nvec)) return false;
-  if (c.flat && (c.cluster != 1 || c.rows_per_block != 1 || c.tx > kFlatThreads || c.tx % 32)) return false;
+  const int max_tx = c.exact && c.stages == 0 ? kExactThreads : kFlatThreads;
+  if (c.flat && (c.cluster != 1 || c.rows_per_block != 1 || c.tx > max_tx || c.tx % 32)) return false;
   return rows * c.cluster <= INT32_MAX && int64_t{c.tx} * c.cluster * c.items >= nvec;
 }
 

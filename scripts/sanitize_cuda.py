@@ -163,8 +163,9 @@ def main():
         return 0
     if "--only-layernorm" in sys.argv:
         # The flat layouts past 132 rows (4 vectors a thread over an exact fit: 160 x 4 at
-        # 5120, a warp at 1000), the 16-bit exact fits (flat: a warp to 512 threads at
-        # 1024 to 8192, 5 and 300 x 16384; piped: 400 x 16384, about 3 rows a block) and the
+        # 5120, a warp at 1000), the 16-bit exact fits (flat: 64 threads x 2 at 1024, a warp
+        # to 512 threads x 4 at 2048 to 8192, 5 and 300 x 16384; piped: 400 x 16384, about
+        # 3 rows a block) and the
         # others.
         for x, w, wide in norm_cases([(200, 5120), (300, 1000), (150, 1024), (140, 2048), (200, 4096),
                                       (140, 8192), (5, 16384), (300, 16384), (400, 16384), (133, 2056),
@@ -187,8 +188,9 @@ def main():
         # The piped layouts (more than 256 rows of 513-2048 vectors), with more rows than
         # persistent blocks (2600 x 4104: about 3 rows a block) and the widest rows; the
         # exact fit at 16-bit 8192 and 16384 (fewer rows than blocks at 3 and 40, several
-        # a block at 600 and 1200); the flat exact fit at 16-bit 2048 and 4096 (3 and 200
-        # rows; 300 with the residual streams); the other layouts at a few shapes.
+        # a block at 600); the flat exact fit at 16-bit 2048 to 8192 (3 and 200 rows; 300
+        # with the residual streams at 4096) and at 1200 x 16384 (1024 threads); the other
+        # layouts at a few shapes.
         for x, w, wide in norm_cases([(2600, 4104), (1200, 16384), (257, 8200), (300, 5000), (256, 8192),
                                       (3, 8192), (40, 8192), (600, 8192), (3, 4096), (200, 4096), (300, 4096),
                                       (3, 2048), (200, 2048), (3, 16385), (300, 1000), (2, 140000)], dev):

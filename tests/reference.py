@@ -110,15 +110,16 @@ def layer_norm_ref(x: torch.Tensor, weight=None, bias=None, eps: float = 1e-5) -
 # rows; fp32 16384 at 300 rows needs two blocks whatever the rows), the scalar path
 # over a cluster (1030: not a multiple of 8), and the streaming kernel for rows past
 # 16384 vectors (140000); and LayerNorm's flat kernel at 4 vectors a thread over an
-# exact fit past 132 rows (5120 at 200 rows: 160 x 4; 1024 at 150 rows: a warp x 4); and
-# RMSNorm's piped layout past 256 rows of 513-2048 vectors (300 x 4104, 300 x 16384, 257 x
-# 8200), with more rows than persistent blocks at 2600 x 4104 (about 3 rows a block); and
-# its exact fit at 16-bit hidden 8192 and 16384 (3 x 8192, 5 x 16384 alone, 40 x 8192:
-# fewer rows than blocks; 600 x 8192 and 300 x 16384: 2 to 3 rows a block, a partial
-# last round; fp32 takes the general piped kernel at 600 x 8192).
+# exact fit past 132 rows (5120 at 200 rows: 160 x 4; 1024 at 150 rows, 16-bit: 64 x 2);
+# and RMSNorm's piped layout past 256 rows of 513-2048 vectors (300 x 4104, 300 x 16384,
+# 257 x 8200), with more rows than persistent blocks at 2600 x 4104 (about 3 rows a
+# block); and its exact fits at 16-bit hidden 8192 and 16384 (flat at 8192 for the
+# norm with and without the residual, piped for fp8: 3, 40 and 600 x 8192; piped at 5
+# and 300 x 16384, flat 1024 threads at 1030 x 16384; fp32 takes the general piped
+# kernel at 600 x 8192).
 LAYOUT_SHAPES = [(300, 1000), (150, 1024), (3, 2056), (2, 4096), (200, 4096), (300, 4104), (200, 5120),
                  (300, 16384), (5, 16384), (9, 1030), (2, 140000), (257, 8200), (2600, 4104),
-                 (3, 8192), (40, 8192), (600, 8192), (140, 2048)]
+                 (3, 8192), (40, 8192), (600, 8192), (140, 2048), (1030, 16384)]
 
 
 def header_lib(tmp_dir: Path, source: str) -> ctypes.CDLL:
