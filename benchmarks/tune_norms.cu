@@ -609,7 +609,7 @@ int main(int argc, char** argv) {
     }
     rms(DType::kFloat16, 2, 1024, 16384, NormOut::kFp8Static, true);
     // LayerNorm at hidden 1024 from 256 rows (the exact fit of 64 threads x 2 vectors).
-    for (int64_t rows : {256, 1024, 4096}) ln(DType::kFloat16, rows, 1024);
+    for (int64_t rows : {256, 1024, 2048, 4096, 8192}) ln(DType::kFloat16, rows, 1024);
   }
   return 0;
 }

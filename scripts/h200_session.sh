@@ -79,6 +79,7 @@
 #           cases), RMSNorm and LayerNorm under compute-sanitizer, the sweep at the
 #           16384 crossover and hidden 1024, the RMSNorm benchmark at 8192/16384 (with
 #           compile_ip), the LayerNorm benchmark (--quick: 4096 x 4096, 16384 x 1024)
+#   tune_ln1024: LayerNorm at hidden 1024, 2048-16384 rows, the sweep twice (no package build)
 #   tune_ln_edges: the LayerNorm layout sweep at the exact fits' edges (hidden 2048; 1 to
 #           133 rows of hidden 16384; 1 x 8192), bf16 (no package build)
 #   probe_ln: Inductor's code and Nsight Compute of layer_norm 16384 x 1024 fp16, ours vs
@@ -494,6 +495,13 @@ fi
 if [ "$MODE" = tune_ln_edges ]; then
   tune --only "${LN_EDGES:-layer_norm bf16 16384x2048,layer_norm bf16 1x16384,layer_norm bf16 64x16384,layer_norm bf16 132x16384,layer_norm bf16 133x16384,layer_norm bf16 1x8192}"
   grep -E "flat tx.*i4|exact|MISMATCH" "$OUT/tune_norms.log" | head -60; echo "session status $status"; exit $status
+fi
+if [ "$MODE" = tune_ln1024 ]; then
+  # LayerNorm at hidden 1024: 64 threads x 2 against a warp x 4, 2048-16384 rows, twice
+  tune --only "layer_norm fp16 2048x1024,layer_norm fp16 4096x1024,layer_norm fp16 8192x1024,layer_norm fp16 16384x1024,layer_norm bf16 16384x1024"
+  timeout 100 /tmp/tune_norms --only "layer_norm fp16 2048x1024,layer_norm fp16 4096x1024,layer_norm fp16 8192x1024,layer_norm fp16 16384x1024,layer_norm bf16 16384x1024" \
+    > "$OUT/tune_norms_2.log" 2>&1 || status=1
+  grep -hE "flat tx(64 i2|32 i4) exact" "$OUT/tune_norms.log" "$OUT/tune_norms_2.log"; echo "session status $status"; exit $status
 fi
 if [ "$MODE" = tune_ln ]; then
   tune --only "layer_norm fp16 8192x5120,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 4096x4096,layer_norm fp16 4096x8192"
