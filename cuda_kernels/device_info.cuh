@@ -3,6 +3,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 namespace inference_kernels::cuda {
 
 // Streaming multiprocessors of the current device, asked once per device (132 if the
@@ -17,6 +19,15 @@ inline int sm_count() {
     counts[dev] = n > 0 ? n : 132;
   }
   return counts[dev];
+}
+
+// Blocks of `threads` threads (smem bytes of dynamic shared memory) that the current
+// device holds at once; 0 if the runtime cannot say.
+template <typename Kernel>
+int64_t resident_blocks(Kernel* kernel, int threads, size_t smem = 0) {
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess) return 0;
+  return int64_t{per_sm} * sm_count();
 }
 
 }  // namespace inference_kernels::cuda

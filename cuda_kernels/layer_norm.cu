@@ -31,6 +31,7 @@
 #include "block_reduce.cuh"
 #include "ptx.cuh"
 #include "row_kernel.cuh"
+#include "device_info.cuh"
 #include "row_pipe.cuh"
 #include "gpu_launchers.h"
 #include "vec_io.cuh"
@@ -346,9 +347,28 @@ cudaError_t launch_exact(const LayerNormParams& p, const RowConfig& c, cudaStrea
   }
 }
 
+// pick_layout's 64 threads x 2 vectors at hidden 1024 (16-bit), or a warp x 4 where the
+// warp's blocks hold every row at once and the 64-thread ones do not: the second wave
+// costs more than the wider block saves (H200, 4096 x 1024 fp16 with weight and bias:
+// a warp's 63 registers leave 32 blocks an SM, 4224 rows on 132 SMs, 64 x 2's 40
+// registers 25 blocks, 3300 rows; 5.78 against 6.25 us; at 2048 rows, both one wave,
+// 3.58 against 3.64; at 8192, 9.26 against 9.55).
 template <typename T, int VEC, bool W, bool B>
-cudaError_t launch_cached(const LayerNormParams& p, const RowConfig& c, cudaStream_t stream) {
-  if (c.exact) return launch_exact<T, VEC, W, B>(p, c, stream);
+RowConfig one_wave(RowConfig c, int64_t rows) {
+  if constexpr (sizeof(T) == 2 && sizeof(T) * VEC == 16) {
+    if (c.exact && c.stages == 0 && c.items == 2 && c.tx == 64 &&
+        rows > resident_blocks(layer_norm_flat_exact<T, VEC, 2, 64, W, B>, 64) &&
+        rows <= resident_blocks(layer_norm_flat_exact<T, VEC, 4, 32, W, B>, 32)) {
+      c.tx = 32, c.items = 4;
+    }
+  }
+  return c;
+}
+
+// picked: c is pick_layout's (not a forced layout), which one_wave may change.
+template <typename T, int VEC, bool W, bool B>
+cudaError_t launch_cached(const LayerNormParams& p, const RowConfig& c, bool picked, cudaStream_t stream) {
+  if (c.exact) return launch_exact<T, VEC, W, B>(p, picked ? one_wave<T, VEC, W, B>(c, p.rows) : c, stream);
   // The general piped layout (row_pipe.cuh) measured no faster than the flat one for
   // LayerNorm (H200, tune_norms: 46.37 against 44.26 us at 8192 x 5120 fp16, 20.25
   // against 20.14 at 4096 x 4096), so this op has only its exact fit.
@@ -389,7 +409,8 @@ cudaError_t launch_cached(const LayerNormParams& p, const RowConfig& c, cudaStre
 //   piped exact fit (layer_norm_piped_exact, bf16: 8.32 against 9.21 us at 384 rows,
 //   20.41 against 21.89 at 1024; at 265 rows 7.75 against the flat fit's 7.11); at 128
 //   vectors (hidden 1024) 64 threads of 2 vectors (eleventh session: 17.88 against
-//   18.56 us at 16384 x 1024 fp16, 17.93 against 18.50 bf16); 2 vectors a thread lost
+//   18.56 us at 16384 x 1024 fp16, 17.93 against 18.50 bf16; 1.79 against 1.90 at 256
+//   rows), except at the row counts one_wave finds; 2 vectors a thread lost
 //   at every other measured width (19.60 against 18.88 us at 4096 x 4096, 44.19 against
 //   35.40 at 4096 x 8192, 29.86 against 20.11 at 1024 x 16384 fp16);
 // - longer rows the cached block, then streaming.
@@ -434,10 +455,10 @@ cudaError_t launch_width(const LayerNormParams& p, const RowConfig* forced, cuda
     layer_norm_stream<T, VEC><<<static_cast<unsigned>(p.rows), kMaxThreads, 0, stream>>>(p);
     return cudaGetLastError();
   }
-  if (p.weight && p.bias) return launch_cached<T, VEC, true, true>(p, c, stream);
-  if (p.weight) return launch_cached<T, VEC, true, false>(p, c, stream);
-  if (p.bias) return launch_cached<T, VEC, false, true>(p, c, stream);
-  return launch_cached<T, VEC, false, false>(p, c, stream);
+  if (p.weight && p.bias) return launch_cached<T, VEC, true, true>(p, c, !forced, stream);
+  if (p.weight) return launch_cached<T, VEC, true, false>(p, c, !forced, stream);
+  if (p.bias) return launch_cached<T, VEC, false, true>(p, c, !forced, stream);
+  return launch_cached<T, VEC, false, false>(p, c, !forced, stream);
 }
 
 template <typename T>

@@ -713,10 +713,11 @@ cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t 
 //   at 8192 with and without the residual at every row count, 1.82 against 2.04 us at
 //   1 row, 3.80 against 3.81 at 256, 34.55 against 36.28 at 4096 (alone); 2.12 against
 //   2.40, 5.88 against 5.99, 67.68 against 70.11 (with the residual); at 16384 from 1024
-//   rows: 66.31 against 70.92 us at 4096 rows (alone), 132.78 against 139.54 (residual),
-//   60.87 against 64.40 at 2048 rows with static fp8 and the residual (fp16), but behind
-//   at 256 and 512 rows (5.73 against 5.55 us alone at 256; 17.96 against 17.31 with
-//   fp8 at 512); the fp8 modes at 8192, and without the residual or with the dynamic
+//   rows: 19.18 against 19.47 us at 1024 rows and 66.31 against 70.92 at 4096 (alone),
+//   35.77 against 36.46 and 132.78 against 139.54 (residual), but behind at 256 and 512
+//   rows (5.73 against 5.55 us alone at 256, 9.95 against 9.59 at 512); with static fp8
+//   and the residual (fp16) from 2048 rows: 60.87 against 64.40 us there, 33.63 against
+//   33.06 at 1024; the fp8 modes at 8192, and without the residual or with the dynamic
 //   scale at 16384, are unmeasured and keep the rules below;
 // - RMSNorm alone (no residual, no fp8) over other rows of 257-512 vectors (hidden 4096
 //   in 16-bit): the flat layout, 256 threads of 2 vectors (1.87 against 2.02 us at 1 x
@@ -728,7 +729,7 @@ inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool fused, NormOut mod
   const bool plain = !fused && mode == NormOut::kSame;
   const bool wide = nvec == 1024 || (nvec == 2048 && rows >= 1024);
   const bool flat_exact = mode == NormOut::kSame ? ((nvec == 256 || nvec == 512) && (!fused || rows <= 512)) || wide
-                          : mode == NormOut::kFp8Static && fused ? (nvec == 512 && rows <= 512) || (nvec == 2048 && rows >= 1024)
+                          : mode == NormOut::kFp8Static && fused ? (nvec == 512 && rows <= 512) || (nvec == 2048 && rows >= 2048)
                                                                  : nvec == 512;
   RowConfig c;
   c.items = 0;

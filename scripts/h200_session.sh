@@ -79,6 +79,9 @@
 #           cases), RMSNorm and LayerNorm under compute-sanitizer, the sweep at the
 #           16384 crossover and hidden 1024, the RMSNorm benchmark at 8192/16384 (with
 #           compile_ip), the LayerNorm benchmark (--quick: 4096 x 4096, 16384 x 1024)
+#   s11c  : the final rules (LayerNorm's one_wave at hidden 1024; static fp8 with the
+#           residual at 16384 from 2048 rows): the norm tests (CUDA cases), LayerNorm
+#           under compute-sanitizer, the sweep's defaults at those shapes
 #   tune_ln1024: LayerNorm at hidden 1024, 2048-16384 rows, the sweep twice (no package build)
 #   tune_ln_edges: the LayerNorm layout sweep at the exact fits' edges (hidden 2048; 1 to
 #           133 rows of hidden 16384; 1 x 8192), bf16 (no package build)
@@ -507,7 +510,7 @@ if [ "$MODE" = tune_ln ]; then
   tune --only "layer_norm fp16 8192x5120,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 4096x4096,layer_norm fp16 4096x8192"
   grep -E "^  layer_norm" "$OUT/tune_norms.log" | sort -k5 -n | head -40; echo "session status $status"; exit $status
 fi
-case "$MODE" in s9f1|s10b|s10c|s11b) tune_build_bg ;; esac
+case "$MODE" in s9f1|s10b|s10c|s11b|s11c) tune_build_bg ;; esac
 build
 case "$MODE" in
   check)  tests; error_paths; sass; sanitizers; example; bench_quick ;;
@@ -612,6 +615,15 @@ case "$MODE" in
           timeout 230 python3 benchmarks/bench_rms_norm.py --hidden 8192 16384 --rows 1 16 256 1024 4096 \
             --fused-rows 1 16 256 1024 4096 --name bench_rms_s11b 2>&1 | tee "$OUT/bench_rms_s11b.log" | tail -40; pack
           bench_layernorm --quick --name bench_ln_s11b ;;
+  s11c)   step "norm tests (CUDA cases)"
+          python3 -m pytest tests/test_rms_norm.py tests/test_rms_norm_fp8.py tests/test_layer_norm.py -q -rfE \
+            -p no:cacheprovider -k cuda 2>&1 | tee "$OUT/pytest_norms.log" | tail -4; [ "${PIPESTATUS[0]}" = 0 ] || status=1
+          pack; sanitize layernorm --only-layernorm; pack
+          wait "$TUNE_PID" || { tail -5 "$OUT/tune_build.log"; status=1; }
+          step "the final rules' defaults: LayerNorm at hidden 1024 (one_wave), static fp8 at 16384 (tune_norms)"
+          timeout 120 /tmp/tune_norms --only "layer_norm fp16 2048x1024,layer_norm fp16 4096x1024,layer_norm fp16 8192x1024,layer_norm fp16 16384x1024,rms+add+fp8 fp16 1024x16384,rms+add+fp8 fp16 2048x16384" \
+            > "$OUT/tune_norms.log" 2>&1 || status=1
+          grep -v "^  " "$OUT/tune_norms.log" ;;
   probe_ln) probe_ln ;;
   s5e)    tests_q4k; bench_q4k --quick; pack; sanitizers_q4k ;;
   tp)     tp_decode ;;

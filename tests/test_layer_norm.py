@@ -138,7 +138,7 @@ def test_layer_norm_strided_rows(ik, device, dtype, hidden):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("rows,hidden", [(150, 1024), (140, 2048), (200, 4096), (40, 8192), (5, 16384),
+@pytest.mark.parametrize("rows,hidden", [(150, 1024), (4000, 1024), (140, 2048), (200, 4096), (40, 8192), (5, 16384),
                                          (300, 16384), (400, 16384)])
 def test_layer_norm_exact_fits_strided_and_in_place(ik, device, dtype, rows, hidden):
     """The 16-bit exact fits (flat at 1024 to 16384, piped at 400 x 16384) on every other
