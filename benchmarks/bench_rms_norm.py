@@ -7,6 +7,9 @@ One process, same inputs for every implementation:
   compile  torch.compile of that same function (default mode, dynamic=False)
   compile_ip  (fused, CUDA only) torch.compile of the function writing into x and
            residual in place, as ours does: the same buffers written, so the same write-backs
+  compile_out  (fused, CUDA only) torch.compile of the out-of-place function writing its
+           two outputs into buffers that rotate with the inputs: fresh outputs as
+           `compile` writes, at as many addresses as ours writes
   liger    liger_kernel's Triton RMSNorm (LigerRMSNormFunction /
            LigerFusedAddRMSNormFunction), if liger_kernel is importable
 
@@ -72,6 +75,27 @@ def fused_add_rms_norm_in_place(x, residual, weight, eps: float):
     residual.add_(x)
     x.copy_(rms_norm_eager(residual, weight, eps))
     return x, residual
+
+
+def fused_add_rms_norm_into(x, residual, weight, eps: float, y, s):
+    s.copy_(x + residual)
+    y.copy_(rms_norm_eager(s, weight, eps))
+    return y, s
+
+
+class RotatedOut:
+    """f(x, r, w, eps, y, s) called as f(x, r, w, eps), with y and s the output buffers of
+    the rotation copy that x is (rotate(xs) allots them), else fresh ones."""
+
+    def __init__(self, f):
+        self.f, self.outs = f, {}
+
+    def rotate(self, xs):
+        self.outs = {x.data_ptr(): (torch.empty_like(x), torch.empty_like(x)) for x in xs}
+
+    def __call__(self, x, r, w, eps):
+        y, s = self.outs.get(x.data_ptr()) or (torch.empty_like(x), torch.empty_like(x))
+        return self.f(x, r, w, eps, y, s)
 
 
 def ref64(x, weight, eps: float):
@@ -191,9 +215,14 @@ def sweep_fused(impls, hidden, rows_list, args, dev, dtype, bw, md, results):
             # on values. Correctness was checked above on fresh copies.
             xs = [x.clone() for _ in range(n_rot)]
             rs = [r.clone() for _ in range(n_rot)]
+            rotated = [f for f in impls.values() if isinstance(f, RotatedOut)]
+            for f in rotated:
+                f.rotate(xs)
             call = lambda f, i, xs=xs, rs=rs: f(xs[i], rs[i], w, eps)  # noqa: E731
             table.append(harness.time_point("fused_add_rms_norm", impls, errs, call, n, d, dtype, nbytes,
                                     n_rot, bw, dev, results))
+            for f in rotated:
+                f.rotate([])
             del xs, rs
         headers = harness.table_headers(names)
         harness.print_table(headers, table, f"fused_add_rms_norm, hidden={d}, {args.dtype}", md)
@@ -212,6 +241,8 @@ def parse_args(argv=None):
     p.add_argument("--no-fused", action="store_true", help="skip the fused add+RMSNorm table")
     p.add_argument("--no-compile", action="store_true", help="skip the torch.compile column")
     p.add_argument("--no-liger", action="store_true", help="skip the liger column")
+    p.add_argument("--compile-out", action="store_true",
+                   help="add the compile_out column (fused, CUDA only; see the top of the file)")
     p.add_argument("--no-rotate", action="store_true", help="one input copy (L2-hot inputs)")
     p.add_argument("--rotate-mb", type=int, default=200, help="total size of rotated input copies")
     p.add_argument("--name", default="bench_rms_norm",
@@ -262,6 +293,8 @@ def main(argv=None) -> int:
         fused_impls["compile"] = torch.compile(fused_add_rms_norm_eager, dynamic=False)
         if dev == "cuda":  # CPU Inductor (torch 2.13) fails on it from 2 rows: KeyError 'buf1'
             fused_impls["compile_ip"] = torch.compile(fused_add_rms_norm_in_place, dynamic=False)
+            if args.compile_out:
+                fused_impls["compile_out"] = RotatedOut(torch.compile(fused_add_rms_norm_into, dynamic=False))
     if not args.no_liger and dev == "cuda":
         liger_rms, liger_fused = load_liger()
         if liger_rms:

@@ -82,6 +82,8 @@
 #   s11c  : the final rules (LayerNorm's one_wave at hidden 1024; static fp8 with the
 #           residual at 16384 from 2048 rows): the norm tests (CUDA cases), LayerNorm
 #           under compute-sanitizer, the sweep's defaults at those shapes
+#   s11d  : the final commit: every CUDA test case, the add + RMSNorm benchmark at hidden
+#           4096 with compile_out (torch.compile's fresh outputs rotated with the inputs)
 #   tune_ln1024: LayerNorm at hidden 1024, 2048-16384 rows, the sweep twice (no package build)
 #   tune_ln_edges: the LayerNorm layout sweep at the exact fits' edges (hidden 2048; 1 to
 #           133 rows of hidden 16384; 1 x 8192), bf16 (no package build)
@@ -624,6 +626,10 @@ case "$MODE" in
           timeout 120 /tmp/tune_norms --only "layer_norm fp16 2048x1024,layer_norm fp16 4096x1024,layer_norm fp16 8192x1024,layer_norm fp16 16384x1024,rms+add+fp8 fp16 1024x16384,rms+add+fp8 fp16 2048x16384" \
             > "$OUT/tune_norms.log" 2>&1 || status=1
           grep -v "^  " "$OUT/tune_norms.log" ;;
+  s11d)   tests_gpu; pack
+          step "add + RMSNorm benchmark with compile_ip and compile_out (hidden 4096)"
+          timeout 150 python3 benchmarks/bench_rms_norm.py --hidden 4096 --rows 1 --fused-rows 1 16 64 256 1024 4096 \
+            --compile-out --name bench_rms_s11d 2>&1 | tee "$OUT/bench_rms_s11d.log" | tail -25 ;;
   probe_ln) probe_ln ;;
   s5e)    tests_q4k; bench_q4k --quick; pack; sanitizers_q4k ;;
   tp)     tp_decode ;;
