@@ -84,6 +84,8 @@
 #           under compute-sanitizer, the sweep's defaults at those shapes
 #   s11d  : the final commit: every CUDA test case, the add + RMSNorm benchmark at hidden
 #           4096 with compile_out (torch.compile's fresh outputs rotated with the inputs)
+#   s11e  : the LayerNorm tests (CUDA cases) after test_kernelize_layer_norm's fp64
+#           budget, then that test 12 more times
 #   tune_ln1024: LayerNorm at hidden 1024, 2048-16384 rows, the sweep twice (no package build)
 #   tune_ln_edges: the LayerNorm layout sweep at the exact fits' edges (hidden 2048; 1 to
 #           133 rows of hidden 16384; 1 x 8192), bf16 (no package build)
@@ -630,6 +632,11 @@ case "$MODE" in
           step "add + RMSNorm benchmark with compile_ip and compile_out (hidden 4096)"
           timeout 150 python3 benchmarks/bench_rms_norm.py --hidden 4096 --rows 1 --fused-rows 1 16 64 256 1024 4096 \
             --compile-out --name bench_rms_s11d 2>&1 | tee "$OUT/bench_rms_s11d.log" | tail -25 ;;
+  s11e)   step "LayerNorm tests (CUDA cases), then test_kernelize_layer_norm 12 more times"
+          python3 -m pytest tests/test_layer_norm.py -q -rfE -p no:cacheprovider -k cuda 2>&1 | tail -2
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1
+          for i in $(seq 12); do python3 -m pytest tests/test_layer_norm.py -q -p no:cacheprovider -k "kernelize and cuda" 2>&1 \
+            | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
   probe_ln) probe_ln ;;
   s5e)    tests_q4k; bench_q4k --quick; pack; sanitizers_q4k ;;
   tp)     tp_decode ;;

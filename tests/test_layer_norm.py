@@ -342,10 +342,21 @@ def test_kernelize_layer_norm(ik, device, dtype):
     if dtype == torch.float32:
         torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-5)
     else:
-        # The first LayerNorm sees the same input either way: within one ulp (the op's
-        # contract). The second sees that output after GELU, where a one-ulp change of
-        # an input near the row's mean is many ulps of a small output: bound the chain's
-        # error by a few ulps of the largest output instead.
-        assert ulps_apart(first[1], first[0], dtype).max().item() <= 1
+        # The first LayerNorm sees the same input either way: against fp64, one ulp (the
+        # output's rounding) plus fp32 rounding of its terms x_hat * w and b, which an
+        # output that cancels to near 0 shows as many of its own ulps (3 ulps from torch's
+        # bf16 output once on the H200). The second sees that output after GELU, where a
+        # one-ulp change of an input near the row's mean is many ulps of a small output:
+        # bound the chain's error by a few ulps of the largest output instead.
+        m = model[1]
+        with torch.no_grad():
+            h = model[0](x)
+        exact = layer_norm_ref(h, m.weight, m.bias, m.eps).cpu()
+        terms = (layer_norm_ref(h, None, None, m.eps) * m.weight.double()).abs() + m.bias.double().abs()
+        fi = torch.finfo(dtype)
+        _, e = torch.frexp(exact.abs())
+        ulp = torch.ldexp(torch.full_like(exact, fi.eps), e - 1).clamp_min(fi.smallest_normal * fi.eps)
+        excess = (first[1].double().cpu() - exact).abs() - ulp - 16 * 2.0**-24 * terms.cpu()
+        assert excess.max().item() <= 0, f"first LayerNorm: an element {excess.max().item():.3g} past its budget"
         eps = torch.finfo(dtype).eps
         assert (y.float() - ref.float()).abs().max().item() <= 4 * eps * ref.float().abs().max().item()
