@@ -74,6 +74,10 @@
 #           still unmeasured, the RMSNorm benchmark at hidden 4096
 #   s10d  : the flat exact fit for every fp8 mode at hidden 4096: the RMSNorm tests (CUDA
 #           cases), RMSNorm under compute-sanitizer
+#   tune_wide: the flat exact fits at 2 vectors a thread up to 1024 threads, at hidden
+#           8192/16384 (RMSNorm) and LayerNorm's shapes (s11a's sweep, there on branch
+#           exp11 whose LayerNorm had 2 vectors a thread at 64-1024 threads; main builds
+#           only 64); no package build
 #   s11b  : the eleventh session's rules (RMSNorm's flat exact fit at 16-bit 8192, and
 #           16384 from 1024 rows; LayerNorm 64 x 2 at hidden 1024): the norm tests (CUDA
 #           cases), RMSNorm and LayerNorm under compute-sanitizer, the sweep at the
@@ -405,6 +409,15 @@ rms_fe_shapes() {
   for r in 1 256 4096; do shapes="$shapes,rms bf16 ${r}x2048,rms+add bf16 ${r}x2048"; done
   echo "$shapes"
 }
+# the flat exact fits at 2 vectors a thread up to 1024 threads (s11a's sweep)
+wide_shapes() {
+  local d r sh shapes=""
+  for d in 8192 16384; do for r in 1 16 256 4096; do shapes="$shapes${shapes:+,}rms bf16 ${r}x$d"; done; done
+  for d in 8192 16384; do for r in 1 256 4096; do shapes="$shapes,rms+add bf16 ${r}x$d"; done; done
+  for r in 1 128 512 2048; do shapes="$shapes,rms+add+fp8 fp16 ${r}x16384"; done
+  for sh in 4096x4096 16384x1024 1024x16384 4096x8192 8192x5120; do shapes="$shapes,layer_norm fp16 $sh,layer_norm bf16 $sh"; done
+  echo "$shapes,layer_norm bf16 16384x2048,layer_norm bf16 1x16384,layer_norm bf16 264x16384,layer_norm bf16 512x16384"
+}
 # issue 5's LayerNorm shapes, fp16 and bf16, as tune_norms --only takes them
 ln_exact_shapes() {
   local dt sh shapes=""
@@ -502,6 +515,10 @@ fi
 if [ "$MODE" = tune_ln_edges ]; then
   tune --only "${LN_EDGES:-layer_norm bf16 16384x2048,layer_norm bf16 1x16384,layer_norm bf16 64x16384,layer_norm bf16 132x16384,layer_norm bf16 133x16384,layer_norm bf16 1x8192}"
   grep -E "flat tx.*i4|exact|MISMATCH" "$OUT/tune_norms.log" | head -60; echo "session status $status"; exit $status
+fi
+if [ "$MODE" = tune_wide ]; then
+  TUNE_TIMEOUT=400 tune --only "$(wide_shapes)"
+  grep -E "exact|MISMATCH" "$OUT/tune_norms.log" | head -150; echo "session status $status"; exit $status
 fi
 if [ "$MODE" = tune_ln1024 ]; then
   # LayerNorm at hidden 1024: 64 threads x 2 against a warp x 4, 2048-16384 rows, twice
