@@ -488,6 +488,19 @@ bench_rms_s8() {
     | tee "$OUT/bench_rms_s8.log" | tail -60
 }
 bench_fp8() { step "add+RMSNorm+FP8 benchmark"; timeout 200 python3 benchmarks/bench_norm_fp8.py "$@" 2>&1 | tee "$OUT/bench_norm_fp8.log" | tail -30; }
+# the given test files' CUDA cases (pytest_cuda.log)
+tests_cuda() {
+  step "tests (CUDA cases): $*"
+  python3 -m pytest "$@" -q -rfE -p no:cacheprovider -k cuda 2>&1 | tee "$OUT/pytest_cuda.log" | tail -4
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+}
+# sweep_bg TITLE SHAPES: tune_build_bg's binary over the shapes named (tune_norms.log)
+sweep_bg() {
+  wait "$TUNE_PID" || { tail -5 "$OUT/tune_build.log"; status=1; }
+  step "$1 (tune_norms)"
+  timeout 120 /tmp/tune_norms --only "$2" > "$OUT/tune_norms.log" 2>&1 || status=1
+  grep -v "^  " "$OUT/tune_norms.log"
+}
 
 environment
 if [ "$MODE" = tuneonly ]; then tune; echo "session status $status"; exit $status; fi
@@ -611,40 +624,22 @@ case "$MODE" in
           timeout 240 python3 benchmarks/bench_rms_norm.py --hidden 2048 4096 --rows 1 8 16 32 64 256 1024 4096 \
             --fused-rows 1 16 64 256 4096 --name bench_rms_s10 2>&1 | tee "$OUT/bench_rms_s10.log" | tail -40 ;;
   s10c)   tests_gpu; pack; sanitize rmsnorm --only-rmsnorm; pack
-          wait "$TUNE_PID" || { tail -5 "$OUT/tune_build.log"; status=1; }
-          step "RMSNorm at hidden 4096: the new rules' edges, fp8 (tune_norms)"
-          timeout 120 /tmp/tune_norms --only "rms+add bf16 300x4096,rms+add bf16 512x4096,rms+add bf16 1024x4096,rms+add+fp8 fp16 1x4096,rms+add+fp8 fp16 256x4096,rms+add+fp8 fp16 512x4096,rms+add+fp8dyn fp16 1x4096,rms+add+fp8dyn fp16 256x4096,rms+add+fp8dyn fp16 4096x4096,rms+fp8 fp16 1x4096,rms+fp8 fp16 256x4096,rms+fp8 fp16 4096x4096" \
-            > "$OUT/tune_norms.log" 2>&1 || status=1
-          grep -v "^  " "$OUT/tune_norms.log"; grep -E "stream|flat tx256 i2|MISMATCH" "$OUT/tune_norms.log" | head -60; pack
+          sweep_bg "RMSNorm at hidden 4096: the new rules' edges, fp8" "rms+add bf16 300x4096,rms+add bf16 512x4096,rms+add bf16 1024x4096,rms+add+fp8 fp16 1x4096,rms+add+fp8 fp16 256x4096,rms+add+fp8 fp16 512x4096,rms+add+fp8dyn fp16 1x4096,rms+add+fp8dyn fp16 256x4096,rms+add+fp8dyn fp16 4096x4096,rms+fp8 fp16 1x4096,rms+fp8 fp16 256x4096,rms+fp8 fp16 4096x4096"
+          grep -E "stream|flat tx256 i2|MISMATCH" "$OUT/tune_norms.log" | head -60; pack
           step "RMSNorm benchmark (hidden 4096)"
           timeout 200 python3 benchmarks/bench_rms_norm.py --hidden 4096 --rows 1 16 256 4096 \
             --fused-rows 1 16 64 256 512 1024 4096 --name bench_rms_s10c 2>&1 | tee "$OUT/bench_rms_s10c.log" | tail -30 ;;
-  s10d)   step "RMSNorm tests (CUDA cases)"
-          python3 -m pytest tests/test_rms_norm.py tests/test_rms_norm_fp8.py -q -rfE -p no:cacheprovider -k cuda 2>&1 \
-            | tee "$OUT/pytest_rms.log" | tail -4; [ "${PIPESTATUS[0]}" = 0 ] || status=1
-          pack; sanitize rmsnorm --only-rmsnorm ;;
-  s11b)   step "norm tests (CUDA cases)"
-          python3 -m pytest tests/test_rms_norm.py tests/test_rms_norm_fp8.py tests/test_layer_norm.py -q -rfE \
-            -p no:cacheprovider -k cuda 2>&1 | tee "$OUT/pytest_norms.log" | tail -4; [ "${PIPESTATUS[0]}" = 0 ] || status=1
-          pack; sanitize rmsnorm --only-rmsnorm; pack; sanitize layernorm --only-layernorm; pack
-          wait "$TUNE_PID" || { tail -5 "$OUT/tune_build.log"; status=1; }
-          step "where hidden 16384 turns to the flat exact fit; LayerNorm at hidden 1024 (tune_norms)"
-          timeout 120 /tmp/tune_norms --only "rms bf16 512x16384,rms bf16 1024x16384,rms bf16 2048x16384,rms+add bf16 512x16384,rms+add bf16 1024x16384,rms+add bf16 2048x16384,rms+add+fp8 fp16 1024x16384,layer_norm fp16 256x1024,layer_norm fp16 1024x1024,layer_norm fp16 4096x1024" \
-            > "$OUT/tune_norms.log" 2>&1 || status=1
-          grep -v "^  " "$OUT/tune_norms.log"; grep -E "exact|MISMATCH" "$OUT/tune_norms.log" | head -60; pack
+  s10d)   tests_cuda tests/test_rms_norm.py tests/test_rms_norm_fp8.py; pack; sanitize rmsnorm --only-rmsnorm ;;
+  s11b)   tests_cuda tests/test_rms_norm.py tests/test_rms_norm_fp8.py tests/test_layer_norm.py; pack
+          sanitize rmsnorm --only-rmsnorm; pack; sanitize layernorm --only-layernorm; pack
+          sweep_bg "where hidden 16384 turns to the flat exact fit; LayerNorm at hidden 1024" "rms bf16 512x16384,rms bf16 1024x16384,rms bf16 2048x16384,rms+add bf16 512x16384,rms+add bf16 1024x16384,rms+add bf16 2048x16384,rms+add+fp8 fp16 1024x16384,layer_norm fp16 256x1024,layer_norm fp16 1024x1024,layer_norm fp16 4096x1024"
+          grep -E "exact|MISMATCH" "$OUT/tune_norms.log" | head -60; pack
           step "RMSNorm benchmark (hidden 8192, 16384)"
           timeout 230 python3 benchmarks/bench_rms_norm.py --hidden 8192 16384 --rows 1 16 256 1024 4096 \
             --fused-rows 1 16 256 1024 4096 --name bench_rms_s11b 2>&1 | tee "$OUT/bench_rms_s11b.log" | tail -40; pack
           bench_layernorm --quick --name bench_ln_s11b ;;
-  s11c)   step "norm tests (CUDA cases)"
-          python3 -m pytest tests/test_rms_norm.py tests/test_rms_norm_fp8.py tests/test_layer_norm.py -q -rfE \
-            -p no:cacheprovider -k cuda 2>&1 | tee "$OUT/pytest_norms.log" | tail -4; [ "${PIPESTATUS[0]}" = 0 ] || status=1
-          pack; sanitize layernorm --only-layernorm; pack
-          wait "$TUNE_PID" || { tail -5 "$OUT/tune_build.log"; status=1; }
-          step "the final rules' defaults: LayerNorm at hidden 1024 (one_wave), static fp8 at 16384 (tune_norms)"
-          timeout 120 /tmp/tune_norms --only "layer_norm fp16 2048x1024,layer_norm fp16 4096x1024,layer_norm fp16 8192x1024,layer_norm fp16 16384x1024,rms+add+fp8 fp16 1024x16384,rms+add+fp8 fp16 2048x16384" \
-            > "$OUT/tune_norms.log" 2>&1 || status=1
-          grep -v "^  " "$OUT/tune_norms.log" ;;
+  s11c)   tests_cuda tests/test_rms_norm.py tests/test_rms_norm_fp8.py tests/test_layer_norm.py; pack; sanitize layernorm --only-layernorm; pack
+          sweep_bg "the final rules' defaults: LayerNorm at hidden 1024 (one_wave), static fp8 at 16384" "layer_norm fp16 2048x1024,layer_norm fp16 4096x1024,layer_norm fp16 8192x1024,layer_norm fp16 16384x1024,rms+add+fp8 fp16 1024x16384,rms+add+fp8 fp16 2048x16384" ;;
   s11d)   tests_gpu; pack
           step "add + RMSNorm benchmark with compile_ip and compile_out (hidden 4096)"
           timeout 150 python3 benchmarks/bench_rms_norm.py --hidden 4096 --rows 1 --fused-rows 1 16 64 256 1024 4096 \
