@@ -80,12 +80,17 @@ def fp8_order(q: torch.Tensor) -> torch.Tensor:
     return torch.where(b >= 0x80, -(b & 0x7F), b)
 
 
+def ulp_of(v: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The unit in the last place of dtype at each |v| (v in fp64), subnormals included."""
+    fi = torch.finfo(dtype)
+    _, exp = torch.frexp(v.abs())
+    return torch.ldexp(torch.full_like(v, fi.eps), exp - 1).clamp_min(fi.smallest_normal * fi.eps)
+
+
 def ulps_apart(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """|a - b| in units in the last place (of dtype) of the larger of the two."""
     a, b = a.double().cpu(), b.double().cpu()
-    fi = torch.finfo(dtype)
-    _, exp = torch.frexp(torch.maximum(a.abs(), b.abs()))
-    ulp = torch.ldexp(torch.full_like(a, fi.eps), exp - 1).clamp_min(fi.smallest_normal * fi.eps)
+    ulp = ulp_of(torch.maximum(a.abs(), b.abs()), dtype)
     same = (a == b) | (a.isnan() & b.isnan())
     return torch.where(same, torch.zeros_like(a), (a - b).abs() / ulp)
 

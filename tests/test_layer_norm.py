@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from reference import LAYOUT_SHAPES, assert_close, layer_norm_ref, poisoned_like, ulps_apart
+from reference import LAYOUT_SHAPES, assert_close, layer_norm_ref, poisoned_like, ulp_of, ulps_apart
 from test_kernelize import count_calls, kernelize_with
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
@@ -353,10 +353,7 @@ def test_kernelize_layer_norm(ik, device, dtype):
             h = model[0](x)
         exact = layer_norm_ref(h, m.weight, m.bias, m.eps).cpu()
         terms = (layer_norm_ref(h, None, None, m.eps) * m.weight.double()).abs() + m.bias.double().abs()
-        fi = torch.finfo(dtype)
-        _, e = torch.frexp(exact.abs())
-        ulp = torch.ldexp(torch.full_like(exact, fi.eps), e - 1).clamp_min(fi.smallest_normal * fi.eps)
-        excess = (first[1].double().cpu() - exact).abs() - ulp - 16 * 2.0**-24 * terms.cpu()
+        excess = (first[1].double().cpu() - exact).abs() - ulp_of(exact, dtype) - 16 * 2.0**-24 * terms.cpu()
         assert excess.max().item() <= 0, f"first LayerNorm: an element {excess.max().item():.3g} past its budget"
         eps = torch.finfo(dtype).eps
         assert (y.float() - ref.float()).abs().max().item() <= 4 * eps * ref.float().abs().max().item()
