@@ -30,4 +30,15 @@ int64_t resident_blocks(Kernel* kernel, int threads, size_t smem = 0) {
   return int64_t{per_sm} * sm_count();
 }
 
+// resident_blocks of a kernel launched at one block size without dynamic shared memory,
+// asked once per device (as sm_count): for launch rules on every call.
+template <auto Kernel, int Threads>
+int64_t resident_blocks_once() {
+  static int64_t counts[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return resident_blocks(Kernel, Threads);
+  if (!counts[dev]) counts[dev] = resident_blocks(Kernel, Threads);
+  return counts[dev];
+}
+
 }  // namespace inference_kernels::cuda

@@ -327,8 +327,9 @@ cudaError_t launch_exact(const LayerNormParams& p, const RowConfig& c, cudaStrea
     const int64_t nvec = p.d / VEC;
     if (!c.flat || int64_t{c.tx} * c.items != nvec) return cudaErrorInvalidConfiguration;
     if (c.items == 2 && c.stages == 0) {
-      if (c.tx != 64) return cudaErrorInvalidConfiguration;
-      return launch_rows(layer_norm_flat_exact<T, VEC, 2, 64, W, B>, p, c, p.rows, stream);
+      return with_block_size<64>(c.tx, [&](auto tx) {
+        return launch_rows(layer_norm_flat_exact<T, VEC, 2, decltype(tx)::value, W, B>, p, c, p.rows, stream);
+      });
     }
     if (c.items != 4) return cudaErrorInvalidConfiguration;
     if (c.stages == 2) {
@@ -336,14 +337,9 @@ cudaError_t launch_exact(const LayerNormParams& p, const RowConfig& c, cudaStrea
       return launch_piped(layer_norm_piped_exact<T, VEC, 4, W, B>, p, c, p.rows, nvec, 1, stream);
     }
     if (c.stages != 0) return cudaErrorInvalidConfiguration;
-    switch (c.tx) {
-      case 32: return launch_rows(layer_norm_flat_exact<T, VEC, 4, 32, W, B>, p, c, p.rows, stream);
-      case 64: return launch_rows(layer_norm_flat_exact<T, VEC, 4, 64, W, B>, p, c, p.rows, stream);
-      case 128: return launch_rows(layer_norm_flat_exact<T, VEC, 4, 128, W, B>, p, c, p.rows, stream);
-      case 256: return launch_rows(layer_norm_flat_exact<T, VEC, 4, 256, W, B>, p, c, p.rows, stream);
-      case 512: return launch_rows(layer_norm_flat_exact<T, VEC, 4, 512, W, B>, p, c, p.rows, stream);
-      default: return cudaErrorInvalidConfiguration;
-    }
+    return with_block_size<32, 64, 128, 256, 512>(c.tx, [&](auto tx) {
+      return launch_rows(layer_norm_flat_exact<T, VEC, 4, decltype(tx)::value, W, B>, p, c, p.rows, stream);
+    });
   }
 }
 
@@ -357,8 +353,8 @@ template <typename T, int VEC, bool W, bool B>
 RowConfig one_wave(RowConfig c, int64_t rows) {
   if constexpr (sizeof(T) == 2 && sizeof(T) * VEC == 16) {
     if (c.exact && c.stages == 0 && c.items == 2 && c.tx == 64 &&
-        rows > resident_blocks(layer_norm_flat_exact<T, VEC, 2, 64, W, B>, 64) &&
-        rows <= resident_blocks(layer_norm_flat_exact<T, VEC, 4, 32, W, B>, 32)) {
+        rows > resident_blocks_once<layer_norm_flat_exact<T, VEC, 2, 64, W, B>, 64>() &&
+        rows <= resident_blocks_once<layer_norm_flat_exact<T, VEC, 4, 32, W, B>, 32>()) {
       c.tx = 32, c.items = 4;
     }
   }

@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <type_traits>
 
 #include "reduce_ops.h"
 
@@ -156,6 +157,16 @@ __device__ __forceinline__ float row_reduce_flat(float v) {
 __device__ __forceinline__ void row_group_done() {
   cg::cluster_group cluster = cg::this_cluster();
   if (cluster.num_blocks() > 1) cluster.sync();
+}
+
+// The exact fits' block size, fixed at compile time, from the runtime c.tx: calls
+// launch(std::integral_constant<int, TX>{}) for the TX among Txs equal to tx, or refuses
+// a block size the launcher does not instantiate.
+template <int... Txs, typename Launch>
+cudaError_t with_block_size(int tx, Launch&& launch) {
+  cudaError_t e = cudaErrorInvalidConfiguration;
+  (void)((tx == Txs && ((e = launch(std::integral_constant<int, Txs>{})), true)) || ...);
+  return e;
 }
 
 // Launches kernel(p) with layout c over `rows` rows (a cluster launch when c.cluster > 1).
