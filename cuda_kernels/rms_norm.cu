@@ -13,7 +13,8 @@
 //     RMSNorm + FP8 at 1 x 16384;
 //   * flat (row_kernel.cuh): a block per row held in registers, one barrier a
 //     reduction: hidden 4096, its exact-fit variant (fixed block size, no bounds
-//     tests) for 16-bit hidden 2048, 4096 and 8192, and 16384 from 1024 rows;
+//     tests) for 16-bit hidden 2048, 4096 and 8192, and 16384 from 1024 rows (static
+//     fp8 with the residual: 32 to 128 rows and from 2048);
 //   * piped (row_pipe.cuh): the flat layout in persistent blocks that keep the next row
 //     on the way through shared memory: many rows of hidden 4104-16384; its exact-fit
 //     variant (fixed block size, no bounds tests) at hidden 8192 and 16384, from 1 row,
@@ -713,8 +714,16 @@ cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t 
 //   35.77 against 36.46 and 132.78 against 139.54 (residual), but behind at 256 and 512
 //   rows (5.73 against 5.55 us alone at 256, 9.95 against 9.59 at 512); with static fp8
 //   and the residual (fp16) from 2048 rows: 60.87 against 64.40 us there, 33.63 against
-//   33.06 at 1024; the fp8 modes at 8192, and without the residual or with the dynamic
-//   scale at 16384, are unmeasured and keep the rules below;
+//   33.06 at 1024; twelfth session (fp16, against the piped exact fit): every fp8 mode at
+//   8192, 2.47 against 2.62 us at 1 row, 6.27 against 6.51 at 256, 59.85 against 64.71
+//   at 4096 (static, residual); 2.06 against 2.33, 4.15 against 4.32, 30.70 against 31.18
+//   (static, no residual); 3.14 against 3.16, 7.41 against 7.50, 60.64 against 66.18
+//   (dynamic, residual; without it unmeasured, and it takes the fit too); static fp8 with
+//   the residual at 16384 from 32 to 128 rows, 4.47 against 4.72 us at 32, 5.04 against
+//   5.22 at 64, 6.64 against 6.89 at 128 (behind at 256: 10.46 against 9.94); the dynamic
+//   scale at 16384 stays piped (43.37 against 36.67 us at 1024 rows, 151.20 against
+//   124.22 at 4096), and below 32 rows of 16384 every fp8 mode is unmeasured and keeps
+//   the rules below;
 // - RMSNorm alone (no residual, no fp8) over other rows of 257-512 vectors (hidden 4096
 //   in 16-bit): the flat layout, 256 threads of 2 vectors (1.87 against 2.02 us at 1 x
 //   4096 bf16, 19.97 against 23.54 us at 4096 x 4096; the fused and fp8 kernels
@@ -725,8 +734,9 @@ inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool fused, NormOut mod
   const bool plain = !fused && mode == NormOut::kSame;
   const bool wide = nvec == 1024 || (nvec == 2048 && rows >= 1024);
   const bool flat_exact = mode == NormOut::kSame ? ((nvec == 256 || nvec == 512) && (!fused || rows <= 512)) || wide
-                          : mode == NormOut::kFp8Static && fused ? (nvec == 512 && rows <= 512) || (nvec == 2048 && rows >= 2048)
-                                                                 : nvec == 512;
+                          : mode == NormOut::kFp8Static && fused
+                              ? (nvec == 512 && rows <= 512) || nvec == 1024 || (nvec == 2048 && ((rows >= 32 && rows <= 128) || rows >= 2048))
+                              : nvec == 512 || nvec == 1024;
   RowConfig c;
   c.items = 0;
   if (vec16 && half && flat_exact) {

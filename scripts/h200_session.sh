@@ -90,6 +90,10 @@
 #           4096 with compile_out (torch.compile's fresh outputs rotated with the inputs)
 #   s11e  : the LayerNorm tests (CUDA cases) after test_kernelize_layer_norm's fp64
 #           budget, then that test 12 more times
+#   s12b  : the twelfth session's rules (RMSNorm's flat exact fit for every fp8 mode at
+#           16-bit 8192, and static fp8 with the residual at 32-128 x 16384): the norm
+#           tests (CUDA cases), RMSNorm and LayerNorm under compute-sanitizer, the add +
+#           RMSNorm + FP8 benchmark at hidden 16384 (issue 3's rows) and 8192
 #   tune_ln1024: LayerNorm at hidden 1024, 2048-16384 rows, the sweep twice (no package build)
 #   tune_ln_edges: the LayerNorm layout sweep at the exact fits' edges (hidden 2048; 1 to
 #           133 rows of hidden 16384; 1 x 8192), bf16 (no package build)
@@ -649,6 +653,12 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1
           for i in $(seq 12); do python3 -m pytest tests/test_layer_norm.py -q -p no:cacheprovider -k "kernelize and cuda" 2>&1 \
             | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
+  s12b)   tests_cuda tests/test_rms_norm.py tests/test_rms_norm_fp8.py tests/test_layer_norm.py; pack
+          sanitize rmsnorm --only-rmsnorm; pack; bench_fp8; pack
+          step "add+RMSNorm+FP8 benchmark (hidden 8192)"
+          timeout 150 python3 benchmarks/bench_norm_fp8.py --hidden 8192 --rows 1 16 128 1024 4096 --name bench_norm_fp8_8192 \
+            2>&1 | tee "$OUT/bench_norm_fp8_8192.log" | tail -20; pack
+          sanitize layernorm --only-layernorm ;;
   probe_ln) probe_ln ;;
   s5e)    tests_q4k; bench_q4k --quick; pack; sanitizers_q4k ;;
   tp)     tp_decode ;;

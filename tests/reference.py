@@ -120,10 +120,11 @@ def layer_norm_ref(x: torch.Tensor, weight=None, bias=None, eps: float = 1e-5) -
 # 257 x 8200), with more rows than persistent blocks at 2600 x 4104 (about 3 rows a
 # block); and its exact fits at 16-bit hidden 8192 and 16384 (flat at 8192 for the
 # norm with and without the residual, piped for fp8: 3, 40 and 600 x 8192; piped at 5
-# and 300 x 16384, flat 1024 threads at 1030 x 16384; fp32 takes the general piped
-# kernel at 600 x 8192).
+# and 300 x 16384, flat 1024 threads at 1030 x 16384 and for static fp8 with the
+# residual at 40 x 16384; fp32 takes the general piped kernel at 600 x 8192; the fp8
+# modes take the flat fit at 8192).
 LAYOUT_SHAPES = [(300, 1000), (150, 1024), (3, 2056), (2, 4096), (200, 4096), (300, 4104), (200, 5120),
-                 (300, 16384), (5, 16384), (9, 1030), (2, 140000), (257, 8200), (2600, 4104),
+                 (300, 16384), (5, 16384), (40, 16384), (9, 1030), (2, 140000), (257, 8200), (2600, 4104),
                  (3, 8192), (40, 8192), (600, 8192), (140, 2048), (1030, 16384)]
 
 

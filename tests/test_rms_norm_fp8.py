@@ -231,11 +231,12 @@ def test_fp8_errors(ik, device):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("hidden", [4096, 8192])
 @pytest.mark.parametrize("rows", [1, 3, 600])
-def test_fp8_without_residual_exact_fit(ik, device, dtype, rows):
-    """Both fp8 ops without the residual at 16-bit hidden 4096 (the flat exact fit on
-    CUDA at every row count), on every other row of a tensor, into a poisoned view."""
-    hidden = 4096
+def test_fp8_without_residual_exact_fit(ik, device, dtype, rows, hidden):
+    """Both fp8 ops without the residual at 16-bit hidden 4096 and 8192 (the flat exact
+    fit on CUDA at every row count), on every other row of a tensor, into a poisoned
+    view."""
     x = rand((2 * rows, hidden), dtype, device)[::2]
     w = rand((hidden,), dtype, device)
     y = rms_norm_rounded(x, w, EPS)
