@@ -90,6 +90,10 @@
 #           4096 with compile_out (torch.compile's fresh outputs rotated with the inputs)
 #   s11e  : the LayerNorm tests (CUDA cases) after test_kernelize_layer_norm's fp64
 #           budget, then that test 12 more times
+#   wgmma_probe: EXPERIMENT (issue 4): benchmarks/wgmma_probe.cu (fp8 wgmma, sm_90a, the
+#           weight as the register operand): correctness at odd sizes, timing at the
+#           blog's shapes, M 1/8/16/32; then bench_skinny_gemm.py --quick --no-mlp (ours
+#           and _scaled_mm in this session)
 #   s12b  : the twelfth session's rules (RMSNorm's flat exact fit for every fp8 mode at
 #           16-bit 8192, and static fp8 with the residual at 32-128 x 16384): the norm
 #           tests (CUDA cases), RMSNorm and LayerNorm under compute-sanitizer, the add +
@@ -507,6 +511,18 @@ sweep_bg() {
 }
 
 environment
+if [ "$MODE" = wgmma_probe ]; then
+  ( build ) > "$OUT/build_bg.log" 2>&1 &
+  build_pid=$!
+  step "wgmma probe"
+  nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -Xptxas -v benchmarks/wgmma_probe.cu -o /tmp/wgmma_probe \
+    > "$OUT/wgmma_probe_build.log" 2>&1 || { tail -20 "$OUT/wgmma_probe_build.log"; status=1; }
+  timeout 240 /tmp/wgmma_probe > "$OUT/wgmma_probe.log" 2>&1 || status=1
+  grep -vE " ok$" "$OUT/wgmma_probe.log" | head -120; grep -c " ok$" "$OUT/wgmma_probe.log"; pack
+  wait $build_pid || { tail -5 "$OUT/build_bg.log"; status=1; }
+  bench_gemm --quick --no-mlp
+  echo "session status $status"; exit $status
+fi
 if [ "$MODE" = tuneonly ]; then tune; echo "session status $status"; exit $status; fi
 if [ "$MODE" = tune_rms ]; then
   tune --only "rms+add+fp8 fp16 128x16384,rms+add+fp8 fp16 512x16384,rms+add+fp8 fp16 2048x16384,rms bf16 4096x4096,rms bf16 4096x8192,rms bf16 4096x16384,rms bf16 256x16384"
