@@ -92,8 +92,8 @@
 #           budget, then that test 12 more times
 #   wgmma_probe: EXPERIMENT (issue 4): benchmarks/wgmma_probe.cu (fp8 wgmma, sm_90a, the
 #           weight as the register operand): correctness at odd sizes, timing at the
-#           blog's shapes, M 1/8/16/32; then bench_skinny_gemm.py --quick --no-mlp (ours
-#           and _scaled_mm in this session)
+#           blog's shapes, M 1/8/16/32 (no package build); wgmma_probe_bench adds
+#           bench_skinny_gemm.py --quick --no-mlp (ours and _scaled_mm in the same call)
 #   s12b  : the twelfth session's rules (RMSNorm's flat exact fit for every fp8 mode at
 #           16-bit 8192, and static fp8 with the residual at 32-128 x 16384): the norm
 #           tests (CUDA cases), RMSNorm and LayerNorm under compute-sanitizer, the add +
@@ -511,16 +511,17 @@ sweep_bg() {
 }
 
 environment
-if [ "$MODE" = wgmma_probe ]; then
-  ( build ) > "$OUT/build_bg.log" 2>&1 &
-  build_pid=$!
+if [ "$MODE" = wgmma_probe ] || [ "$MODE" = wgmma_probe_bench ]; then
+  if [ "$MODE" = wgmma_probe_bench ]; then ( build ) > "$OUT/build_bg.log" 2>&1 & build_pid=$!; fi
   step "wgmma probe"
   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -Xptxas -v benchmarks/wgmma_probe.cu -o /tmp/wgmma_probe \
     > "$OUT/wgmma_probe_build.log" 2>&1 || { tail -20 "$OUT/wgmma_probe_build.log"; status=1; }
   timeout 240 /tmp/wgmma_probe > "$OUT/wgmma_probe.log" 2>&1 || status=1
-  grep -vE " ok$" "$OUT/wgmma_probe.log" | head -120; grep -c " ok$" "$OUT/wgmma_probe.log"; pack
-  wait $build_pid || { tail -5 "$OUT/build_bg.log"; status=1; }
-  bench_gemm --quick --no-mlp
+  grep -vE " (ok|bf16)$" "$OUT/wgmma_probe.log" | head -150; grep -cE " (ok|bf16)$" "$OUT/wgmma_probe.log"; pack
+  if [ "$MODE" = wgmma_probe_bench ]; then
+    wait $build_pid || { tail -5 "$OUT/build_bg.log"; status=1; }
+    bench_gemm --quick --no-mlp
+  fi
   echo "session status $status"; exit $status
 fi
 if [ "$MODE" = tuneonly ]; then tune; echo "session status $status"; exit $status; fi
