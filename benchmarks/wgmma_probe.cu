@@ -405,14 +405,15 @@ int main() {
           int s = 1;
           for (; s < nchunks; ++s) {
             const int cps = (nchunks + s - 1) / s;
-            const int res = v.res((m + 7) / 8)(cps);
-            if (int64_t(tiles) * s >= int64_t(waves) * res * sms) break;
+            const int res = v.res((m + 7) / 8)(cps);  // 0: X's K range does not fit
+            if (res > 0 && int64_t(tiles) * s >= int64_t(waves) * res * sms) break;
           }
           const int cps = (nchunks + s - 1) / s;
           s = (nchunks + cps - 1) / cps;
           if (s == last) continue;
           last = s;
           const int res = v.res((m + 7) / 8)(cps);
+          if (res == 0) continue;
           const float us = time_it(v, w, copies, x, out, n, k, m, s, swap);
           std::printf("%-8s %6d %6d %3d %7d %6d %9d %9.2f %6.0f\n", v.name, n, k, m, s, tiles * s, res, us,
                       wbytes / (us * 1e3));
