@@ -105,6 +105,46 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[NT * 4], uint32_t a0, uint32
   if constexpr (NT == 4) wgmma_rs_4<ACC>(d, a0, a1, a2, a3, desc);
 }
 
+// d = A (64 x 32, registers) * B (32 x 16 NH, shared memory), the accumulator not read
+// (scale-d 0): the R1 kernel's MMAs.
+
+template <int ACC>
+__device__ __forceinline__ void wgmma_fresh_1(float (&d)[8], uint4 a, uint64_t desc) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, %13, 1, 1;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(desc), "n"(ACC));
+}
+template <int ACC>
+__device__ __forceinline__ void wgmma_fresh_2(float (&d)[16], uint4 a, uint64_t desc) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, %21, 1, 1;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(desc), "n"(ACC));
+}
+template <int ACC>
+__device__ __forceinline__ void wgmma_fresh_3(float (&d)[24], uint4 a, uint64_t desc) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n48k32.f32.e4m3.e4m3 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23}, {%24,%25,%26,%27}, %28, %29, 1, 1;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
+      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(desc), "n"(ACC));
+}
+template <int ACC>
+__device__ __forceinline__ void wgmma_fresh_4(float (&d)[32], uint4 a, uint64_t desc) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, %37, 1, 1;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(desc), "n"(ACC));
+}
+
+template <int NH, int ACC>
+__device__ __forceinline__ void wgmma_fresh(float (&d)[8 * NH], uint4 a, uint64_t desc) {
+  if constexpr (NH == 1) wgmma_fresh_1<ACC>(d, a, desc);
+  if constexpr (NH == 2) wgmma_fresh_2<ACC>(d, a, desc);
+  if constexpr (NH == 3) wgmma_fresh_3<ACC>(d, a, desc);
+  if constexpr (NH == 4) wgmma_fresh_4<ACC>(d, a, desc);
+}
+
 struct Args {
   const uint8_t* w;  // [N, K] e4m3
   const uint8_t* x;  // [M, K] e4m3
@@ -118,7 +158,13 @@ struct Args {
 // PROMOTE: each chunk's two MMAs start from zero and their sum is added to fp32
 // registers, as the wgmma fp8 accumulator keeps fewer bits than fp32 (CUTLASS and
 // DeepSeek-V3 promote the same way).
-template <int NT, int WGS, int U, bool PROMOTE>
+//
+// LATE: no branch in the loop (X zero-padded to a whole number of U chunks, the refills
+// clamped to the last chunk) and each MMA's A fragment assembled by an opaque move just
+// before it. Without it, ptxas resolves the refill's branch by building the next
+// fragment right after the load (the first run's SASS: 7 MOVs on the loaded registers
+// right after the LDGs), so every refill waits for its own load.
+template <int NT, int WGS, int U, bool PROMOTE, bool LATE>
 __global__ void __launch_bounds__(128 * WGS) wgmma_gemm(Args p) {
   extern __shared__ __align__(128) uint8_t xs[];  // [2 cps steps][2 halves][NT groups][8 rows][16 B]
   const int nchunks = p.k / kChunk;
@@ -132,22 +178,23 @@ __global__ void __launch_bounds__(128 * WGS) wgmma_gemm(Args p) {
   const uint8_t* pa = p.w + int64_t(row_a) * p.k + int64_t(c0) * kChunk + 16 * t;
   const uint8_t* pb = p.w + int64_t(row_b) * p.k + int64_t(c0) * kChunk + 16 * t;
 
+  const int cpad = LATE ? (cn + U - 1) / U * U : cn;  // chunks of X staged (zeros past cn)
   uint4 wa[U], wb[U];
 #pragma unroll
   for (int u = 0; u < U; ++u) {
-    if (u < cn) {
-      wa[u] = ldg_stream(pa + u * kChunk);
-      wb[u] = ldg_stream(pb + u * kChunk);
+    if (LATE || u < cn) {
+      wa[u] = ldg_stream(pa + min(u, cn - 1) * kChunk);
+      wb[u] = ldg_stream(pb + min(u, cn - 1) * kChunk);
     }
   }
 
   // X's rows for this K range, permuted: word q (bytes 4q..4q+3) of lane t's 16 bytes is
   // step s = q / 2, half h = q % 2, at byte 4t of its core-matrix row.
-  const int words = NT * 8 * cn * 4;
+  const int words = NT * 8 * cpad * 4;
   for (int i = threadIdx.x; i < words; i += blockDim.x) {
-    const int tt = i & 3, c = (i >> 2) % cn, m = (i >> 2) / cn;
+    const int tt = i & 3, c = (i >> 2) % cpad, m = (i >> 2) / cpad;
     uint4 v = make_uint4(0, 0, 0, 0);
-    if (m < p.m) v = *reinterpret_cast<const uint4*>(p.x + int64_t(m) * p.k + int64_t(c0 + c) * kChunk + 16 * tt);
+    if (m < p.m && c < cn) v = *reinterpret_cast<const uint4*>(p.x + int64_t(m) * p.k + int64_t(c0 + c) * kChunk + 16 * tt);
     const uint32_t q[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -165,11 +212,32 @@ __global__ void __launch_bounds__(128 * WGS) wgmma_gemm(Args p) {
 #pragma unroll
   for (int i = 0; i < NT * 4; ++i) acc[i] = part[i] = 0.f;
 
-  for (int cb = 0; cb < cn; cb += U) {
+  for (int cb = 0; cb < cpad; cb += U) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = cb + u;
-      if (c < cn) {
+      if constexpr (LATE) {
+        const uint64_t d0 = desc_of(base + (2 * c) * (2 * NT * 128), lbo, sbo);
+        const uint64_t d1 = desc_of(base + (2 * c + 1) * (2 * NT * 128), lbo, sbo);
+        uint32_t f[8];
+        asm volatile(
+            "mov.b32 %0, %8;\n mov.b32 %1, %9;\n mov.b32 %2, %10;\n mov.b32 %3, %11;\n"
+            "mov.b32 %4, %12;\n mov.b32 %5, %13;\n mov.b32 %6, %14;\n mov.b32 %7, %15;\n"
+            : "=r"(f[0]), "=r"(f[1]), "=r"(f[2]), "=r"(f[3]), "=r"(f[4]), "=r"(f[5]), "=r"(f[6]), "=r"(f[7])
+            : "r"(wa[u].x), "r"(wb[u].x), "r"(wa[u].y), "r"(wb[u].y), "r"(wa[u].z), "r"(wb[u].z), "r"(wa[u].w),
+              "r"(wb[u].w));
+        wg_fence();
+        wgmma_rs<NT, PROMOTE ? 0 : 1>(PROMOTE ? part : acc, f[0], f[1], f[2], f[3], d0);
+        wgmma_rs<NT, 1>(PROMOTE ? part : acc, f[4], f[5], f[6], f[7], d1);
+        wg_commit();
+        wg_wait0();
+        if constexpr (PROMOTE) {
+#pragma unroll
+          for (int i = 0; i < NT * 4; ++i) acc[i] += part[i];
+        }
+        wa[u] = ldg_stream(pa + min(c + U, cn - 1) * kChunk);
+        wb[u] = ldg_stream(pb + min(c + U, cn - 1) * kChunk);
+      } else if (c < cn) {
         const uint64_t d0 = desc_of(base + (2 * c) * (2 * NT * 128), lbo, sbo);
         const uint64_t d1 = desc_of(base + (2 * c + 1) * (2 * NT * 128), lbo, sbo);
         wg_fence();
@@ -229,58 +297,182 @@ __global__ void fill(uint8_t* p, int64_t count, uint32_t seed) {
   }
 }
 
-template <int NT, int WGS, int U, bool P>
-cudaError_t launch(const Args& a, int splits, cudaStream_t st) {
-  const int tiles = (a.n + 64 * WGS - 1) / (64 * WGS);
-  const size_t smem = size_t(a.cps) * NT * 512;
-  auto kern = wgmma_gemm<NT, WGS, U, P>;
+// R1: one weight row a lane (8 a warp, 32 a warpgroup) and the A fragment straight from
+// its 16-byte load, no register moves. Logical rows g and g + 8 of the MMA are both
+// physical row g: row g takes the lane's words 0 and 2, row g + 8 words 1 and 3, and B
+// holds two copies of each activation row, permuted for each (column m for row g,
+// column 8 NH + m for row g + 8), so the row's dot product is D[g][m] + D[g + 8][8 NH + m]
+// (the same thread holds both). Twice the MMA width a byte; at M <= 32 the tensor cores
+// have it to spare. Each chunk's MMA starts from zero and is added to fp32 registers.
+// PROMOTE: the MMAs of each U chunks start from zero and their sum is added to fp32
+// registers once (else one accumulator over the whole K range).
+template <int NH, int WGS, int U, bool PROMOTE>
+__global__ void __launch_bounds__(128 * WGS) wgmma_r1(Args p) {
+  extern __shared__ __align__(128) uint8_t xs[];  // [cpad chunks][2 halves][2 NH col groups][8 cols][16 B]
+  const int nchunks = p.k / kChunk;
+  const int c0 = blockIdx.y * p.cps;
+  const int cn = min(p.cps, nchunks - c0);
+  if (cn <= 0) return;
+  const int cpad = (cn + U - 1) / U * U;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int r0 = blockIdx.x * 32 * WGS + warp * 8 + g;
+  const uint8_t* pw = p.w + int64_t(min(r0, p.n - 1)) * p.k + int64_t(c0) * kChunk + 16 * t;
+  uint4 w[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) w[u] = ldg_stream(pw + min(u, cn - 1) * kChunk);
+
+  // word q of x's 16 bytes at 16t: q 0 -> (group 0, half 0), 1 -> (1, 0), 2 -> (0, 1), 3 -> (1, 1)
+  const int words = 8 * NH * cpad * 4;
+  for (int i = threadIdx.x; i < words; i += blockDim.x) {
+    const int tt = i & 3, c = (i >> 2) % cpad, m = (i >> 2) / cpad;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (m < p.m && c < cn) v = *reinterpret_cast<const uint4*>(p.x + int64_t(m) * p.k + int64_t(c0 + c) * kChunk + 16 * tt);
+    const uint32_t q[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int grp = j & 1, h = j >> 1, col = grp * 8 * NH + m;
+      const int off = ((c * 2 + h) * (2 * NH) + (col >> 3)) * 128 + (col & 7) * 16 + 4 * tt;
+      *reinterpret_cast<uint32_t*>(xs + off) = q[j];
+    }
+  }
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  __syncthreads();
+
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(xs));
+  float acc[8 * NH], part[8 * NH];
+#pragma unroll
+  for (int i = 0; i < 8 * NH; ++i) acc[i] = part[i] = 0.f;
+  for (int cb = 0; cb < cpad; cb += U) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = cb + u;
+      const uint64_t desc = desc_of(base + c * (2 * 2 * NH * 128), 2 * NH * 128, 128);
+      wg_fence();
+      if (PROMOTE && u == 0)
+        wgmma_fresh<NH, 0>(part, w[u], desc);
+      else
+        wgmma_fresh<NH, 1>(PROMOTE ? part : acc, w[u], desc);
+      wg_commit();
+      wg_wait0();
+      w[u] = ldg_stream(pw + min(c + U, cn - 1) * kChunk);
+    }
+    if constexpr (PROMOTE) {
+#pragma unroll
+      for (int i = 0; i < 8 * NH; ++i) acc[i] += part[i];
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < NH; ++j) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int m = 8 * j + 2 * t + e;
+      if (m < p.m && r0 < p.n)
+        atomicAdd(p.out + int64_t(m) * p.n + r0, (acc[4 * j + e] + acc[4 * (j + NH) + 2 + e]) * p.scale);
+    }
+  }
+}
+
+template <int NH, int WGS, int U, bool P>
+cudaError_t launch_r1(const Args& a, int splits, cudaStream_t st) {
+  const int tiles = (a.n + 32 * WGS - 1) / (32 * WGS);
+  const size_t smem = size_t((a.cps + U - 1) / U * U) * NH * 512;
+  auto kern = wgmma_r1<NH, WGS, U, P>;
   cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   kern<<<dim3(tiles, splits), 128 * WGS, smem, st>>>(a);
   return cudaGetLastError();
 }
 
-template <int NT, int WGS, int U, bool P>
+template <int NH, int WGS, int U, bool P>
+int resident_r1(int cps) {
+  int b = 0;
+  auto kern = wgmma_r1<NH, WGS, U, P>;
+  const size_t smem = size_t((cps + U - 1) / U * U) * NH * 512;
+  if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kern, 128 * WGS, smem);
+  return b;
+}
+
+template <int NT, int WGS, int U, bool P, bool L>
+cudaError_t launch(const Args& a, int splits, cudaStream_t st) {
+  const int tiles = (a.n + 64 * WGS - 1) / (64 * WGS);
+  const size_t smem = size_t((a.cps + U - 1) / U * U) * NT * 512;
+  auto kern = wgmma_gemm<NT, WGS, U, P, L>;
+  cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  kern<<<dim3(tiles, splits), 128 * WGS, smem, st>>>(a);
+  return cudaGetLastError();
+}
+
+template <int NT, int WGS, int U, bool P, bool L>
 int resident(int cps) {
   int b = 0;
-  auto kern = wgmma_gemm<NT, WGS, U, P>;
-  cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(size_t(cps) * NT * 512));
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kern, 128 * WGS, size_t(cps) * NT * 512);
+  auto kern = wgmma_gemm<NT, WGS, U, P, L>;
+  const size_t smem = size_t((cps + U - 1) / U * U) * NT * 512;
+  if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kern, 128 * WGS, smem);
   return b;
 }
 
 using LaunchFn = cudaError_t (*)(const Args&, int, cudaStream_t);
 using ResidentFn = int (*)(int);
 
-template <int WGS, int U, bool P>
+template <int WGS, int U, bool P, bool L>
 LaunchFn pick(int nt) {
   switch (nt) {
-    case 1: return launch<1, WGS, U, P>;
-    case 2: return launch<2, WGS, U, P>;
-    case 3: return launch<3, WGS, U, P>;
-    default: return launch<4, WGS, U, P>;
+    case 1: return launch<1, WGS, U, P, L>;
+    case 2: return launch<2, WGS, U, P, L>;
+    case 3: return launch<3, WGS, U, P, L>;
+    default: return launch<4, WGS, U, P, L>;
+  }
+}
+template <int WGS, int U, bool P, bool L>
+ResidentFn pick_res(int nt) {
+  switch (nt) {
+    case 1: return resident<1, WGS, U, P, L>;
+    case 2: return resident<2, WGS, U, P, L>;
+    case 3: return resident<3, WGS, U, P, L>;
+    default: return resident<4, WGS, U, P, L>;
+  }
+}
+
+template <int WGS, int U, bool P>
+LaunchFn pick_r1(int nt) {
+  switch (nt) {
+    case 1: return launch_r1<1, WGS, U, P>;
+    case 2: return launch_r1<2, WGS, U, P>;
+    case 3: return launch_r1<3, WGS, U, P>;
+    default: return launch_r1<4, WGS, U, P>;
   }
 }
 template <int WGS, int U, bool P>
-ResidentFn pick_res(int nt) {
+ResidentFn pick_res_r1(int nt) {
   switch (nt) {
-    case 1: return resident<1, WGS, U, P>;
-    case 2: return resident<2, WGS, U, P>;
-    case 3: return resident<3, WGS, U, P>;
-    default: return resident<4, WGS, U, P>;
+    case 1: return resident_r1<1, WGS, U, P>;
+    case 2: return resident_r1<2, WGS, U, P>;
+    case 3: return resident_r1<3, WGS, U, P>;
+    default: return resident_r1<4, WGS, U, P>;
   }
 }
 
 struct Variant {
   const char* name;
-  int wgs;
+  int rows;  // weight rows a block
   LaunchFn (*launch)(int);
   ResidentFn (*res)(int);
 };
 const Variant kVariants[] = {
-    {"u4", 1, pick<1, 4, false>, pick_res<1, 4, false>},
-    {"u4p", 1, pick<1, 4, true>, pick_res<1, 4, true>},
-    {"wgs2 u4p", 2, pick<2, 4, true>, pick_res<2, 4, true>},
-    {"u8p", 1, pick<1, 8, true>, pick_res<1, 8, true>},
+    {"u4p", 64, pick<1, 4, true, false>, pick_res<1, 4, true, false>},
+    {"u4pL", 64, pick<1, 4, true, true>, pick_res<1, 4, true, true>},
+    {"r1 u8", 32, pick_r1<1, 8, false>, pick_res_r1<1, 8, false>},
+    {"r1 u8p", 32, pick_r1<1, 8, true>, pick_res_r1<1, 8, true>},
+    {"r1 u4p", 32, pick_r1<1, 4, true>, pick_res_r1<1, 4, true>},
+    {"r1 wgs2 u8p", 64, pick_r1<2, 8, true>, pick_res_r1<2, 8, true>},
 };
 
 // max |ours - ref| / max |ref| over the output
@@ -396,7 +588,7 @@ int main() {
       const char* best_name = "";
       int best_s = 0;
       for (const Variant& v : kVariants) {
-        const int tiles = (n + 64 * v.wgs - 1) / (64 * v.wgs);
+        const int tiles = (n + v.rows - 1) / v.rows;
         const int nchunks = k / kChunk;
         int last = -1;
         for (int waves : {1, 2, 3, 4, 6}) {
