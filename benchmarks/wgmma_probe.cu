@@ -306,7 +306,9 @@ __global__ void fill(uint8_t* p, int64_t count, uint32_t seed) {
 // have it to spare. Each chunk's MMA starts from zero and is added to fp32 registers.
 // PROMOTE: the MMAs of each U chunks start from zero and their sum is added to fp32
 // registers once (else one accumulator over the whole K range).
-template <int NH, int WGS, int U, bool PROMOTE>
+// W1: keep one MMA in flight (wait for the one before, refill its slot) instead of
+// waiting for each MMA before the next load.
+template <int NH, int WGS, int U, bool PROMOTE, bool W1 = false>
 __global__ void __launch_bounds__(128 * WGS) wgmma_r1(Args p) {
   extern __shared__ __align__(128) uint8_t xs[];  // [cpad chunks][2 halves][2 NH col groups][8 cols][16 B]
   const int nchunks = p.k / kChunk;
@@ -354,8 +356,19 @@ __global__ void __launch_bounds__(128 * WGS) wgmma_r1(Args p) {
       else
         wgmma_fresh<NH, 1>(PROMOTE ? part : acc, w[u], desc);
       wg_commit();
+      if constexpr (W1) {
+        if (u > 0) {
+          asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+          w[u - 1] = ldg_stream(pw + min(c - 1 + U, cn - 1) * kChunk);
+        }
+      } else {
+        wg_wait0();
+        w[u] = ldg_stream(pw + min(c + U, cn - 1) * kChunk);
+      }
+    }
+    if constexpr (W1) {
       wg_wait0();
-      w[u] = ldg_stream(pw + min(c + U, cn - 1) * kChunk);
+      w[U - 1] = ldg_stream(pw + min(cb + 2 * U - 1, cn - 1) * kChunk);
     }
     if constexpr (PROMOTE) {
 #pragma unroll
@@ -373,20 +386,20 @@ __global__ void __launch_bounds__(128 * WGS) wgmma_r1(Args p) {
   }
 }
 
-template <int NH, int WGS, int U, bool P>
+template <int NH, int WGS, int U, bool P, bool W1>
 cudaError_t launch_r1(const Args& a, int splits, cudaStream_t st) {
   const int tiles = (a.n + 32 * WGS - 1) / (32 * WGS);
   const size_t smem = size_t((a.cps + U - 1) / U * U) * NH * 512;
-  auto kern = wgmma_r1<NH, WGS, U, P>;
+  auto kern = wgmma_r1<NH, WGS, U, P, W1>;
   cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   kern<<<dim3(tiles, splits), 128 * WGS, smem, st>>>(a);
   return cudaGetLastError();
 }
 
-template <int NH, int WGS, int U, bool P>
+template <int NH, int WGS, int U, bool P, bool W1>
 int resident_r1(int cps) {
   int b = 0;
-  auto kern = wgmma_r1<NH, WGS, U, P>;
+  auto kern = wgmma_r1<NH, WGS, U, P, W1>;
   const size_t smem = size_t((cps + U - 1) / U * U) * NH * 512;
   if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)) != cudaSuccess) {
     cudaGetLastError();
@@ -441,22 +454,22 @@ ResidentFn pick_res(int nt) {
   }
 }
 
-template <int WGS, int U, bool P>
+template <int WGS, int U, bool P, bool W1 = false>
 LaunchFn pick_r1(int nt) {
   switch (nt) {
-    case 1: return launch_r1<1, WGS, U, P>;
-    case 2: return launch_r1<2, WGS, U, P>;
-    case 3: return launch_r1<3, WGS, U, P>;
-    default: return launch_r1<4, WGS, U, P>;
+    case 1: return launch_r1<1, WGS, U, P, W1>;
+    case 2: return launch_r1<2, WGS, U, P, W1>;
+    case 3: return launch_r1<3, WGS, U, P, W1>;
+    default: return launch_r1<4, WGS, U, P, W1>;
   }
 }
-template <int WGS, int U, bool P>
+template <int WGS, int U, bool P, bool W1 = false>
 ResidentFn pick_res_r1(int nt) {
   switch (nt) {
-    case 1: return resident_r1<1, WGS, U, P>;
-    case 2: return resident_r1<2, WGS, U, P>;
-    case 3: return resident_r1<3, WGS, U, P>;
-    default: return resident_r1<4, WGS, U, P>;
+    case 1: return resident_r1<1, WGS, U, P, W1>;
+    case 2: return resident_r1<2, WGS, U, P, W1>;
+    case 3: return resident_r1<3, WGS, U, P, W1>;
+    default: return resident_r1<4, WGS, U, P, W1>;
   }
 }
 
@@ -467,12 +480,13 @@ struct Variant {
   ResidentFn (*res)(int);
 };
 const Variant kVariants[] = {
-    {"u4p", 64, pick<1, 4, true, false>, pick_res<1, 4, true, false>},
-    {"u4pL", 64, pick<1, 4, true, true>, pick_res<1, 4, true, true>},
-    {"r1 u8", 32, pick_r1<1, 8, false>, pick_res_r1<1, 8, false>},
-    {"r1 u8p", 32, pick_r1<1, 8, true>, pick_res_r1<1, 8, true>},
+    // s12's third run also had u4p (the first kernel), u4pL and r1 u8 (no promotion)
     {"r1 u4p", 32, pick_r1<1, 4, true>, pick_res_r1<1, 4, true>},
+    {"r1 u8p", 32, pick_r1<1, 8, true>, pick_res_r1<1, 8, true>},
     {"r1 wgs2 u8p", 64, pick_r1<2, 8, true>, pick_res_r1<2, 8, true>},
+    {"r1w u4p", 32, pick_r1<1, 4, true, true>, pick_res_r1<1, 4, true, true>},
+    {"r1w u8p", 32, pick_r1<1, 8, true, true>, pick_res_r1<1, 8, true, true>},
+    {"r1w wgs2 u8p", 64, pick_r1<2, 8, true, true>, pick_res_r1<2, 8, true, true>},
 };
 
 // max |ours - ref| / max |ref| over the output
@@ -591,14 +605,14 @@ int main() {
         const int tiles = (n + v.rows - 1) / v.rows;
         const int nchunks = k / kChunk;
         int last = -1;
-        for (int waves : {1, 2, 3, 4, 6}) {
+        for (int half_waves : {1, 2, 4, 6, 8}) {
           // splits so that the grid fills `waves` x the resident blocks (residency at
           // that split's shared memory)
           int s = 1;
           for (; s < nchunks; ++s) {
             const int cps = (nchunks + s - 1) / s;
             const int res = v.res((m + 7) / 8)(cps);  // 0: X's K range does not fit
-            if (res > 0 && int64_t(tiles) * s >= int64_t(waves) * res * sms) break;
+            if (res > 0 && 2 * int64_t(tiles) * s >= int64_t(half_waves) * res * sms) break;
           }
           const int cps = (nchunks + s - 1) / s;
           s = (nchunks + cps - 1) / cps;
