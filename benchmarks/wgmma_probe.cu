@@ -16,7 +16,8 @@
 // is the whole fragment, and B holds each activation row twice, permuted for words
 // {0, 2} and for words {1, 3}: the row's dot product is D[g][m] + D[g + 8][8 NH + m].
 // The fp8 accumulator keeps fewer bits than fp32, so sums move into fp32 registers
-// (PROMOTE). Results and what they mean: BENCHMARKS.md, twelfth session.
+// (PROMOTE). The SS kernel streams the weight through shared memory instead (a cp.async
+// ring; both operands there). Results and what they mean: BENCHMARKS.md, twelfth session.
 //
 // nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -Xptxas -v benchmarks/wgmma_probe.cu -o /tmp/wgmma_probe
 // /tmp/wgmma_probe            correctness at odd sizes, then timing at issue 4's shapes
