@@ -561,14 +561,25 @@ int main() {
         const int tiles = (n + v.rows - 1) / v.rows;
         const int nchunks = k / kChunk;
         int last = -1;
-        for (int half_waves : {1, 2, 4, 6, 8}) {
-          // splits so that the grid fills `waves` x the resident blocks (residency at
-          // that split's shared memory)
+        // PROBE_SPLITS=a,b,..: those split counts (e.g. at most 8, a portable cluster);
+        // else the splits that fill half a wave to 4 waves of resident blocks
+        std::vector<int> fixed;
+        if (const char* e = std::getenv("PROBE_SPLITS"))
+          for (const char* q = e; *q; ++q)
+            if (q == e || q[-1] == ',') fixed.push_back(std::atoi(q));
+        const std::vector<int> hw = {1, 2, 4, 6, 8};
+        for (size_t i = 0; i < (fixed.empty() ? hw.size() : fixed.size()); ++i) {
           int s = 1;
-          for (; s < nchunks; ++s) {
-            const int cps = (nchunks + s - 1) / s;
-            const int res = v.res((m + 7) / 8)(cps);  // 0: X's K range does not fit
-            if (res > 0 && 2 * int64_t(tiles) * s >= int64_t(half_waves) * res * sms) break;
+          if (!fixed.empty()) {
+            s = std::min(fixed[i], nchunks);
+          } else {
+            // splits so that the grid fills hw[i] / 2 x the resident blocks (residency at
+            // that split's shared memory)
+            for (; s < nchunks; ++s) {
+              const int cps = (nchunks + s - 1) / s;
+              const int res = v.res((m + 7) / 8)(cps);  // 0: X's K range does not fit
+              if (res > 0 && 2 * int64_t(tiles) * s >= int64_t(hw[i]) * res * sms) break;
+            }
           }
           const int cps = (nchunks + s - 1) / s;
           s = (nchunks + cps - 1) / cps;
