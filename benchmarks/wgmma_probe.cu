@@ -16,8 +16,8 @@
 // is the whole fragment, and B holds each activation row twice, permuted for words
 // {0, 2} and for words {1, 3}: the row's dot product is D[g][m] + D[g + 8][8 NH + m].
 // The fp8 accumulator keeps fewer bits than fp32, so sums move into fp32 registers
-// (PROMOTE). The SS kernel streams the weight through shared memory instead (a cp.async
-// ring; both operands there). Results and what they mean: BENCHMARKS.md, twelfth session.
+// (PROMOTE). The SS kernel (commit 4fdf00d) streamed the weight through shared memory
+// instead, and was slower. Results and what they mean: BENCHMARKS.md, twelfth session.
 //
 // nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -Xptxas -v benchmarks/wgmma_probe.cu -o /tmp/wgmma_probe
 // /tmp/wgmma_probe            correctness at odd sizes, then timing at issue 4's shapes
@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #define CK(x)                                                                                   \
@@ -99,43 +100,6 @@ __device__ __forceinline__ void wgmma_fresh(float (&d)[8 * NH], uint4 a, uint64_
   if constexpr (NH == 2) wgmma_fresh_2<ACC>(d, a, desc);
   if constexpr (NH == 3) wgmma_fresh_3<ACC>(d, a, desc);
   if constexpr (NH == 4) wgmma_fresh_4<ACC>(d, a, desc);
-}
-
-// d (64 x 8 NT) (+)= A (64 x 32, shared memory) * B (32 x 8 NT, shared memory): the SS kernel's MMAs.
-template <int ACC>
-__device__ __forceinline__ void wgmma_ss_1(float (&d)[4], uint64_t da, uint64_t db) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0,%1,%2,%3}, %4, %5, %6, 1, 1;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "l"(da), "l"(db), "n"(ACC));
-}
-template <int ACC>
-__device__ __forceinline__ void wgmma_ss_2(float (&d)[8], uint64_t da, uint64_t db) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, %10, 1, 1;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "l"(da), "l"(db), "n"(ACC));
-}
-template <int ACC>
-__device__ __forceinline__ void wgmma_ss_3(float (&d)[12], uint64_t da, uint64_t db) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n24k32.f32.e4m3.e4m3 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11}, %12, %13, %14, 1, 1;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11])
-      : "l"(da), "l"(db), "n"(ACC));
-}
-template <int ACC>
-__device__ __forceinline__ void wgmma_ss_4(float (&d)[16], uint64_t da, uint64_t db) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, %18, 1, 1;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-      : "l"(da), "l"(db), "n"(ACC));
-}
-template <int NT, int ACC>
-__device__ __forceinline__ void wgmma_ss(float (&d)[4 * NT], uint64_t da, uint64_t db) {
-  if constexpr (NT == 1) wgmma_ss_1<ACC>(d, da, db);
-  if constexpr (NT == 2) wgmma_ss_2<ACC>(d, da, db);
-  if constexpr (NT == 3) wgmma_ss_3<ACC>(d, da, db);
-  if constexpr (NT == 4) wgmma_ss_4<ACC>(d, da, db);
 }
 
 struct Args {
@@ -260,112 +224,6 @@ __global__ void __launch_bounds__(128 * WGS) wgmma_r1(Args p) {
   }
 }
 
-// SS: the weight through shared memory, both MMA operands there (the Hopper GEMM layout,
-// without TMA). A warpgroup owns 64 rows; each chunk (64 rows x 64 K bytes, 4 KB) is copied
-// by the warpgroup's 128 threads with two 16-byte cp.async each into an S-stage ring in the
-// canonical no-swizzle K-major layout; K order is natural in both operands. Per chunk:
-// wait for its copies, a warpgroup barrier, two MMAs (scale-d 0 on the first, then added
-// to fp32 registers), the refill of the stage the previous chunk used, then wait for the
-// MMAs. The accumulator is 4 NT floats (no doubled columns as in R1).
-template <int NT, int WGS, int S>
-__global__ void __launch_bounds__(128 * WGS) wgmma_ss_gemm(Args p) {
-  extern __shared__ __align__(128) uint8_t smem[];  // [WGS][S][4 KB] weight rings, then X
-  const int nchunks = p.k / kChunk;
-  const int c0 = blockIdx.y * p.cps;
-  const int cn = min(p.cps, nchunks - c0);
-  if (cn <= 0) return;
-  const int tid = threadIdx.x & 127, wg = threadIdx.x >> 7;
-  uint8_t* ring = smem + wg * S * 4096;
-  uint8_t* xs = smem + WGS * S * 4096;  // [cn][2 steps][2 halves][NT groups][8 rows][16 B]
-  const int row0 = blockIdx.x * 64 * WGS + wg * 64;
-  // this thread's two 16-byte pieces of each chunk: rows r, r + 32, piece q
-  const int r = tid >> 2, q = tid & 3;
-  const uint8_t* g0 = p.w + int64_t(min(row0 + r, p.n - 1)) * p.k + int64_t(c0) * kChunk + 16 * q;
-  const uint8_t* g1 = p.w + int64_t(min(row0 + r + 32, p.n - 1)) * p.k + int64_t(c0) * kChunk + 16 * q;
-  const int s_off0 = ((q >> 1) * 2 + (q & 1)) * 1024 + (r >> 3) * 128 + (r & 7) * 16;
-  const int s_off1 = s_off0 + 4 * 128;  // rows + 32: 4 row groups on
-  const uint32_t ring_s = static_cast<uint32_t>(__cvta_generic_to_shared(ring));
-  auto issue = [&](int c) {
-    if (c < cn) {
-      const uint32_t st = ring_s + (c % S) * 4096;
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(st + s_off0), "l"(g0 + int64_t(c) * kChunk));
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(st + s_off1), "l"(g1 + int64_t(c) * kChunk));
-    }
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-  };
-#pragma unroll 1
-  for (int c = 0; c < S - 1; ++c) issue(c);
-
-  const int words = NT * 8 * cn * 4;
-  for (int i = threadIdx.x; i < words; i += blockDim.x) {
-    const int tt = i & 3, c = (i >> 2) % cn, m = (i >> 2) / cn;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (m < p.m) v = *reinterpret_cast<const uint4*>(p.x + int64_t(m) * p.k + int64_t(c0 + c) * kChunk + 16 * tt);
-    // bytes 16 tt of the chunk: step tt / 2, half tt % 2
-    const int off = ((c * 2 + (tt >> 1)) * 2 + (tt & 1)) * (NT * 128) + (m >> 3) * 128 + (m & 7) * 16;
-    *reinterpret_cast<uint4*>(xs + off) = v;
-  }
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-  __syncthreads();
-
-  const uint32_t xs_s = static_cast<uint32_t>(__cvta_generic_to_shared(xs));
-  float acc[4 * NT], part[4 * NT];
-#pragma unroll
-  for (int i = 0; i < 4 * NT; ++i) acc[i] = part[i] = 0.f;
-#pragma unroll 1
-  for (int c = 0; c < cn; ++c) {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(S - 2) : "memory");
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
-    const uint32_t st = ring_s + (c % S) * 4096;
-    wg_fence();
-    wgmma_ss<NT, 0>(part, desc_of(st, 1024, 128), desc_of(xs_s + (c * 2) * 2 * (NT * 128), NT * 128, 128));
-    wgmma_ss<NT, 1>(part, desc_of(st + 2048, 1024, 128), desc_of(xs_s + (c * 2 + 1) * 2 * (NT * 128), NT * 128, 128));
-    wg_commit();
-    issue(c + S - 1);  // into the stage chunk c - 1 used; its MMAs were waited for
-    wg_wait0();
-#pragma unroll
-    for (int i = 0; i < 4 * NT; ++i) acc[i] += part[i];
-  }
-
-  const int lane = tid & 31, w = tid >> 5, g = lane >> 2, t = lane & 3;
-  const int rr = row0 + w * 16 + g;
-#pragma unroll
-  for (int j = 0; j < NT; ++j) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int m = 8 * j + 2 * t + (e & 1), row = rr + (e >> 1) * 8;
-      if (m < p.m && row < p.n) atomicAdd(p.out + int64_t(m) * p.n + row, acc[4 * j + e] * p.scale);
-    }
-  }
-}
-
-template <int NT, int WGS, int S>
-size_t ss_smem(int cps) { return size_t(WGS) * S * 4096 + size_t(cps) * NT * 512; }
-
-template <int NT, int WGS, int S>
-cudaError_t launch_ss(const Args& a, int splits, cudaStream_t st) {
-  const int tiles = (a.n + 64 * WGS - 1) / (64 * WGS);
-  const size_t smem = ss_smem<NT, WGS, S>(a.cps);
-  auto kern = wgmma_ss_gemm<NT, WGS, S>;
-  cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-  kern<<<dim3(tiles, splits), 128 * WGS, smem, st>>>(a);
-  return cudaGetLastError();
-}
-
-template <int NT, int WGS, int S>
-int resident_ss(int cps) {
-  int b = 0;
-  auto kern = wgmma_ss_gemm<NT, WGS, S>;
-  const size_t smem = ss_smem<NT, WGS, S>(cps);
-  if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kern, 128 * WGS, smem);
-  return b;
-}
-
 template <int NH, int WGS, int U, bool P, bool W1>
 cudaError_t launch_r1(const Args& a, int splits, cudaStream_t st) {
   const int tiles = (a.n + 32 * WGS - 1) / (32 * WGS);
@@ -411,25 +269,6 @@ ResidentFn pick_res_r1(int nt) {
   }
 }
 
-template <int WGS, int S>
-LaunchFn pick_ss(int nt) {
-  switch (nt) {
-    case 1: return launch_ss<1, WGS, S>;
-    case 2: return launch_ss<2, WGS, S>;
-    case 3: return launch_ss<3, WGS, S>;
-    default: return launch_ss<4, WGS, S>;
-  }
-}
-template <int WGS, int S>
-ResidentFn pick_res_ss(int nt) {
-  switch (nt) {
-    case 1: return resident_ss<1, WGS, S>;
-    case 2: return resident_ss<2, WGS, S>;
-    case 3: return resident_ss<3, WGS, S>;
-    default: return resident_ss<4, WGS, S>;
-  }
-}
-
 struct Variant {
   const char* name;
   int rows;  // weight rows a block
@@ -438,12 +277,10 @@ struct Variant {
 };
 const Variant kVariants[] = {
     // s12's runs 1-3 also had the first kernel (at commit 0abddf1 / 879277f) and r1 u8 (no
-    // promotion); run 4 also r1 u8p and the W1 variants (no better)
+    // promotion); run 4 r1 u8p and the W1 variants (no better); runs 5-6 the SS kernel
+    // (the weight through a cp.async ring; at commit 4fdf00d)
     {"r1 u4p", 32, pick_r1<1, 4, true>, pick_res_r1<1, 4, true>},
     {"r1 wgs2 u8p", 64, pick_r1<2, 8, true>, pick_res_r1<2, 8, true>},
-    {"ss s4", 64, pick_ss<1, 4>, pick_res_ss<1, 4>},
-    {"ss s8", 64, pick_ss<1, 8>, pick_res_ss<1, 8>},
-    {"ss wgs2 s6", 128, pick_ss<2, 6>, pick_res_ss<2, 6>},
 };
 
 // max |ours - ref| / max |ref| over the output
@@ -541,7 +378,14 @@ int main() {
   std::printf("\ntiming (us a call, median of graph replays, weights rotated over >= 8 copies and >= 400 MB):\n");
   std::printf("%-8s %6s %6s %3s %7s %6s %9s %9s %6s\n", "variant", "N", "K", "M", "splits", "ctas", "res/SM",
               "us", "GB/s");
-  for (auto nk : {std::pair<int, int>{2304, 16384}, {13312, 16384}, {16384, 6656}}) {
+  // PROBE_SHAPES=N:K,N:K,..: those weights (default: issue 4's three)
+  std::vector<std::pair<int, int>> shapes = {{2304, 16384}, {13312, 16384}, {16384, 6656}};
+  if (const char* e = std::getenv("PROBE_SHAPES")) {
+    shapes.clear();
+    for (const char* q = e; *q; ++q)
+      if (q == e || q[-1] == ',') shapes.emplace_back(std::atoi(q), std::atoi(std::strchr(q, ':') + 1));
+  }
+  for (auto nk : shapes) {
     const int n = nk.first, k = nk.second;
     const size_t wbytes = size_t(n) * k;
     const int copies = std::max<int>(8, int((400ull << 20) / wbytes) + 1);

@@ -93,7 +93,8 @@
 #   wgmma_probe: EXPERIMENT (issue 4): benchmarks/wgmma_probe.cu (fp8 wgmma, sm_90a, the
 #           weight as the register operand): correctness at odd sizes, timing at the
 #           blog's shapes, M 1/8/16/32 (no package build); wgmma_probe_bench adds
-#           bench_skinny_gemm.py --quick --no-mlp (ours and _scaled_mm in the same call)
+#           bench_skinny_gemm.py --quick --no-mlp (ours and _scaled_mm in the same call);
+#           wgmma_all: the probe and bench_skinny_gemm.py --no-mlp at all 11 weight shapes
 #   s12b  : the twelfth session's rules (RMSNorm's flat exact fit for every fp8 mode at
 #           16-bit 8192, and static fp8 with the residual at 32-128 x 16384): the norm
 #           tests (CUDA cases), RMSNorm and LayerNorm under compute-sanitizer, the add +
@@ -511,16 +512,17 @@ sweep_bg() {
 }
 
 environment
-if [ "$MODE" = wgmma_probe ] || [ "$MODE" = wgmma_probe_bench ]; then
-  if [ "$MODE" = wgmma_probe_bench ]; then ( build ) > "$OUT/build_bg.log" 2>&1 & build_pid=$!; fi
+if [ "$MODE" = wgmma_probe ] || [ "$MODE" = wgmma_probe_bench ] || [ "$MODE" = wgmma_all ]; then
+  if [ "$MODE" = wgmma_all ]; then export PROBE_SHAPES="2304:16384,13312:16384,16384:6656,6144:4096,4096:4096,28672:4096,4096:14336,1280:8192,1024:8192,7168:8192,8192:3584"; fi
+  if [ "$MODE" != wgmma_probe ]; then ( build ) > "$OUT/build_bg.log" 2>&1 & build_pid=$!; fi
   step "wgmma probe"
   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -Xptxas -v benchmarks/wgmma_probe.cu -o /tmp/wgmma_probe \
     > "$OUT/wgmma_probe_build.log" 2>&1 || { tail -20 "$OUT/wgmma_probe_build.log"; status=1; }
   timeout 240 /tmp/wgmma_probe > "$OUT/wgmma_probe.log" 2>&1 || status=1
   grep -vE " (ok|bf16)$" "$OUT/wgmma_probe.log" | head -150; grep -cE " (ok|bf16)$" "$OUT/wgmma_probe.log"; pack
-  if [ "$MODE" = wgmma_probe_bench ]; then
+  if [ "$MODE" != wgmma_probe ]; then
     wait $build_pid || { tail -5 "$OUT/build_bg.log"; status=1; }
-    bench_gemm --quick --no-mlp
+    if [ "$MODE" = wgmma_all ]; then bench_gemm --no-mlp; else bench_gemm --quick --no-mlp; fi
   fi
   echo "session status $status"; exit $status
 fi
