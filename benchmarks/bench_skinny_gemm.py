@@ -22,7 +22,7 @@ under torch.compile.
 --tune sweeps the kernel's work split [tiles_per_block, warps_per_tile, cluster,
 convert] on the blog's three shapes (what the launcher's defaults should be).
 
---paths times the activation paths side by side on the blog's shapes (M 1, 8, 16, 24,
+--paths times the activation paths (convert 1-4) side by side on the blog's shapes (M 1, 8, 16, 24,
 32; launcher's split): the default, convert 1 and 2 (fp8 activation converted in every
 warp), convert 3 (f16 pre-pass + cp.async weight ring) with and without the programmatic
 dependent launch of the GEMM after the pre-pass (IK_SKINNY_GEMM_PDL=0), and
@@ -164,7 +164,8 @@ def tune_sweep(k, shapes, ms, bw, dev, md, results):
 
 
 PATHS = {"default": ([], None), "cvt1": ([0, 0, 0, 1], None), "cvt2": ([0, 0, 0, 2], None),
-         "cvt3": ([0, 0, 0, 3], None), "cvt3 no PDL": ([0, 0, 0, 3], "0")}
+         "cvt3": ([0, 0, 0, 3], None), "cvt3 no PDL": ([0, 0, 0, 3], "0"), "cvt4": ([0, 0, 0, 4], None)}
+CVT4_MAX_M = 16  # convert 4 (the fp8 warpgroup MMA) takes at most 16 rows
 
 
 def paths_sweep(k, shapes, ms, bw, dev, md, results):
@@ -179,6 +180,9 @@ def paths_sweep(k, shapes, ms, bw, dev, md, results):
             log = {"errors": [], "notes": []}
             row = [m]
             for name, (cfg, pdl) in PATHS.items():
+                if cfg[3:] == [4] and (m > CVT4_MAX_M or dev != "cuda"):
+                    row.append("-")
+                    continue
                 if pdl is not None:
                     os.environ["IK_SKINNY_GEMM_PDL"] = pdl  # read at launch (graph capture)
                 try:
@@ -321,6 +325,8 @@ def main(argv=None) -> int:
     p.add_argument("--paths", action="store_true", help="time the activation paths instead")
     p.add_argument("--no-mlp", action="store_true")
     p.add_argument("--out", type=Path, default=None, help="result folder ($OUT or benchmarks/out)")
+    p.add_argument("--shapes", default=None, help="NxK,NxK,...: these weights only (CUDA)")
+    p.add_argument("--ms", default=None, help="M,M,...: these activation row counts only (CUDA)")
     args = p.parse_args(argv)
     dev = harness.bench_device(args.cpu_smoke, "bench_skinny_gemm")
     if dev is None:
@@ -330,6 +336,10 @@ def main(argv=None) -> int:
         shapes, ms, hidden, inter = [(48, 128), (32, 256)], [1, 4], 128, 64
     elif args.quick:
         shapes, ms = BLOG, [1, 8, 16, 32]
+    if dev == "cuda" and args.shapes:
+        shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+    if dev == "cuda" and args.ms:
+        ms = [int(v) for v in args.ms.split(",")]
     out = args.out or harness.out_dir()
     out.mkdir(parents=True, exist_ok=True)
     k = harness.load_kernel()
@@ -340,8 +350,9 @@ def main(argv=None) -> int:
     md.write_text(f"# Skinny FP8 GEMM\n\ncopy bandwidth {bw / 1e9:.0f} GB/s\n")
     results = []
     if args.paths:
-        paths_sweep(k, shapes[:3] if dev == "cuda" else shapes, [1, 8, 16, 24, 32] if dev == "cuda" else ms,
-                    bw, dev, md, results)
+        cuda = dev == "cuda"
+        paths_sweep(k, shapes if not cuda or args.shapes else shapes[:3],
+                    ms if not cuda or args.ms else [1, 8, 16, 24, 32], bw, dev, md, results)
     elif args.tune:
         tune_sweep(k, shapes[:3] if dev == "cuda" else shapes, [1, 8, 16, 32] if dev == "cuda" else ms,
                    bw, dev, md, results)

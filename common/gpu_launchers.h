@@ -120,7 +120,10 @@ struct SkinnyGemmParams {
   // conversion instruction in every warp (exact, NaN stays NaN; the default), 2 integer
   // bit operations in every warp (exact for every finite value, an fp8 NaN reads as
   // 480), 3 once, by a pre-pass into an f16 copy of a in `workspace` (exact, NaN stays NaN;
-  // the default at M > 8 for weights under 64 MiB). 0 = default.
+  // the default at M > 8 for weights under 64 MiB), 4 none: Hopper's fp8 warpgroup MMA
+  // (sm_90a, M <= 16, the caller's choice only so far; NaN stays NaN; sums move from the
+  // MMA's accumulator, which keeps fewer bits than fp32, into fp32 every 8 chunks of 64
+  // K bytes). 0 = default.
   int convert;
   // Workspace of skinny_gemm_fp8_workspace_bytes(p) bytes (16-byte aligned), or null
   // where that is 0: the f16 copy of a for convert 3 (CUDA); the split-K partials and

@@ -40,6 +40,8 @@
 //   CUDA-graph capturable (the f16 copy is a workspace from the caller's allocator). The
 //   launcher sizes the split so that about 16 warps per SM stream weights and the whole
 //   grid is resident at once.
+// - convert 4 (M <= 16, sm_90a, the caller's choice so far): no conversion at all, Hopper's
+//   fp8 warpgroup MMA with the weight as the register operand (skinny_gemm_wgmma_kernel).
 // - Tails: rows past N and activation rows past M are clamped to the last real row
 //   (valid memory; their outputs are never stored) or, in the f16 copy, zeros. K % 64 != 0
 //   leaves a last chunk that loads zeros past K. Rows that are not 16-byte aligned, or
@@ -58,6 +60,7 @@
 #include "device_info.cuh"
 #include "ptx.cuh"
 #include "vec_io.cuh"
+#include "wgmma.cuh"
 
 namespace {
 
@@ -143,7 +146,7 @@ __device__ __forceinline__ F16x8 to_f16_div256(const uint4& v) {
 // per warp through the conversion instruction (kCvt) or integer operations (kIntOps), or
 // once, by a pre-pass writing an f16 copy of `a` that the warps load as ready B fragments
 // (kF16Copy; that path also streams the weight through a cp.async ring, see the kernel).
-enum Convert : int { kCvt = 1, kIntOps = 2, kF16Copy = 3 };
+enum Convert : int { kCvt = 1, kIntOps = 2, kF16Copy = 3, kWgmma = 4 };
 
 // kF16Copy: chunks of weight in each warp's cp.async ring (S - 1 in flight while one is
 // computed): 4 x 2 KB per warp, 64 KB for a block of 8 warps, two blocks per SM.
@@ -474,6 +477,133 @@ __global__ void skinny_gemm_bytes_kernel(SkinnyGemmParams p) {
   }
 }
 
+// convert 4 (kWgmma, M <= 16): Hopper's fp8 warpgroup MMA (wgmma.cuh), no conversion at
+// all. One weight row a lane: a warpgroup streams 32 rows, each lane 16 bytes of its row
+// per 64-byte chunk of K, and that load is the whole A fragment of one MMA as it lies:
+// the MMA's logical rows g and g + 8 are both the lane's row, row g taking words 0 and 2,
+// row g + 8 words 1 and 3. B (the activation, in shared memory) holds every row twice,
+// permuted for each: column m against words {0, 2}, column 8 NH + m against {1, 3}, so
+// the row's sum is D[g][m] + D[g + 8][8 NH + m], both in the same thread. (A fragment
+// built from two rows' loads costs register moves that ptxas puts right after the loads,
+// and every refill then waits for its own load: benchmarks/wgmma_probe.cu's first kernel.)
+// kWgU chunks a lane in flight, refilled as each MMA completes; the fp8 accumulator keeps
+// fewer bits than fp32, so each group of kWgU MMAs starts from zero and is added to fp32
+// registers. K is split over the blocks of a cluster (up to 8), partials summed through
+// distributed shared memory in a fixed order, as the other paths do.
+constexpr int kWgU = 8;
+constexpr int kWgRows = 64;      // weight rows a block: two warpgroups
+constexpr int kWgThreads = 256;
+
+// Shared memory: the activation's copy for `cps` chunks (padded to whole groups of kWgU,
+// plus the partial chunk of K), then the block's fp32 partials [16 rows of a][64].
+__host__ __device__ constexpr int64_t wg_x_slots(int64_t cps) { return (cps + kWgU - 1) / kWgU * kWgU + 1; }
+__host__ __device__ constexpr int64_t wg_smem_bytes(int64_t cps, int nh) {
+  return wg_x_slots(cps) * nh * 512 + 16 * kWgRows * 4;
+}
+
+template <typename OutT, int NH>
+__global__ void __launch_bounds__(kWgThreads, 1) skinny_gemm_wgmma_kernel(SkinnyGemmParams p, int64_t cps) {
+  extern __shared__ __align__(128) uint8_t wsm[];
+  constexpr int NT = 2 * NH;  // B's 8-column groups: each activation row twice
+  cg::cluster_group cluster = cg::this_cluster();
+  const int nc = int(cluster.num_blocks()), rank = int(cluster.block_rank());
+  const int64_t M = p.M, N = p.N, K = p.K;
+  const int64_t nchunks = (K + kChunk - 1) / kChunk, nfull = K / kChunk;
+  const int64_t c0 = int64_t(rank) * cps, c1 = std::min(c0 + cps, nchunks);
+  const int cw = int(std::max<int64_t>(0, std::min(c1, nfull) - c0));  // whole chunks here
+  const bool tail = nfull < nchunks && nfull >= c0 && nfull < c1;      // K's partial chunk
+  const int cpad = (cw + kWgU - 1) / kWgU * kWgU;
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int rl = (threadIdx.x >> 5) * 8 + g;  // the lane's row in the block's 64
+  const int64_t tile = blockIdx.x / nc;
+  const int64_t row = tile * kWgRows + rl;
+  const auto* pw = static_cast<const uint8_t*>(p.b) + std::min(row, N - 1) * p.ldb + c0 * kChunk + 16 * t;
+
+  uint4 w[kWgU];
+  if (cw > 0) {
+#pragma unroll
+    for (int u = 0; u < kWgU; ++u) w[u] = ld_stream16_ordered(pw + std::min(u, cw - 1) * kChunk);
+  }
+
+  // B: slots 0..cw-1 the whole chunks, cw..cpad-1 zeros (the loop's padding multiplies
+  // them with re-read weights), slot cpad the partial chunk. 16 bytes at 16 tt of a row:
+  // word q goes to column group q % 2, K half q / 2.
+  uint8_t* xs = wsm;
+  const auto* a = static_cast<const uint8_t*>(p.a);
+  const int slots = cpad + 1, items = slots * 8 * NH * 4;
+  for (int i = threadIdx.x; i < items; i += kWgThreads) {
+    const int tt = i & 3, s = (i >> 2) % slots, m = (i >> 2) / slots;
+    const int64_t c = s < cw ? c0 + s : s == cpad && tail ? nfull : -1;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (c >= 0 && m < M && c * kChunk + 16 * tt < K) v = __ldg(reinterpret_cast<const uint4*>(a + m * p.lda + c * kChunk + 16 * tt));
+    const uint32_t q[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int col = (j & 1) * 8 * NH + m, h = j >> 1;
+      *reinterpret_cast<uint32_t*>(xs + ((s * 2 + h) * NT + (col >> 3)) * 128 + (col & 7) * 16 + 4 * tt) = q[j];
+    }
+  }
+  fence_proxy_async_smem();
+  __syncthreads();
+
+  const uint32_t xb = smem_addr(xs);
+  const auto desc = [&](int slot) { return wgmma_desc(xb + slot * (NT * 256), NT * 128, 128); };
+  float acc[4 * NT] = {}, part[4 * NT];
+  for (int cb = 0; cb < cpad; cb += kWgU) {
+#pragma unroll
+    for (int u = 0; u < kWgU; ++u) {
+      const int c = cb + u;
+      wgmma_fence();
+      if (u == 0) {
+        wgmma_e4m3<NT, 0>(part, w[u], desc(c));
+      } else {
+        wgmma_e4m3<NT, 1>(part, w[u], desc(c));
+      }
+      wgmma_commit();
+      wgmma_wait_all();
+      w[u] = ld_stream16_ordered(pw + std::min(c + kWgU, cw - 1) * kChunk);
+    }
+#pragma unroll
+    for (int i = 0; i < 4 * NT; ++i) acc[i] += part[i];
+  }
+  if (tail) {  // K % 64 != 0: 16-byte segments past K read zeros
+    const uint4 v = nfull * kChunk + 16 * t < K ? ld_stream16_ordered(pw + cw * kChunk) : make_uint4(0, 0, 0, 0);
+    wgmma_fence();
+    wgmma_e4m3<NT, 0>(part, v, desc(cpad));
+    wgmma_commit();
+    wgmma_wait_all();
+#pragma unroll
+    for (int i = 0; i < 4 * NT; ++i) acc[i] += part[i];
+  }
+
+  float* partials = reinterpret_cast<float*>(wsm + wg_x_slots(cps) * NH * 512);
+#pragma unroll
+  for (int j = 0; j < NH; ++j) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int m = 8 * j + 2 * t + e;
+      if (m < M) partials[m * kWgRows + rl] = acc[4 * j + e] + acc[4 * (j + NH) + 2 + e];
+    }
+  }
+  if (nc > 1) {
+    cluster.sync();
+  } else {
+    __syncthreads();
+  }
+  const float sa = *p.scale_a;
+  for (int i = rank * kWgThreads + threadIdx.x; i < kWgRows * M; i += kWgThreads * nc) {
+    const int r = i % kWgRows;
+    const int64_t m = i / kWgRows, n = tile * kWgRows + r;
+    if (n >= N) continue;
+    float sum = 0.0f;
+    for (int q = 0; q < nc; ++q) sum += (nc > 1 ? cluster.map_shared_rank(partials, q) : partials)[m * kWgRows + r];
+    float y = sum * (sa * p.scale_b[p.scale_b_per_channel ? n : 0]);
+    if (p.bias) y += to_float(static_cast<const OutT*>(p.bias)[n]);
+    static_cast<OutT*>(p.out)[m * p.ldo + n] = from_float<OutT>(y);
+  }
+  if (nc > 1) cluster.sync();  // keep this block's partials alive until all have read them
+}
+
 template <typename OutT, int NT>
 auto kernel_for(int convert) {
   return convert == kF16Copy ? skinny_gemm_kernel<OutT, NT, kF16Copy>
@@ -539,9 +669,73 @@ int clusters_resident(Kernel kernel, int threads, size_t smem, int nc) {
   return n;
 }
 
+// convert 4: the K split (cluster) is the largest up to 8 whose grid fits the GPU at once
+// (a second wave would stream alone), else the smallest whose activation copy fits in
+// shared memory; the caller's `cluster` where given. Residency: the kernel's register
+// limit (asked once per device) and the shared memory each block takes.
+template <typename OutT, int NH>
+int launch_wgmma(const SkinnyGemmParams& p, cudaStream_t stream) {
+  const auto kernel = skinny_gemm_wgmma_kernel<OutT, NH>;
+  struct Limits {
+    int regs_per_sm = 0, smem_per_sm = 0, smem_per_block = 0;
+  };
+  static Limits limits[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return cudaErrorInvalidValue;
+  Limits& lim = limits[dev];
+  if (!lim.regs_per_sm) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&lim.regs_per_sm, kernel, kWgThreads, 0) != cudaSuccess ||
+        cudaDeviceGetAttribute(&lim.smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&lim.smem_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+      return cudaErrorInvalidValue;
+    lim.regs_per_sm = std::max(lim.regs_per_sm, 1);
+  }
+  const int64_t tiles = (p.N + kWgRows - 1) / kWgRows, nchunks = (p.K + kChunk - 1) / kChunk;
+  const auto smem_for = [&](int nc) { return wg_smem_bytes((nchunks + nc - 1) / nc, NH); };
+  int nc = p.cluster;
+  if (nc <= 0) {
+    nc = 0;
+    for (int c = 1; c <= kMaxCluster && !nc; ++c) {
+      if (smem_for(c) <= lim.smem_per_block) nc = c;  // the smallest split that fits
+    }
+    if (!nc) return cudaErrorInvalidValue;  // K past 8 x 223 chunks at M > 8: not routed here
+    for (int c = kMaxCluster; c > nc; --c) {
+      const int64_t per_sm = std::min<int64_t>(lim.regs_per_sm, lim.smem_per_sm / (smem_for(c) + 1024));
+      if (tiles * c <= per_sm * sm_count()) {
+        nc = c;
+        break;
+      }
+    }
+  }
+  const int64_t smem = smem_for(nc);
+  if (smem > lim.smem_per_block || tiles * nc > INT32_MAX) return cudaErrorInvalidValue;
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  if (e != cudaSuccess) return e;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(tiles * nc), 1, 1);
+  cfg.blockDim = dim3(kWgThreads, 1, 1);
+  cfg.dynamicSmemBytes = size_t(smem);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = unsigned(nc);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, p, (nchunks + nc - 1) / nc);
+}
+
 template <typename OutT, int NT>
 int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int convert = convert_for(p, NT);
+  if (convert == kWgmma) {
+    if constexpr (NT <= 2) {
+      return launch_wgmma<OutT, NT>(p, stream);
+    } else {
+      return cudaErrorInvalidValue;  // M > 16: the wrapper says so first
+    }
+  }
   if (convert != kCvt && convert != kIntOps && convert != kF16Copy) return cudaErrorInvalidValue;
   if (convert == kF16Copy && !p.workspace) return cudaErrorInvalidValue;  // the caller's workspace
   const auto kernel = kernel_for<OutT, NT>(convert);

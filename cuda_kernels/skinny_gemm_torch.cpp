@@ -15,8 +15,9 @@ using namespace inference_kernels;
 
 // config (benchmarks and tests; empty = the launcher's choice): [tiles_per_block,
 // warps_per_tile, cluster, convert], 0 = the launcher's choice for that field (convert:
-// gpu_launchers.h; 3 takes a workspace of 2 * M * K bytes, allocated here). On ROCm,
-// warps_per_tile is the K splits across work items and cluster and convert are ignored.
+// gpu_launchers.h; 3 takes a workspace of 2 * M * K bytes, allocated here; 4 takes only
+// `cluster`, its K split). On ROCm, warps_per_tile is the K splits across work items and
+// cluster and convert are ignored.
 void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
                           const at::Tensor& scale_a, const at::Tensor& scale_b,
                           const std::optional<at::Tensor>& bias, at::IntArrayRef config) {
@@ -30,7 +31,10 @@ void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor
               "config: tiles_per_block * warps_per_tile must be at most 8 (0 = automatic), got ",
               num(rb), " and ", num(kw));
   TORCH_CHECK(nc >= 0 && nc <= 8, "config: cluster must be 0 (automatic) to 8, got ", num(nc));
-  TORCH_CHECK(cvt >= 0 && cvt <= 3, "config: convert must be 0 (automatic), 1, 2 or 3, got ", num(cvt));
+  TORCH_CHECK(cvt >= 0 && cvt <= 4, "config: convert must be 0 (automatic), 1, 2, 3 or 4, got ", num(cvt));
+#ifdef CUDA_KERNEL
+  TORCH_CHECK(cvt != 4 || p.M <= 16, "config: convert 4 (wgmma) takes at most 16 rows of a, got ", num(p.M));
+#endif
   p.tiles_per_block = int(rb);
   p.warps_per_tile = int(kw);
   p.cluster = int(nc);

@@ -95,6 +95,8 @@
 #           blog's shapes, M 1/8/16/32 (no package build); wgmma_probe_bench adds
 #           bench_skinny_gemm.py --quick --no-mlp (ours and _scaled_mm in the same call);
 #           wgmma_all: the probe and bench_skinny_gemm.py --no-mlp at all 11 weight shapes
+#   s12c  : convert 4 (the fp8 warpgroup MMA, branch wgmma-gemm): the skinny GEMM tests, its
+#           compute-sanitizer set, then bench_skinny_gemm.py --paths at three small weights
 #   s12b  : the twelfth session's rules (RMSNorm's flat exact fit for every fp8 mode at
 #           16-bit 8192, and static fp8 with the residual at 32-128 x 16384): the norm
 #           tests (CUDA cases), RMSNorm and LayerNorm under compute-sanitizer, the add +
@@ -672,6 +674,10 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1
           for i in $(seq 12); do python3 -m pytest tests/test_layer_norm.py -q -p no:cacheprovider -k "kernelize and cuda" 2>&1 \
             | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
+  s12c)   tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
+          step "skinny GEMM paths (convert 4 beside the others)"
+          timeout 150 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s12c \
+            --shapes 4096x4096,1024x8192,2304x16384 --ms 1,16 2>&1 | tee "$OUT/bench_gemm_paths_s12c.log" | tail -30 ;;
   s12b)   tests_cuda tests/test_rms_norm.py tests/test_rms_norm_fp8.py tests/test_layer_norm.py; pack
           sanitize rmsnorm --only-rmsnorm; pack; bench_fp8; pack
           step "add+RMSNorm+FP8 benchmark (hidden 8192)"

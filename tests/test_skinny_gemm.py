@@ -220,6 +220,27 @@ def test_every_work_split(ik, device, m):
         assert_rows_close(out, ref, torch.float16)
 
 
+@pytest.mark.parametrize("m", [1, 5, 8, 9, 16])
+@pytest.mark.parametrize("n,k", [(1000, 64 * 37 + 16), (37, 6656), (2304, 1024), (333, 64 * 41 + 48),
+                                 (64, 16), (130, 64 * 9)])
+def test_wgmma_path(ik, device, m, n, k):
+    """convert 4 (Hopper's fp8 warpgroup MMA, M <= 16) at every K split it takes, the
+    launcher's included: odd N (rows clamped, not stored), K tails (a partial 64-byte
+    chunk, K = 16), K ranges shorter than a group of 8 chunks, per-channel scales, bias,
+    both out dtypes, strided rows of a and b."""
+    cuda_only(device)
+    a = rand_fp8((m, k + 48), device)[:, :k]
+    b = rand_fp8((n, k + 16), device)[:, :k]
+    sa, sb = scales(n, device, True)
+    for dt in (torch.bfloat16, torch.float16):
+        bias = torch.randn(n, device=device).to(dt)
+        ref = reference(a, b, sa, sb, bias)
+        for nc in (0, 1, 3, 8):
+            out = poisoned(m, n, dt, device)
+            ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, [0, 0, nc, 4])
+            assert_rows_close(out, ref, dt)
+
+
 @pytest.mark.parametrize("m", [1, 5, 9, 16, 23, 32])
 @pytest.mark.parametrize("k", [64 * 41, 64 * 41 + 48, 16])
 def test_f16_copy_matches_per_warp_conversion(ik, device, m, k):
@@ -243,7 +264,7 @@ def test_f16_copy_matches_per_warp_conversion(ik, device, m, k):
 def test_fp8_nan_and_extremes(ik, device):
     """Saturated weights and activations (+-448) and subnormals: exact products in fp32.
     A NaN weight propagates; an activation NaN propagates on the CPU and, on CUDA, with
-    convert=1 and 3 (convert=2 reads it as 480: documented)."""
+    convert=1, 3 and 4 (convert=2 reads it as 480: documented)."""
     k = 256
     a = torch.full((2, k), 448.0, device=device).to(FP8)
     a[1] = torch.tensor(2.0 ** -9, device=device).to(FP8)  # the smallest subnormal
@@ -261,9 +282,10 @@ def test_fp8_nan_and_extremes(ik, device):
     if device == "cuda":
         out = poisoned(2, 16, torch.bfloat16, device)
         ik.ops.skinny_gemm_fp8(out, a_nan, b, one, one, None, [0, 0, 0, 1])
-        out3 = poisoned(2, 16, torch.bfloat16, device)
-        ik.ops.skinny_gemm_fp8(out3, a_nan, b, one, one, None, [0, 0, 0, 3])
-        assert torch.isnan(out3[0]).all() and not torch.isnan(out3[1]).any()
+        for cvt in (3, 4):
+            out3 = poisoned(2, 16, torch.bfloat16, device)
+            ik.ops.skinny_gemm_fp8(out3, a_nan, b, one, one, None, [0, 0, 0, cvt])
+            assert torch.isnan(out3[0]).all() and not torch.isnan(out3[1]).any(), f"convert {cvt}"
     else:
         out = ik.skinny_gemm_fp8(a_nan, b, one, one)
     assert torch.isnan(out[0]).all() and not torch.isnan(out[1]).any()
@@ -387,7 +409,10 @@ def test_rejects_bad_config(ik, device):
     out = torch.empty(4, 8, device=device, dtype=torch.bfloat16)
     for cfg, msg in (([3, 3], "tiles_per_block \\* warps_per_tile must be at most 8"),
                      ([1, 1, 9], "cluster must be 0 \\(automatic\\) to 8, got 9"),
-                     ([1, 1, 1, 4], "convert must be 0 \\(automatic\\), 1, 2 or 3, got 4"),
+                     ([1, 1, 1, 5], "convert must be 0 \\(automatic\\), 1, 2, 3 or 4, got 5"),
                      ([1, 1, 1, 1, 1], "config holds at most 4 values")):
         with pytest.raises(RuntimeError, match=msg):
             ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, cfg)
+    a17, out17 = rand_fp8((17, 64), device), torch.empty(17, 8, device=device, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="convert 4 \\(wgmma\\) takes at most 16 rows of a, got 17"):
+        ik.ops.skinny_gemm_fp8(out17, a17, b, sa, sb, None, [0, 0, 0, 4])

@@ -205,15 +205,33 @@ def hip_rules(work: Path, includes: list[Path], macro: str, extra: list[str]) ->
     ]
 
 
+def device_arch(torch) -> str | None:
+    if not torch.cuda.is_available():
+        return None
+    major, minor = torch.cuda.get_device_capability()
+    return f"{major}.{minor}"
+
+
+def section_archs(kernel: dict, device: str | None) -> list[str]:
+    """A CUDA kernel section's capabilities, plus this machine's GPU unless the section
+    already builds for it (as such or as its arch-specific variant, e.g. 9.0a)."""
+    archs = set(kernel.get("cuda-capabilities", ["9.0"]))
+    if device and not {device, device + "a"} & archs:
+        archs.add(device)
+    return sorted(archs)
+
+
 def cuda_archs(config: dict, torch) -> list[str]:
+    device = device_arch(torch)
     archs = set()
     for kernel in config.get("kernel", {}).values():
         if kernel.get("backend") == "cuda":
-            archs.update(kernel.get("cuda-capabilities", ["9.0"]))
-    if torch.cuda.is_available():
-        major, minor = torch.cuda.get_device_capability()
-        archs.add(f"{major}.{minor}")
+            archs.update(section_archs(kernel, device))
     return sorted(archs or {"9.0"})
+
+
+def gencode(archs: list[str]) -> str:
+    return " ".join(f"-gencode=arch=compute_{a.replace('.', '')},code=sm_{a.replace('.', '')}" for a in archs)
 
 
 REGISTRATION_H = """\
@@ -264,10 +282,18 @@ def ninja_file(*, root: Path, work: Path, torch, backend: str, ext_id: str, conf
 
     torch_sources = config["torch"]["src"]
     kernel_sources, includes, cxx_extra, cuda_extra, hip_extra = [], [], [], [], []
+    # Each .cu builds for its own section's capabilities (kernel-builder's per-kernel
+    # build): a section that needs sm_90a features (wgmma) does not drag the others along.
+    cu_archs: dict[str, list[str]] = {}
+    device = device_arch(torch) if backend == "cuda" else None
     for kernel in config.get("kernel", {}).values():
         if kernel.get("backend") != backend:
             continue
         kernel_sources += kernel["src"]
+        if backend == "cuda":
+            for src in kernel["src"]:
+                if src.endswith(".cu"):
+                    cu_archs[src] = section_archs(kernel, device)
         includes += kernel.get("include", [])
         cxx_extra += kernel.get("cxx-flags", [])
         cuda_extra += kernel.get("cuda-flags", [])
@@ -309,15 +335,16 @@ def ninja_file(*, root: Path, work: Path, torch, backend: str, ext_id: str, conf
     torch_lib = Path(torch.__file__).parent / "lib"
     libs = f"-L{shlex.quote(str(torch_lib))} -lc10 -ltorch -ltorch_cpu -fopenmp"
     if backend == "cuda":
-        gencode = " ".join(
-            f"-gencode=arch=compute_{a.replace('.', '')},code=sm_{a.replace('.', '')}" for a in archs)
         lines += [
             "nvcc = nvcc",
-            f"nvccflags = {common} {gencode} --expt-relaxed-constexpr -Xcompiler -fPIC "
+            f"gencode = {gencode(archs)}",
+            f"nvccflags = {common} --expt-relaxed-constexpr -Xcompiler -fPIC "
             f"-Xptxas -warn-spills {incs} {' '.join(cuda_extra)}",
             "rule nvcc",
             # ptxas's register/spill report is kept beside each object (tests read it).
-            "  command = $nvcc -MD -MF $out.d $nvccflags -Xptxas -v -c $in -o $out 2> $out.log"
+            # $gencode in the command, not in nvccflags: ninja expands top-level
+            # variables where they are defined, build-level overrides only here.
+            "  command = $nvcc -MD -MF $out.d $nvccflags $gencode -Xptxas -v -c $in -o $out 2> $out.log"
             " || { cat $out.log >&2; exit 1; }",
             "  depfile = $out.d",
             "  deps = gcc",
@@ -347,6 +374,8 @@ def ninja_file(*, root: Path, work: Path, torch, backend: str, ext_id: str, conf
         obj = f"obj/{src.replace('/', '_')}.o"
         rule = "nvcc" if src.endswith(".cu") else "cxx"
         lines.append(f"build {obj}: {rule} {shlex.quote(str(root / src))}")
+        if src in cu_archs and cu_archs[src] != archs:
+            lines.append(f"  gencode = {gencode(cu_archs[src])}")
         if src in torch_sources:
             # Only the binding names the extension: a new id recompiles it alone.
             lines.append(f"  extra = -DTORCH_EXTENSION_NAME={ext_id}")
