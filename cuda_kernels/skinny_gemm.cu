@@ -646,21 +646,30 @@ int blocks_per_sm(Kernel kernel, int threads, size_t smem) {
   return std::max(n, 1);
 }
 
-// Thread-block clusters of `nc` blocks resident on the whole GPU at once: clusters live
-// inside one GPC, so this can be less than (SMs x blocks per SM) / nc. 0 if not known.
-template <typename Kernel>
-int clusters_resident(Kernel kernel, int threads, size_t smem, int nc) {
+// A launch of `blocks` x `threads` in clusters of (nc, 1, 1): attr (one element) holds
+// the cluster's dimensions.
+cudaLaunchConfig_t cluster_launch(int64_t blocks, int threads, size_t smem, cudaStream_t stream, int nc,
+                                  cudaLaunchAttribute* attr) {
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(nc), 1, 1);
+  cfg.gridDim = dim3(unsigned(blocks), 1, 1);
   cfg.blockDim = dim3(unsigned(threads), 1, 1);
   cfg.dynamicSmemBytes = smem;
-  cudaLaunchAttribute attr[1];
+  cfg.stream = stream;
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = unsigned(nc);
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
+  return cfg;
+}
+
+// Thread-block clusters of `nc` blocks resident on the whole GPU at once: clusters live
+// inside one GPC, so this can be less than (SMs x blocks per SM) / nc. 0 if not known.
+template <typename Kernel>
+int clusters_resident(Kernel kernel, int threads, size_t smem, int nc) {
+  cudaLaunchAttribute attr[1];
+  const cudaLaunchConfig_t cfg = cluster_launch(nc, threads, smem, nullptr, nc, attr);
   int n = 0;
   if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
     (void)cudaGetLastError();
@@ -711,18 +720,8 @@ int launch_wgmma(const SkinnyGemmParams& p, cudaStream_t stream) {
   if (smem > lim.smem_per_block || tiles * nc > INT32_MAX) return cudaErrorInvalidValue;
   const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (e != cudaSuccess) return e;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(tiles * nc), 1, 1);
-  cfg.blockDim = dim3(kWgThreads, 1, 1);
-  cfg.dynamicSmemBytes = size_t(smem);
-  cfg.stream = stream;
   cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = unsigned(nc);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  const cudaLaunchConfig_t cfg = cluster_launch(tiles * nc, kWgThreads, size_t(smem), stream, nc, attr);
   return cudaLaunchKernelEx(&cfg, kernel, p, (nchunks + nc - 1) / nc);
 }
 
