@@ -250,37 +250,33 @@ int resident_r1(int cps) {
 using LaunchFn = cudaError_t (*)(const Args&, int, cudaStream_t);
 using ResidentFn = int (*)(int);
 
+// R1's launcher and residency for n-tiles nt = ceil(M / 8) (1-4), one table per variant.
+struct R1Fns {
+  LaunchFn launch;
+  ResidentFn res;
+};
 template <int WGS, int U, bool P, bool W1 = false>
-LaunchFn pick_r1(int nt) {
-  switch (nt) {
-    case 1: return launch_r1<1, WGS, U, P, W1>;
-    case 2: return launch_r1<2, WGS, U, P, W1>;
-    case 3: return launch_r1<3, WGS, U, P, W1>;
-    default: return launch_r1<4, WGS, U, P, W1>;
-  }
-}
-template <int WGS, int U, bool P, bool W1 = false>
-ResidentFn pick_res_r1(int nt) {
-  switch (nt) {
-    case 1: return resident_r1<1, WGS, U, P, W1>;
-    case 2: return resident_r1<2, WGS, U, P, W1>;
-    case 3: return resident_r1<3, WGS, U, P, W1>;
-    default: return resident_r1<4, WGS, U, P, W1>;
-  }
+R1Fns r1_fns(int nt) {
+  static constexpr R1Fns fns[4] = {{launch_r1<1, WGS, U, P, W1>, resident_r1<1, WGS, U, P, W1>},
+                                   {launch_r1<2, WGS, U, P, W1>, resident_r1<2, WGS, U, P, W1>},
+                                   {launch_r1<3, WGS, U, P, W1>, resident_r1<3, WGS, U, P, W1>},
+                                   {launch_r1<4, WGS, U, P, W1>, resident_r1<4, WGS, U, P, W1>}};
+  return fns[std::clamp(nt, 1, 4) - 1];
 }
 
 struct Variant {
   const char* name;
   int rows;  // weight rows a block
-  LaunchFn (*launch)(int);
-  ResidentFn (*res)(int);
+  R1Fns (*fns)(int);
+  LaunchFn launch(int nt) const { return fns(nt).launch; }
+  ResidentFn res(int nt) const { return fns(nt).res; }
 };
 const Variant kVariants[] = {
     // s12's runs 1-3 also had the first kernel (at commit 0abddf1 / 879277f) and r1 u8 (no
     // promotion); run 4 r1 u8p and the W1 variants (no better); runs 5-6 the SS kernel
     // (the weight through a cp.async ring; at commit 4fdf00d)
-    {"r1 u4p", 32, pick_r1<1, 4, true>, pick_res_r1<1, 4, true>},
-    {"r1 wgs2 u8p", 64, pick_r1<2, 8, true>, pick_res_r1<2, 8, true>},
+    {"r1 u4p", 32, r1_fns<1, 4, true>},
+    {"r1 wgs2 u8p", 64, r1_fns<2, 8, true>},
 };
 
 // max |ours - ref| / max |ref| over the output

@@ -7,18 +7,25 @@
 
 namespace inference_kernels::cuda {
 
-// Streaming multiprocessors of the current device, asked once per device (132 if the
-// runtime cannot say).
-inline int sm_count() {
-  static int counts[64] = {};
+// A device attribute of the current device, asked once per device (0 if the runtime
+// cannot say).
+template <cudaDeviceAttr Attr>
+int device_attribute_once() {
+  static int values[64] = {};
   int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
-  if (!counts[dev]) {
-    int n = 0;
-    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
-    counts[dev] = n > 0 ? n : 132;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
+  if (!values[dev]) {
+    int v = 0;
+    if (cudaDeviceGetAttribute(&v, Attr, dev) != cudaSuccess) (void)cudaGetLastError();
+    values[dev] = v > 0 ? v : -1;  // -1: asked, unknown
   }
-  return counts[dev];
+  return values[dev] > 0 ? values[dev] : 0;
+}
+
+// Streaming multiprocessors of the current device (132 if the runtime cannot say).
+inline int sm_count() {
+  const int n = device_attribute_once<cudaDevAttrMultiProcessorCount>();
+  return n > 0 ? n : 132;
 }
 
 // Blocks of `threads` threads (smem bytes of dynamic shared memory) that the current

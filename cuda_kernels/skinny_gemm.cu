@@ -684,32 +684,22 @@ int clusters_resident(Kernel kernel, int threads, size_t smem, int nc) {
 // limit (asked once per device) and the shared memory each block takes.
 template <typename OutT, int NH>
 int launch_wgmma(const SkinnyGemmParams& p, cudaStream_t stream) {
-  const auto kernel = skinny_gemm_wgmma_kernel<OutT, NH>;
-  struct Limits {
-    int regs_per_sm = 0, smem_per_sm = 0, smem_per_block = 0;
-  };
-  static Limits limits[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return cudaErrorInvalidValue;
-  Limits& lim = limits[dev];
-  if (!lim.regs_per_sm) {
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&lim.regs_per_sm, kernel, kWgThreads, 0) != cudaSuccess ||
-        cudaDeviceGetAttribute(&lim.smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&lim.smem_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
-      return cudaErrorInvalidValue;
-    lim.regs_per_sm = std::max(lim.regs_per_sm, 1);
-  }
+  constexpr auto kernel = skinny_gemm_wgmma_kernel<OutT, NH>;
+  const int64_t regs_per_sm = std::max<int64_t>(1, resident_blocks_once<kernel, kWgThreads>() / sm_count());
+  const int smem_per_sm = device_attribute_once<cudaDevAttrMaxSharedMemoryPerMultiprocessor>();
+  const int smem_per_block = device_attribute_once<cudaDevAttrMaxSharedMemoryPerBlockOptin>();
+  if (!smem_per_sm || !smem_per_block) return cudaErrorInvalidValue;
   const int64_t tiles = (p.N + kWgRows - 1) / kWgRows, nchunks = (p.K + kChunk - 1) / kChunk;
   const auto smem_for = [&](int nc) { return wg_smem_bytes((nchunks + nc - 1) / nc, NH); };
   int nc = p.cluster;
   if (nc <= 0) {
     nc = 0;
     for (int c = 1; c <= kMaxCluster && !nc; ++c) {
-      if (smem_for(c) <= lim.smem_per_block) nc = c;  // the smallest split that fits
+      if (smem_for(c) <= smem_per_block) nc = c;  // the smallest split that fits
     }
     if (!nc) return cudaErrorInvalidValue;  // K past 8 x 223 chunks at M > 8: not routed here
     for (int c = kMaxCluster; c > nc; --c) {
-      const int64_t per_sm = std::min<int64_t>(lim.regs_per_sm, lim.smem_per_sm / (smem_for(c) + 1024));
+      const int64_t per_sm = std::min<int64_t>(regs_per_sm, smem_per_sm / (smem_for(c) + 1024));
       if (tiles * c <= per_sm * sm_count()) {
         nc = c;
         break;
@@ -717,7 +707,7 @@ int launch_wgmma(const SkinnyGemmParams& p, cudaStream_t stream) {
     }
   }
   const int64_t smem = smem_for(nc);
-  if (smem > lim.smem_per_block || tiles * nc > INT32_MAX) return cudaErrorInvalidValue;
+  if (smem > smem_per_block || tiles * nc > INT32_MAX) return cudaErrorInvalidValue;
   const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (e != cudaSuccess) return e;
   cudaLaunchAttribute attr[1];
