@@ -494,9 +494,9 @@ constexpr int kWgU = 8;
 constexpr int kWgRows = 64;      // weight rows a block: two warpgroups
 constexpr int kWgThreads = 256;
 
-// Shared memory: the activation's copy for `cps` chunks (padded to whole groups of kWgU,
-// plus the partial chunk of K), then the block's fp32 partials [16 rows of a][64].
-__host__ __device__ constexpr int64_t wg_x_slots(int64_t cps) { return (cps + kWgU - 1) / kWgU * kWgU + 1; }
+// Shared memory: the activation's copy for `cps` chunks (padded to whole groups of kWgU),
+// then the block's fp32 partials [16 rows of a][64].
+__host__ __device__ constexpr int64_t wg_x_slots(int64_t cps) { return (cps + kWgU - 1) / kWgU * kWgU; }
 __host__ __device__ constexpr int64_t wg_smem_bytes(int64_t cps, int nh) {
   return wg_x_slots(cps) * nh * 512 + 16 * kWgRows * 4;
 }
@@ -508,34 +508,38 @@ __global__ void __launch_bounds__(kWgThreads, 1) skinny_gemm_wgmma_kernel(Skinny
   cg::cluster_group cluster = cg::this_cluster();
   const int nc = int(cluster.num_blocks()), rank = int(cluster.block_rank());
   const int64_t M = p.M, N = p.N, K = p.K;
-  const int64_t nchunks = (K + kChunk - 1) / kChunk, nfull = K / kChunk;
-  const int64_t c0 = int64_t(rank) * cps, c1 = std::min(c0 + cps, nchunks);
-  const int cw = int(std::max<int64_t>(0, std::min(c1, nfull) - c0));  // whole chunks here
-  const bool tail = nfull < nchunks && nfull >= c0 && nfull < c1;      // K's partial chunk
-  const int cpad = (cw + kWgU - 1) / kWgU * kWgU;
+  const int64_t nchunks = (K + kChunk - 1) / kChunk;
+  const int64_t c0 = int64_t(rank) * cps;
+  const int cn = int(std::max<int64_t>(0, std::min(c0 + cps, nchunks) - c0));  // chunks here
+  const int cpad = (cn + kWgU - 1) / kWgU * kWgU;
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int rl = (threadIdx.x >> 5) * 8 + g;  // the lane's row in the block's 64
   const int64_t tile = blockIdx.x / nc;
   const int64_t row = tile * kWgRows + rl;
-  const auto* pw = static_cast<const uint8_t*>(p.b) + std::min(row, N - 1) * p.ldb + c0 * kChunk + 16 * t;
+  const auto* row_base = static_cast<const uint8_t*>(p.b) + std::min(row, N - 1) * p.ldb;
+  const uint8_t* pw = row_base + c0 * kChunk + 16 * t;
+  // A segment past K (K's partial last chunk) reads the row's last 16 bytes instead: its
+  // activation bytes are zeros, so it adds nothing (and a NaN there is the row's own).
+  const uint8_t* last16 = row_base + K - 16;
+  const auto load = [&](int c) { return ld_stream16_ordered(std::min(pw + std::min(c, cn - 1) * kChunk, last16)); };
 
   uint4 w[kWgU];
-  if (cw > 0) {
+  if (cn > 0) {
 #pragma unroll
-    for (int u = 0; u < kWgU; ++u) w[u] = ld_stream16_ordered(pw + std::min(u, cw - 1) * kChunk);
+    for (int u = 0; u < kWgU; ++u) w[u] = load(u);
   }
 
-  // B: slots 0..cw-1 the whole chunks, cw..cpad-1 zeros (the loop's padding multiplies
-  // them with re-read weights), slot cpad the partial chunk. 16 bytes at 16 tt of a row:
-  // word q goes to column group q % 2, K half q / 2.
+  // B: slots 0..cn-1 the chunks (zeros past K), cn..cpad-1 zeros (the loop's padding
+  // multiplies them with re-read weights). 16 bytes at 16 tt of a row: word q goes to
+  // column group q % 2, K half q / 2.
   uint8_t* xs = wsm;
   const auto* a = static_cast<const uint8_t*>(p.a);
-  const int slots = cpad + 1, items = slots * 8 * NH * 4;
+  const int items = cpad * 8 * NH * 4;
   for (int i = threadIdx.x; i < items; i += kWgThreads) {
-    const int tt = i & 3, s = (i >> 2) % slots, m = (i >> 2) / slots;
-    const int64_t c = s < cw ? c0 + s : s == cpad && tail ? nfull : -1;
+    const int tt = i & 3, s = (i >> 2) % cpad, m = (i >> 2) / cpad;
+    const int64_t off = (c0 + s) * kChunk + 16 * tt;
     uint4 v = make_uint4(0, 0, 0, 0);
-    if (c >= 0 && m < M && c * kChunk + 16 * tt < K) v = __ldg(reinterpret_cast<const uint4*>(a + m * p.lda + c * kChunk + 16 * tt));
+    if (s < cn && m < M && off < K) v = __ldg(reinterpret_cast<const uint4*>(a + m * p.lda + off));
     const uint32_t q[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -547,31 +551,22 @@ __global__ void __launch_bounds__(kWgThreads, 1) skinny_gemm_wgmma_kernel(Skinny
   __syncthreads();
 
   const uint32_t xb = smem_addr(xs);
-  const auto desc = [&](int slot) { return wgmma_desc(xb + slot * (NT * 256), NT * 128, 128); };
   float acc[4 * NT] = {}, part[4 * NT];
   for (int cb = 0; cb < cpad; cb += kWgU) {
 #pragma unroll
     for (int u = 0; u < kWgU; ++u) {
       const int c = cb + u;
+      const uint64_t desc = wgmma_desc(xb + c * (NT * 256), NT * 128, 128);
       wgmma_fence();
       if (u == 0) {
-        wgmma_e4m3<NT, 0>(part, w[u], desc(c));
+        wgmma_e4m3<NT, 0>(part, w[u], desc);
       } else {
-        wgmma_e4m3<NT, 1>(part, w[u], desc(c));
+        wgmma_e4m3<NT, 1>(part, w[u], desc);
       }
       wgmma_commit();
       wgmma_wait_all();
-      w[u] = ld_stream16_ordered(pw + std::min(c + kWgU, cw - 1) * kChunk);
+      w[u] = load(c + kWgU);
     }
-#pragma unroll
-    for (int i = 0; i < 4 * NT; ++i) acc[i] += part[i];
-  }
-  if (tail) {  // K % 64 != 0: 16-byte segments past K read zeros
-    const uint4 v = nfull * kChunk + 16 * t < K ? ld_stream16_ordered(pw + cw * kChunk) : make_uint4(0, 0, 0, 0);
-    wgmma_fence();
-    wgmma_e4m3<NT, 0>(part, v, desc(cpad));
-    wgmma_commit();
-    wgmma_wait_all();
 #pragma unroll
     for (int i = 0; i < 4 * NT; ++i) acc[i] += part[i];
   }

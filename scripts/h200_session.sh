@@ -95,6 +95,10 @@
 #           blog's shapes, M 1/8/16/32 (no package build); wgmma_probe_bench adds
 #           bench_skinny_gemm.py --quick --no-mlp (ours and _scaled_mm in the same call);
 #           wgmma_all: the probe and bench_skinny_gemm.py --no-mlp at all 11 weight shapes
+#   s13a  : EXPERIMENT (branch wgmma-fold): convert 4 with K's partial chunk folded into the
+#           loop (no second MMA site: ptxas no longer serializes the wgmmas, C7511): the
+#           skinny GEMM tests, its sanitizer set, bench_skinny_gemm.py --paths at the 8
+#           weights under 64 MiB, M 1/8/16
 #   s12c  : convert 4 (the fp8 warpgroup MMA, branch wgmma-gemm): the skinny GEMM tests, its
 #           compute-sanitizer set, then bench_skinny_gemm.py --paths at three small weights
 #   s12b  : the twelfth session's rules (RMSNorm's flat exact fit for every fp8 mode at
@@ -674,6 +678,11 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1
           for i in $(seq 12); do python3 -m pytest tests/test_layer_norm.py -q -p no:cacheprovider -k "kernelize and cuda" 2>&1 \
             | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
+  s13a)   tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
+          step "skinny GEMM paths (convert 4 beside the others), small weights"
+          timeout 300 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s13a \
+            --shapes 2304x16384,6144x4096,4096x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584 --ms 1,8,16 \
+            2>&1 | tee "$OUT/bench_gemm_paths_s13a.log" | tail -60 ;;
   s12c)   tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
           step "skinny GEMM paths (convert 4 beside the others)"
           timeout 150 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s12c \

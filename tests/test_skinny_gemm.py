@@ -241,6 +241,24 @@ def test_wgmma_path(ik, device, m, n, k):
             assert_rows_close(out, ref, dt)
 
 
+@pytest.mark.parametrize("nc", [1, 2, 8])
+def test_wgmma_nan_stays_in_its_row(ik, device, nc):
+    """convert 4 reads a row's last 16 bytes again where K's partial chunk ends (against
+    zero activations): a NaN weight there, or anywhere in a row, reaches that row only."""
+    cuda_only(device)
+    k, n = 64 * 3 + 16, 70
+    a, b = rand_fp8((3, k), device), rand_fp8((n, k), device)
+    b[5, k - 3] = float("nan")  # the partial chunk
+    b[6, 70] = float("nan")     # a whole chunk
+    b[63, k - 16] = float("nan")  # the last row of the first 64-row tile
+    one = torch.ones(1, device=device)
+    out = poisoned(3, n, torch.bfloat16, device)
+    ik.ops.skinny_gemm_fp8(out, a, b, one, one, None, [0, 0, nc, 4])
+    bad = torch.zeros(n, dtype=torch.bool, device=device)
+    bad[[5, 6, 63]] = True
+    assert torch.isnan(out[:, bad]).all() and not torch.isnan(out[:, ~bad]).any()
+
+
 @pytest.mark.parametrize("m", [1, 5, 9, 16, 23, 32])
 @pytest.mark.parametrize("k", [64 * 41, 64 * 41 + 48, 16])
 def test_f16_copy_matches_per_warp_conversion(ik, device, m, k):
