@@ -140,7 +140,7 @@ def gemm_sweep(k, shapes, ms, bw, dev, md, results, title):
                             f"{title}: N={n}, K={kk} ({LABELS.get((n, kk), '')}), bf16 out", md)
 
 
-def tune_sweep(k, shapes, ms, bw, dev, md, results):
+def tune_sweep(k, shapes, ms, bw, dev, md, results, configs=None):
     sa = torch.tensor([SA], device=dev)
     sb = torch.tensor([SB], device=dev)
     for n, kk, ws in each_weight(shapes, dev):
@@ -148,9 +148,13 @@ def tune_sweep(k, shapes, ms, bw, dev, md, results):
         for m in ms:
             a, out, ref = fp8_case(m, ws[0], dev)
             rows = []
-            for cfg in [[]] + TUNE_CONFIGS:
+            for cfg in [[]] + (configs or TUNE_CONFIGS):
                 log = {"errors": [], "notes": []}
-                k.ops.skinny_gemm_fp8(out, a, ws[0], sa, sb, None, cfg)
+                try:
+                    k.ops.skinny_gemm_fp8(out, a, ws[0], sa, sb, None, cfg)
+                except RuntimeError as e:  # a config these operands cannot take
+                    rows.append([str(cfg), "-", "-", str(e).splitlines()[0][:60]])
+                    continue
                 err = worst_row_err(out, ref)
                 t = harness.measure(f"cfg {cfg}", lambda i, cfg=cfg: k.ops.skinny_gemm_fp8(
                     out, a, ws[i], sa, sb, None, cfg), n_rot, dev, log)
@@ -327,6 +331,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=None, help="result folder ($OUT or benchmarks/out)")
     p.add_argument("--shapes", default=None, help="NxK,NxK,...: these weights only (CUDA)")
     p.add_argument("--ms", default=None, help="M,M,...: these activation row counts only (CUDA)")
+    p.add_argument("--configs", default=None,
+                   help="rb,kw,cluster,convert;...: --tune sweeps these configs instead of its own")
     args = p.parse_args(argv)
     dev = harness.bench_device(args.cpu_smoke, "bench_skinny_gemm")
     if dev is None:
@@ -354,8 +360,10 @@ def main(argv=None) -> int:
         paths_sweep(k, shapes if not cuda or args.shapes else shapes[:3],
                     ms if not cuda or args.ms else [1, 8, 16, 24, 32], bw, dev, md, results)
     elif args.tune:
-        tune_sweep(k, shapes[:3] if dev == "cuda" else shapes, [1, 8, 16, 32] if dev == "cuda" else ms,
-                   bw, dev, md, results)
+        cuda = dev == "cuda"
+        configs = [[int(v) for v in c.split(",")] for c in args.configs.split(";")] if args.configs else None
+        tune_sweep(k, shapes[:3] if cuda and not args.shapes else shapes,
+                   [1, 8, 16, 32] if cuda and not args.ms else ms, bw, dev, md, results, configs)
     else:
         gemm_sweep(k, shapes, ms, bw, dev, md, results, "skinny_gemm_fp8 vs torch._scaled_mm")
         if not args.no_mlp:

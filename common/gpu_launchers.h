@@ -117,13 +117,13 @@ struct SkinnyGemmParams {
   // thread-block cluster (1..8, reduced through distributed shared memory).
   int tiles_per_block, warps_per_tile, cluster;
   // How the fast path turns the fp8 activation into f16 for the tensor cores: 1 the
-  // conversion instruction in every warp (exact, NaN stays NaN; the default), 2 integer
-  // bit operations in every warp (exact for every finite value, an fp8 NaN reads as
-  // 480), 3 once, by a pre-pass into an f16 copy of a in `workspace` (exact, NaN stays NaN;
-  // the default at M > 8 for weights under 64 MiB), 4 none: Hopper's fp8 warpgroup MMA
-  // (sm_90a, M <= 16, the caller's choice only so far; NaN stays NaN; sums move from the
-  // MMA's accumulator, which keeps fewer bits than fp32, into fp32 every 8 chunks of 64
-  // K bytes). 0 = default.
+  // conversion instruction in every warp (exact, NaN stays NaN; the default otherwise),
+  // 2 integer bit operations in every warp (exact for every finite value, an fp8 NaN
+  // reads as 480), 3 once, by a pre-pass into an f16 copy of a in `workspace` (exact, NaN stays NaN;
+  // the default at M > 8 for weights under 64 MiB with K past 8192), 4 none: Hopper's
+  // fp8 warpgroup MMA (sm_90a, M <= 16; the default for weights of N >= 1024 rows and N x
+  // K <= 16 MiB; NaN stays NaN; sums move from the MMA's accumulator, which keeps fewer
+  // bits than fp32, into fp32 every 8 chunks of 64 K bytes). 0 = default.
   int convert;
   // Workspace of skinny_gemm_fp8_workspace_bytes(p) bytes (16-byte aligned), or null
   // where that is 0: the f16 copy of a for convert 3 (CUDA); the split-K partials and
@@ -134,6 +134,10 @@ struct SkinnyGemmParams {
 // Bytes of workspace the launch needs for these operands and options (0: none), on the
 // current device (ROCm's split depends on its CU count).
 int64_t skinny_gemm_fp8_workspace_bytes(const SkinnyGemmParams& p);
+
+// convert 4 (CUDA): the smallest `cluster` (K split) whose share of the activation fits in
+// a block's shared memory, 0 if none up to 8 does.
+int skinny_gemm_fp8_wgmma_min_cluster(const SkinnyGemmParams& p);
 
 // Returns the launch status (0 is success).
 int skinny_gemm_fp8_launch(const SkinnyGemmParams& p, void* stream);

@@ -19,15 +19,16 @@
 //   through the conversion instruction (F2FP, 2 bytes each), and the MMAs are
 //   HMMA.16816.F32 (fp32 accumulation). A weight byte is converted once; the activation
 //   is needed by every warp, which is what grows with M. Two ways, per M:
-//   * convert 1 (the default, but for small weights at M > 8; convert_for), or 2: each
+//   * convert 1 (the default where convert_for picks neither 3 nor 4), or 2: each
 //     warp converts its activation fragments itself (at M <= 8 a few percent of its
 //     instructions). Weight loads skip L1
 //     (L1::no_allocate) and are unrolled U chunks deep in registers; activation loads go
 //     through L1, where the warps of a block that share a K range reuse them.
-//   * convert 3 (the default for small weights at M > 8): converting per warp with
-//     integer operations (convert 2) cost, at M = 32, 144 integer instructions per
-//     chunk (182 of 257 issued; scripts/sass_mix.py), and with the fragments of four
-//     n-tiles in registers only one chunk of weight fit in flight per warp, so each
+//   * convert 3 (the default at M > 8 for weights under 64 MiB with K past 8192):
+//     converting per warp with integer operations (convert 2) cost, at M = 32, 144
+//     integer instructions per chunk (182 of 257 issued; scripts/sass_mix.py), and
+//     with the fragments of four n-tiles in registers only one chunk of weight fit in
+//     flight per warp, so each
 //     warp's load latency and arithmetic ran in series. Instead a pre-pass writes an f16
 //     copy of a (a16_offset's fragment order, L2-resident: 2 KB per row per 1K of K) that
 //     the warps load as ready B fragments, and the weight streams through a per-warp
@@ -40,8 +41,9 @@
 //   CUDA-graph capturable (the f16 copy is a workspace from the caller's allocator). The
 //   launcher sizes the split so that about 16 warps per SM stream weights and the whole
 //   grid is resident at once.
-// - convert 4 (M <= 16, sm_90a, the caller's choice so far): no conversion at all, Hopper's
-//   fp8 warpgroup MMA with the weight as the register operand (skinny_gemm_wgmma_kernel).
+// - convert 4 (M <= 16, sm_90a; the default for N >= 1024, N x K <= 16 MiB): no conversion,
+//   Hopper's fp8 warpgroup MMA with the weight as the register operand
+//   (skinny_gemm_wgmma_kernel).
 // - Tails: rows past N and activation rows past M are clamped to the last real row
 //   (valid memory; their outputs are never stored) or, in the f16 copy, zeros. K % 64 != 0
 //   leaves a last chunk that loads zeros past K. Rows that are not 16-byte aligned, or
@@ -565,7 +567,11 @@ __global__ void __launch_bounds__(kWgThreads, 1) skinny_gemm_wgmma_kernel(Skinny
       }
       wgmma_commit();
       wgmma_wait_all();
-      w[u] = load(c + kWgU);
+      // Only chunks this block has: a padding slot keeps its old weights (against zero
+      // activations; e4m3 has no infinity, and a NaN was already the row's). Unconditional
+      // refills, ptxas sinks all eight below the group's last MMA, and the group then
+      // starts with nothing in flight; behind the branch each stays after its own MMA.
+      if (c + kWgU < cn) w[u] = load(c + kWgU);
     }
 #pragma unroll
     for (int i = 0; i < 4 * NT; ++i) acc[i] += part[i];
@@ -614,16 +620,47 @@ bool vector_path(const SkinnyGemmParams& p) {
   return p.K % 16 == 0 && p.lda % 16 == 0 && p.ldb % 16 == 0 && aligned(p.a, 16) && aligned(p.b, 16);
 }
 
-// The activation's conversion: the caller's, else the conversion instruction in every
-// warp, except for small weights at M > 8, where the f16 copy wins. H200, M = 16 / 32
-// (bench_skinny_gemm.py --paths, BENCHMARKS.md): 2304 x 16384 (38 MB) 18.8 / 22.3 us
-// with the copy against 23.6 / 30.4; 13312 x 16384 59.2 / 72.9 with the instruction
-// against 74.2 / 85.1, 16384 x 6656 31.5 / 36.6 against 40.8 / 47.7. The integer
-// conversion (2) lost everywhere and reads an fp8 NaN as 480: caller's choice only.
+// convert 4's shared memory a block for a K split of nc (the activation's share of K).
+int64_t wgmma_smem(const SkinnyGemmParams& p, int nc) {
+  const int64_t nchunks = (p.K + kChunk - 1) / kChunk;
+  return wg_smem_bytes((nchunks + nc - 1) / nc, n_tiles(p.M));
+}
+
+// The smallest K split (1..8) whose shared memory fits a block, 0 if none (1 for operands
+// the byte kernel takes).
+int wgmma_min_cluster(const SkinnyGemmParams& p) {
+  if (!vector_path(p)) return 1;
+  const int smem_per_block = device_attribute_once<cudaDevAttrMaxSharedMemoryPerBlockOptin>();
+  for (int c = 1; c <= kMaxCluster; ++c) {
+    if (wgmma_smem(p, c) <= smem_per_block) return c;
+  }
+  return 0;
+}
+
+// The activation's conversion: the caller's, else (H200, bench_skinny_gemm.py --paths,
+// BENCHMARKS.md, thirteenth session, 10 weights of 1 to 56 MiB and 3 of 104 to 416):
+// - M <= 16, N >= 1024 and N x K <= 16 MiB: the fp8 warpgroup MMA (4). 4096 x 4096 at
+//   M 1 / 8 / 16: 8.29 / 9.12 / 10.72 us against 9.28 / 9.48 / 13.54 for the better of
+//   1 and 3; 1024 x 8192 6.72 / 7.47 / 8.39 against 7.75 / 7.90 / 9.72. It ties at 2304 x
+//   16384 and 6144 x 4096 and loses from 28 MiB (8192 x 3584: 11.85 against 11.51 at M 1).
+// - M > 8 and weights under 64 MiB with K past 8192, or M > 16 at 4096 x 4096 (N >= 4096
+//   and N x K <= 16 MiB): the f16 copy (3). 2304 x 16384 at M 16 / 32: 18.88 / 22.45
+//   against 23.72 / 30.53 with the instruction; 4096 x 4096 at M 32: 16.30 against 19.24.
+//   Elsewhere below 64 MiB the instruction wins (8192 x 3584 at M 32: 16.44 against
+//   22.13; 1280 x 8192 12.60 against 13.24), as it does past 64 MiB (13312 x 16384 at M
+//   16 / 32, twelfth session: 59.2 / 72.9 us against 74.2 / 85.1 with the copy).
+// - else the conversion instruction in every warp (1).
+// The integer conversion (2) lost everywhere and reads an fp8 NaN as 480: caller's only.
 int convert_for(const SkinnyGemmParams& p, int nt) {
-  constexpr int64_t kSmallWeight = int64_t{64} << 20;  // bytes: between 38 MB and 109 MB
   if (p.convert > 0) return p.convert;
-  return nt >= 2 && p.N * p.K < kSmallWeight ? kF16Copy : kCvt;
+  const int64_t bytes = p.N * p.K;
+  const bool small = bytes <= (int64_t{16} << 20);
+  if (nt <= 2 && p.N >= 1024 && small && vector_path(p) &&
+      device_attribute_once<cudaDevAttrComputeCapabilityMajor>() == 9 && wgmma_min_cluster(p) > 0) {
+    return kWgmma;
+  }
+  const bool copy = bytes < (int64_t{64} << 20) && (p.K > 8192 || (nt >= 3 && small && p.N >= 4096));
+  return nt >= 2 && copy ? kF16Copy : kCvt;
 }
 
 // Programmatic dependent launch between the pre-pass and the GEMM: on unless
@@ -673,40 +710,50 @@ int clusters_resident(Kernel kernel, int threads, size_t smem, int nc) {
   return n;
 }
 
-// convert 4: the K split (cluster) is the largest up to 8 whose grid fits the GPU at once
-// (a second wave would stream alone), else the smallest whose activation copy fits in
-// shared memory; the caller's `cluster` where given. Residency: the kernel's register
-// limit (asked once per device) and the shared memory each block takes.
+// convert 4: the K split (cluster) is the largest up to 8 whose clusters are all resident
+// at once (a second wave would stream alone; clusters live inside one GPC, so fewer fit
+// than SMs x blocks per SM / nc), else the smallest whose activation copy fits in shared
+// memory; the caller's `cluster` where given. Resident clusters are asked once per device,
+// split and blocks per SM (registers and shared memory).
 template <typename OutT, int NH>
 int launch_wgmma(const SkinnyGemmParams& p, cudaStream_t stream) {
   constexpr auto kernel = skinny_gemm_wgmma_kernel<OutT, NH>;
-  const int64_t regs_per_sm = std::max<int64_t>(1, resident_blocks_once<kernel, kWgThreads>() / sm_count());
-  const int smem_per_sm = device_attribute_once<cudaDevAttrMaxSharedMemoryPerMultiprocessor>();
   const int smem_per_block = device_attribute_once<cudaDevAttrMaxSharedMemoryPerBlockOptin>();
-  if (!smem_per_sm || !smem_per_block) return cudaErrorInvalidValue;
-  const int64_t tiles = (p.N + kWgRows - 1) / kWgRows, nchunks = (p.K + kChunk - 1) / kChunk;
-  const auto smem_for = [&](int nc) { return wg_smem_bytes((nchunks + nc - 1) / nc, NH); };
+  const int min_nc = wgmma_min_cluster(p);
+  if (!smem_per_block || !min_nc || (p.cluster > 0 && p.cluster < min_nc)) return cudaErrorInvalidValue;
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_per_block);
+  if (e != cudaSuccess) return e;
+  const int64_t tiles = (p.N + kWgRows - 1) / kWgRows;
   int nc = p.cluster;
   if (nc <= 0) {
-    nc = 0;
-    for (int c = 1; c <= kMaxCluster && !nc; ++c) {
-      if (smem_for(c) <= smem_per_block) nc = c;  // the smallest split that fits
-    }
-    if (!nc) return cudaErrorInvalidValue;  // K past 8 x 223 chunks at M > 8: not routed here
-    for (int c = kMaxCluster; c > nc; --c) {
-      const int64_t per_sm = std::min<int64_t>(regs_per_sm, smem_per_sm / (smem_for(c) + 1024));
-      if (tiles * c <= per_sm * sm_count()) {
+    nc = min_nc;
+    const int64_t regs_per_sm = std::max<int64_t>(1, resident_blocks_once<kernel, kWgThreads>() / sm_count());
+    const int smem_per_sm = device_attribute_once<cudaDevAttrMaxSharedMemoryPerMultiprocessor>();
+    static int resident[64][kMaxCluster + 1][kMaxCluster + 1] = {};  // [device][nc][blocks per SM]
+    int dev = 0;
+    const bool cached = cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < 64;
+    for (int c = kMaxCluster; c > min_nc; --c) {
+      const int64_t smem = wgmma_smem(p, c);
+      // 1 KB a block of shared memory the system reserves
+      const int per_sm = int(std::min<int64_t>({regs_per_sm, smem_per_sm / (smem + 1024), kMaxCluster}));
+      if (per_sm <= 0) continue;
+      int n = cached ? resident[dev][c][per_sm] : 0;
+      if (!n) {
+        n = clusters_resident(kernel, kWgThreads, size_t(smem), c);
+        n = n > 0 ? n : -1;
+        if (cached) resident[dev][c][per_sm] = n;
+      }
+      if (tiles <= n) {
         nc = c;
         break;
       }
     }
   }
-  const int64_t smem = smem_for(nc);
-  if (smem > smem_per_block || tiles * nc > INT32_MAX) return cudaErrorInvalidValue;
-  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-  if (e != cudaSuccess) return e;
+  const int64_t smem = wgmma_smem(p, nc);
+  if (tiles * nc > INT32_MAX) return cudaErrorInvalidValue;
   cudaLaunchAttribute attr[1];
   const cudaLaunchConfig_t cfg = cluster_launch(tiles * nc, kWgThreads, size_t(smem), stream, nc, attr);
+  const int64_t nchunks = (p.K + kChunk - 1) / kChunk;
   return cudaLaunchKernelEx(&cfg, kernel, p, (nchunks + nc - 1) / nc);
 }
 
@@ -891,6 +938,8 @@ int64_t skinny_gemm_fp8_workspace_bytes(const SkinnyGemmParams& p) {
   return convert_for(p, n_tiles(p.M)) == kF16Copy ? 2 * a16_rows(p.M) * ((p.K + kChunk - 1) / kChunk * kChunk)
                                                   : 0;
 }
+
+int skinny_gemm_fp8_wgmma_min_cluster(const SkinnyGemmParams& p) { return wgmma_min_cluster(p); }
 
 int skinny_gemm_fp8_launch(const SkinnyGemmParams& p, void* stream) {
   if (p.M <= 0 || p.N <= 0) return cudaSuccess;

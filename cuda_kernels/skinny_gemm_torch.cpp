@@ -41,6 +41,15 @@ void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor
   p.convert = int(cvt);
   if (p.M == 0 || p.N == 0) return;
   const c10::cuda::CUDAGuard guard(a.device());
+#ifdef CUDA_KERNEL
+  if (cvt == 4) {  // each block keeps its share of the activation's K in shared memory
+    const int min_nc = skinny_gemm_fp8_wgmma_min_cluster(p);
+    TORCH_CHECK(min_nc > 0, "config: convert 4 keeps each block's share of K of every row of a in shared ",
+                "memory; K = ", num(p.K), " at ", num(p.M), " rows does not fit even at a cluster of 8");
+    TORCH_CHECK(nc == 0 || nc >= min_nc, "config: convert 4 at K = ", num(p.K), " and ", num(p.M),
+                " rows of a needs a cluster (K split) of at least ", num(min_nc), ", got ", num(nc));
+  }
+#endif
   // The launcher's workspace (CUDA: the f16 copy of a for convert 3; ROCm: the split-K
   // partials and tile counters): from the caching allocator, stream-ordered, so it is
   // safe to free on return and is captured into graphs like any temporary.

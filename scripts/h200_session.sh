@@ -95,6 +95,15 @@
 #           blog's shapes, M 1/8/16/32 (no package build); wgmma_probe_bench adds
 #           bench_skinny_gemm.py --quick --no-mlp (ours and _scaled_mm in the same call);
 #           wgmma_all: the probe and bench_skinny_gemm.py --no-mlp at all 11 weight shapes
+#   s13d  : convert_for's new defaults (convert 4 at M <= 16 for N >= 1024 and N x K <= 16 MiB;
+#           the f16 copy at M > 8 only past K 8192): the skinny GEMM tests, its sanitizer set,
+#           --paths at 10 weights, M 1/8/16/24/32, then bench_skinny_gemm.py --no-mlp (all 11)
+#   s13c  : as s13b, convert 4's launcher picking the largest split whose clusters are all
+#           resident (cudaOccupancyMaxActiveClusters), and a clear error for a cluster too small
+#   s13b  : convert 4 with each refill kept after its own MMA (a conditional refill; ptxas
+#           sank the unconditional ones below the group's last MMA): the skinny GEMM tests,
+#           its sanitizer set, convert 4 at clusters 1-8 (bench_skinny_gemm.py --tune
+#           --configs) and --paths at the 8 weights under 64 MiB, M 1/8/16
 #   s13a  : EXPERIMENT (branch wgmma-fold): convert 4 with K's partial chunk folded into the
 #           loop (no second MMA site: ptxas no longer serializes the wgmmas, C7511): the
 #           skinny GEMM tests, its sanitizer set, bench_skinny_gemm.py --paths at the 8
@@ -678,6 +687,23 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1
           for i in $(seq 12); do python3 -m pytest tests/test_layer_norm.py -q -p no:cacheprovider -k "kernelize and cuda" 2>&1 \
             | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
+  s13d)   tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
+          step "skinny GEMM paths, 10 weights"
+          timeout 280 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s13d \
+            --shapes 2304x16384,6144x4096,4096x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584,1024x2048,512x8192 \
+            --ms 1,8,16,24,32 > "$OUT/bench_gemm_paths_s13d.log" 2>&1; grep -A6 "activation paths" "$OUT/bench_gemm_paths_s13d.log" | grep -v -- "----"; pack
+          timeout 200 python3 benchmarks/bench_skinny_gemm.py --no-mlp --out "$OUT" --name bench_skinny_gemm_s13d \
+            > "$OUT/bench_skinny_gemm_s13d.log" 2>&1; grep -E "^skinny|^ +[0-9]+ " "$OUT/bench_skinny_gemm_s13d.log" | cut -c1-80 ;;
+  s13b|s13c)   tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
+          small=2304x16384,6144x4096,4096x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584
+          step "convert 4 at clusters 1-8, small weights"
+          timeout 280 python3 benchmarks/bench_skinny_gemm.py --tune --out "$OUT" --name bench_gemm_cvt4_clusters_$MODE \
+            --shapes $small --ms 1,8,16 --configs "0,0,1,4;0,0,2,4;0,0,3,4;0,0,4,4;0,0,5,4;0,0,6,4;0,0,7,4;0,0,8,4" \
+            > "$OUT/bench_gemm_cvt4_clusters_$MODE.log" 2>&1; grep FAIL "$OUT/bench_gemm_cvt4_clusters_$MODE.log" | head
+          python3 scripts/tune_summary.py "$OUT/bench_gemm_cvt4_clusters_$MODE.json"; pack
+          step "skinny GEMM paths (convert 4 beside the others), small weights"
+          timeout 200 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_$MODE \
+            --shapes $small --ms 1,8,16 2>&1 | tee "$OUT/bench_gemm_paths_$MODE.log" | tail -60 ;;
   s13a)   tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
           step "skinny GEMM paths (convert 4 beside the others), small weights"
           timeout 300 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s13a \

@@ -434,3 +434,12 @@ def test_rejects_bad_config(ik, device):
     a17, out17 = rand_fp8((17, 64), device), torch.empty(17, 8, device=device, dtype=torch.bfloat16)
     with pytest.raises(RuntimeError, match="convert 4 \\(wgmma\\) takes at most 16 rows of a, got 17"):
         ik.ops.skinny_gemm_fp8(out17, a17, b, sa, sb, None, [0, 0, 0, 4])
+    # convert 4 keeps each block's share of a's K in shared memory (227 KB on Hopper)
+    a16, out16 = rand_fp8((16, 16384), device), torch.empty(16, 8, device=device, dtype=torch.bfloat16)
+    b16 = rand_fp8((8, 16384), device)
+    with pytest.raises(RuntimeError, match="needs a cluster \\(K split\\) of at least 2, got 1"):
+        ik.ops.skinny_gemm_fp8(out16, a16, b16, sa, sb, None, [0, 0, 1, 4])
+    k_long = 8 * 224 * 64
+    with pytest.raises(RuntimeError, match=f"K = {k_long} at 16 rows does not fit even at a cluster of 8"):
+        ik.ops.skinny_gemm_fp8(out16, rand_fp8((16, k_long), device), rand_fp8((8, k_long), device),
+                               sa, sb, None, [0, 0, 0, 4])
