@@ -493,8 +493,7 @@ __global__ void skinny_gemm_bytes_kernel(SkinnyGemmParams p) {
 // registers. K is split over the blocks of a cluster (up to 8), partials summed through
 // distributed shared memory in a fixed order, as the other paths do.
 constexpr int kWgU = 8;
-constexpr int kWgRows = 64;      // weight rows a block: two warpgroups
-constexpr int kWgThreads = 256;
+constexpr int kWgRows = 64;  // weight rows a block at most: two warpgroups (WGS)
 
 // Shared memory: the activation's copy for `cps` chunks (padded to whole groups of kWgU),
 // then the block's fp32 partials [16 rows of a][64].
@@ -503,8 +502,9 @@ __host__ __device__ constexpr int64_t wg_smem_bytes(int64_t cps, int nh) {
   return wg_x_slots(cps) * nh * 512 + 16 * kWgRows * 4;
 }
 
-template <typename OutT, int NH>
-__global__ void __launch_bounds__(kWgThreads, 1) skinny_gemm_wgmma_kernel(SkinnyGemmParams p, int64_t cps) {
+template <typename OutT, int NH, int WGS>
+__global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyGemmParams p, int64_t cps) {
+  constexpr int kRows = 32 * WGS, kThreads = 128 * WGS;
   extern __shared__ __align__(128) uint8_t wsm[];
   constexpr int NT = 2 * NH;  // B's 8-column groups: each activation row twice
   cg::cluster_group cluster = cg::this_cluster();
@@ -517,7 +517,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) skinny_gemm_wgmma_kernel(Skinny
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int rl = (threadIdx.x >> 5) * 8 + g;  // the lane's row in the block's 64
   const int64_t tile = blockIdx.x / nc;
-  const int64_t row = tile * kWgRows + rl;
+  const int64_t row = tile * kRows + rl;
   const auto* row_base = static_cast<const uint8_t*>(p.b) + std::min(row, N - 1) * p.ldb;
   const uint8_t* pw = row_base + c0 * kChunk + 16 * t;
   // A segment past K (K's partial last chunk) reads the row's last 16 bytes instead: its
@@ -537,7 +537,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) skinny_gemm_wgmma_kernel(Skinny
   uint8_t* xs = wsm;
   const auto* a = static_cast<const uint8_t*>(p.a);
   const int items = cpad * 8 * NH * 4;
-  for (int i = threadIdx.x; i < items; i += kWgThreads) {
+  for (int i = threadIdx.x; i < items; i += kThreads) {
     const int tt = i & 3, s = (i >> 2) % cpad, m = (i >> 2) / cpad;
     const int64_t off = (c0 + s) * kChunk + 16 * tt;
     uint4 v = make_uint4(0, 0, 0, 0);
@@ -583,7 +583,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) skinny_gemm_wgmma_kernel(Skinny
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int m = 8 * j + 2 * t + e;
-      if (m < M) partials[m * kWgRows + rl] = acc[4 * j + e] + acc[4 * (j + NH) + 2 + e];
+      if (m < M) partials[m * kRows + rl] = acc[4 * j + e] + acc[4 * (j + NH) + 2 + e];
     }
   }
   if (nc > 1) {
@@ -592,12 +592,12 @@ __global__ void __launch_bounds__(kWgThreads, 1) skinny_gemm_wgmma_kernel(Skinny
     __syncthreads();
   }
   const float sa = *p.scale_a;
-  for (int i = rank * kWgThreads + threadIdx.x; i < kWgRows * M; i += kWgThreads * nc) {
-    const int r = i % kWgRows;
-    const int64_t m = i / kWgRows, n = tile * kWgRows + r;
+  for (int i = rank * kThreads + threadIdx.x; i < kRows * M; i += kThreads * nc) {
+    const int r = i % kRows;
+    const int64_t m = i / kRows, n = tile * kRows + r;
     if (n >= N) continue;
     float sum = 0.0f;
-    for (int q = 0; q < nc; ++q) sum += (nc > 1 ? cluster.map_shared_rank(partials, q) : partials)[m * kWgRows + r];
+    for (int q = 0; q < nc; ++q) sum += (nc > 1 ? cluster.map_shared_rank(partials, q) : partials)[m * kRows + r];
     float y = sum * (sa * p.scale_b[p.scale_b_per_channel ? n : 0]);
     if (p.bias) y += to_float(static_cast<const OutT*>(p.bias)[n]);
     static_cast<OutT*>(p.out)[m * p.ldo + n] = from_float<OutT>(y);
@@ -715,19 +715,20 @@ int clusters_resident(Kernel kernel, int threads, size_t smem, int nc) {
 // than SMs x blocks per SM / nc), else the smallest whose activation copy fits in shared
 // memory; the caller's `cluster` where given. Resident clusters are asked once per device,
 // split and blocks per SM (registers and shared memory).
-template <typename OutT, int NH>
+template <typename OutT, int NH, int WGS>
 int launch_wgmma(const SkinnyGemmParams& p, cudaStream_t stream) {
-  constexpr auto kernel = skinny_gemm_wgmma_kernel<OutT, NH>;
+  constexpr auto kernel = skinny_gemm_wgmma_kernel<OutT, NH, WGS>;
+  constexpr int kThreads = 128 * WGS;
   const int smem_per_block = device_attribute_once<cudaDevAttrMaxSharedMemoryPerBlockOptin>();
   const int min_nc = wgmma_min_cluster(p);
   if (!smem_per_block || !min_nc || (p.cluster > 0 && p.cluster < min_nc)) return cudaErrorInvalidValue;
   const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_per_block);
   if (e != cudaSuccess) return e;
-  const int64_t tiles = (p.N + kWgRows - 1) / kWgRows;
+  const int64_t tiles = (p.N + 32 * WGS - 1) / (32 * WGS);
   int nc = p.cluster;
   if (nc <= 0) {
     nc = min_nc;
-    const int64_t regs_per_sm = std::max<int64_t>(1, resident_blocks_once<kernel, kWgThreads>() / sm_count());
+    const int64_t regs_per_sm = std::max<int64_t>(1, resident_blocks_once<kernel, kThreads>() / sm_count());
     const int smem_per_sm = device_attribute_once<cudaDevAttrMaxSharedMemoryPerMultiprocessor>();
     static int resident[64][kMaxCluster + 1][kMaxCluster + 1] = {};  // [device][nc][blocks per SM]
     int dev = 0;
@@ -739,7 +740,7 @@ int launch_wgmma(const SkinnyGemmParams& p, cudaStream_t stream) {
       if (per_sm <= 0) continue;
       int n = cached ? resident[dev][c][per_sm] : 0;
       if (!n) {
-        n = clusters_resident(kernel, kWgThreads, size_t(smem), c);
+        n = clusters_resident(kernel, kThreads, size_t(smem), c);
         n = n > 0 ? n : -1;
         if (cached) resident[dev][c][per_sm] = n;
       }
@@ -752,7 +753,7 @@ int launch_wgmma(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int64_t smem = wgmma_smem(p, nc);
   if (tiles * nc > INT32_MAX) return cudaErrorInvalidValue;
   cudaLaunchAttribute attr[1];
-  const cudaLaunchConfig_t cfg = cluster_launch(tiles * nc, kWgThreads, size_t(smem), stream, nc, attr);
+  const cudaLaunchConfig_t cfg = cluster_launch(tiles * nc, kThreads, size_t(smem), stream, nc, attr);
   const int64_t nchunks = (p.K + kChunk - 1) / kChunk;
   return cudaLaunchKernelEx(&cfg, kernel, p, (nchunks + nc - 1) / nc);
 }
@@ -762,7 +763,8 @@ int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int convert = convert_for(p, NT);
   if (convert == kWgmma) {
     if constexpr (NT <= 2) {
-      return launch_wgmma<OutT, NT>(p, stream);
+      // tiles_per_block: warpgroups a block (32 weight rows each), 2 unless given
+      return p.tiles_per_block == 1 ? launch_wgmma<OutT, NT, 1>(p, stream) : launch_wgmma<OutT, NT, 2>(p, stream);
     } else {
       return cudaErrorInvalidValue;  // M > 16: the wrapper says so first
     }

@@ -95,6 +95,8 @@
 #           blog's shapes, M 1/8/16/32 (no package build); wgmma_probe_bench adds
 #           bench_skinny_gemm.py --quick --no-mlp (ours and _scaled_mm in the same call);
 #           wgmma_all: the probe and bench_skinny_gemm.py --no-mlp at all 11 weight shapes
+#   s13e  : convert 4 with one warpgroup a block (config tiles_per_block 1) beside two: the
+#           skinny GEMM tests, its sanitizer set, --tune --configs at 10 weights, M 1/8/16
 #   s13d  : convert_for's new defaults (convert 4 at M <= 16 for N >= 1024 and N x K <= 16 MiB;
 #           the f16 copy at M > 8 only past K 8192): the skinny GEMM tests, its sanitizer set,
 #           --paths at 10 weights, M 1/8/16/24/32, then bench_skinny_gemm.py --no-mlp (all 11)
@@ -687,6 +689,13 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1
           for i in $(seq 12); do python3 -m pytest tests/test_layer_norm.py -q -p no:cacheprovider -k "kernelize and cuda" 2>&1 \
             | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
+  s13e)   tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
+          step "convert 4, one or two warpgroups a block, at K splits"
+          timeout 300 python3 benchmarks/bench_skinny_gemm.py --tune --out "$OUT" --name bench_gemm_cvt4_wgs_s13e \
+            --shapes 2304x16384,6144x4096,4096x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584,1024x2048,512x8192 \
+            --ms 1,8,16 --configs "2,0,0,4;1,0,0,4;1,0,4,4;1,0,5,4;1,0,6,4;1,0,7,4;1,0,8,4" \
+            > "$OUT/bench_gemm_cvt4_wgs_s13e.log" 2>&1; grep -E "FAIL|Error" "$OUT/bench_gemm_cvt4_wgs_s13e.log" | head
+          python3 scripts/tune_summary.py "$OUT/bench_gemm_cvt4_wgs_s13e.json" | sed 's/\[\([12]\), 0, \([0-8]\), 4\]/w\1c\2/g' ;;
   s13d)   tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
           step "skinny GEMM paths, 10 weights"
           timeout 280 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s13d \

@@ -235,14 +235,16 @@ def test_wgmma_path(ik, device, m, n, k):
     for dt in (torch.bfloat16, torch.float16):
         bias = torch.randn(n, device=device).to(dt)
         ref = reference(a, b, sa, sb, bias)
-        for nc in (0, 1, 3, 8):
+        for cfg in ([0, 0, 0, 4], [0, 0, 1, 4], [0, 0, 3, 4], [0, 0, 8, 4], [1, 0, 0, 4], [1, 0, 5, 4],
+                    [2, 0, 2, 4]):
             out = poisoned(m, n, dt, device)
-            ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, [0, 0, nc, 4])
+            ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, cfg)
             assert_rows_close(out, ref, dt)
 
 
 @pytest.mark.parametrize("nc", [1, 2, 8])
-def test_wgmma_nan_stays_in_its_row(ik, device, nc):
+@pytest.mark.parametrize("rb", [1, 2])
+def test_wgmma_nan_stays_in_its_row(ik, device, nc, rb):
     """convert 4 reads a row's last 16 bytes again where K's partial chunk ends (against
     zero activations): a NaN weight there, or anywhere in a row, reaches that row only."""
     cuda_only(device)
@@ -253,7 +255,7 @@ def test_wgmma_nan_stays_in_its_row(ik, device, nc):
     b[63, k - 16] = float("nan")  # the last row of the first 64-row tile
     one = torch.ones(1, device=device)
     out = poisoned(3, n, torch.bfloat16, device)
-    ik.ops.skinny_gemm_fp8(out, a, b, one, one, None, [0, 0, nc, 4])
+    ik.ops.skinny_gemm_fp8(out, a, b, one, one, None, [rb, 0, nc, 4])
     bad = torch.zeros(n, dtype=torch.bool, device=device)
     bad[[5, 6, 63]] = True
     assert torch.isnan(out[:, bad]).all() and not torch.isnan(out[:, ~bad]).any()
@@ -434,6 +436,10 @@ def test_rejects_bad_config(ik, device):
     a17, out17 = rand_fp8((17, 64), device), torch.empty(17, 8, device=device, dtype=torch.bfloat16)
     with pytest.raises(RuntimeError, match="convert 4 \\(wgmma\\) takes at most 16 rows of a, got 17"):
         ik.ops.skinny_gemm_fp8(out17, a17, b, sa, sb, None, [0, 0, 0, 4])
+    with pytest.raises(RuntimeError, match="convert 4 takes tiles_per_block 0 \\(automatic\\), 1 or 2"):
+        ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, [4, 0, 0, 4])
+    with pytest.raises(RuntimeError, match="and warps_per_tile 0, got 1 and 2"):
+        ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, [1, 2, 0, 4])
     # convert 4 keeps each block's share of a's K in shared memory (227 KB on Hopper)
     a16, out16 = rand_fp8((16, 16384), device), torch.empty(16, 8, device=device, dtype=torch.bfloat16)
     b16 = rand_fp8((8, 16384), device)
