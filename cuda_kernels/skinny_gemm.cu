@@ -41,7 +41,7 @@
 //   CUDA-graph capturable (the f16 copy is a workspace from the caller's allocator). The
 //   launcher sizes the split so that about 16 warps per SM stream weights and the whole
 //   grid is resident at once.
-// - convert 4 (M <= 16, sm_90a; the default for N >= 1024, N x K <= 16 MiB): no conversion,
+// - convert 4 (M <= 16, sm_90a; the default for N >= 512, N x K <= 16 MiB): no conversion,
 //   Hopper's fp8 warpgroup MMA with the weight as the register operand
 //   (skinny_gemm_wgmma_kernel).
 // - Tails: rows past N and activation rows past M are clamped to the last real row
@@ -638,11 +638,13 @@ int wgmma_min_cluster(const SkinnyGemmParams& p) {
 }
 
 // The activation's conversion: the caller's, else (H200, bench_skinny_gemm.py --paths,
-// BENCHMARKS.md, thirteenth session, 10 weights of 1 to 56 MiB and 3 of 104 to 416):
-// - M <= 16, N >= 1024 and N x K <= 16 MiB: the fp8 warpgroup MMA (4). 4096 x 4096 at
+// BENCHMARKS.md, thirteenth session, 10 weights of 2 to 56 MiB and 3 of 104 to 416):
+// - M <= 16, N >= 512 and N x K <= 16 MiB: the fp8 warpgroup MMA (4). 4096 x 4096 at
 //   M 1 / 8 / 16: 8.29 / 9.12 / 10.72 us against 9.28 / 9.48 / 13.54 for the better of
-//   1 and 3; 1024 x 8192 6.72 / 7.47 / 8.39 against 7.75 / 7.90 / 9.72. It ties at 2304 x
-//   16384 and 6144 x 4096 and loses from 28 MiB (8192 x 3584: 11.85 against 11.51 at M 1).
+//   1 and 3; 1024 x 8192 6.72 / 7.47 / 8.39 against 7.75 / 7.90 / 9.72; 512 x 8192 5.80 /
+//   6.12 / 6.69 against 6.14 / 6.33 / 7.86 (--tune --configs); smaller N not measured. It
+//   ties at 2304 x 16384 and 6144 x 4096 and loses from 28 MiB (8192 x 3584: 11.85
+//   against 11.51 at M 1).
 // - M > 8 and weights under 64 MiB with K past 8192, or M > 16 at 4096 x 4096 (N >= 4096
 //   and N x K <= 16 MiB): the f16 copy (3). 2304 x 16384 at M 16 / 32: 18.88 / 22.45
 //   against 23.72 / 30.53 with the instruction; 4096 x 4096 at M 32: 16.30 against 19.24.
@@ -655,7 +657,7 @@ int convert_for(const SkinnyGemmParams& p, int nt) {
   if (p.convert > 0) return p.convert;
   const int64_t bytes = p.N * p.K;
   const bool small = bytes <= (int64_t{16} << 20);
-  if (nt <= 2 && p.N >= 1024 && small && vector_path(p) &&
+  if (nt <= 2 && p.N >= 512 && small && vector_path(p) &&
       device_attribute_once<cudaDevAttrComputeCapabilityMajor>() == 9 && wgmma_min_cluster(p) > 0) {
     return kWgmma;
   }

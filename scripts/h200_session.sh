@@ -95,6 +95,9 @@
 #           blog's shapes, M 1/8/16/32 (no package build); wgmma_probe_bench adds
 #           bench_skinny_gemm.py --quick --no-mlp (ours and _scaled_mm in the same call);
 #           wgmma_all: the probe and bench_skinny_gemm.py --no-mlp at all 11 weight shapes
+#   s13f  : the thirteenth session's last state (convert 4 the default at M <= 16 for N >= 512
+#           and N x K <= 16 MiB): every CUDA test, the skinny GEMM sanitizer set,
+#           bench_skinny_gemm.py --no-mlp (all 11 weights), --paths at 512 x 8192
 #   s13e  : convert 4 with one warpgroup a block (config tiles_per_block 1) beside two: the
 #           skinny GEMM tests, its sanitizer set, --tune --configs at 10 weights, M 1/8/16
 #   s13d  : convert_for's new defaults (convert 4 at M <= 16 for N >= 1024 and N x K <= 16 MiB;
@@ -689,6 +692,11 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1
           for i in $(seq 12); do python3 -m pytest tests/test_layer_norm.py -q -p no:cacheprovider -k "kernelize and cuda" 2>&1 \
             | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
+  s13f)   tests_gpu; pack; sanitizers_gemm; pack
+          timeout 200 python3 benchmarks/bench_skinny_gemm.py --no-mlp --out "$OUT" --name bench_skinny_gemm_s13f \
+            > "$OUT/bench_skinny_gemm_s13f.log" 2>&1; grep -E "^skinny|^ +[0-9]+ " "$OUT/bench_skinny_gemm_s13f.log" | cut -c1-80; pack
+          timeout 100 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s13f \
+            --shapes 512x8192 --ms 1,8,16 2>&1 | tail -6 ;;
   s13e)   tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
           step "convert 4, one or two warpgroups a block, at K splits"
           timeout 300 python3 benchmarks/bench_skinny_gemm.py --tune --out "$OUT" --name bench_gemm_cvt4_wgs_s13e \
