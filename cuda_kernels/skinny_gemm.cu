@@ -502,7 +502,7 @@ __host__ __device__ constexpr int64_t wg_smem_bytes(int64_t cps, int nh) {
   return wg_x_slots(cps) * nh * 512 + 16 * kWgRows * 4;
 }
 
-template <typename OutT, int NH, int WGS>
+template <typename OutT, int NH, int WGS, bool SUNK = false>
 __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyGemmParams p, int64_t cps) {
   constexpr int kRows = 32 * WGS, kThreads = 128 * WGS;
   extern __shared__ __align__(128) uint8_t wsm[];
@@ -571,7 +571,13 @@ __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyG
       // activations; e4m3 has no infinity, and a NaN was already the row's). Unconditional
       // refills, ptxas sinks all eight below the group's last MMA, and the group then
       // starts with nothing in flight; behind the branch each stays after its own MMA.
-      if (c + kWgU < cn) w[u] = load(c + kWgU);
+      if (!SUNK && c + kWgU < cn) w[u] = load(c + kWgU);
+    }
+    if constexpr (SUNK) {
+#pragma unroll
+      for (int u = 0; u < kWgU; ++u) {
+        if (cb + u + kWgU < cn) w[u] = load(cb + u + kWgU);
+      }
     }
 #pragma unroll
     for (int i = 0; i < 4 * NT; ++i) acc[i] += part[i];
@@ -717,9 +723,9 @@ int clusters_resident(Kernel kernel, int threads, size_t smem, int nc) {
 // than SMs x blocks per SM / nc), else the smallest whose activation copy fits in shared
 // memory; the caller's `cluster` where given. Resident clusters are asked once per device,
 // split and blocks per SM (registers and shared memory).
-template <typename OutT, int NH, int WGS>
+template <typename OutT, int NH, int WGS, bool SUNK = false>
 int launch_wgmma(const SkinnyGemmParams& p, cudaStream_t stream) {
-  constexpr auto kernel = skinny_gemm_wgmma_kernel<OutT, NH, WGS>;
+  constexpr auto kernel = skinny_gemm_wgmma_kernel<OutT, NH, WGS, SUNK>;
   constexpr int kThreads = 128 * WGS;
   const int smem_per_block = device_attribute_once<cudaDevAttrMaxSharedMemoryPerBlockOptin>();
   const int min_nc = wgmma_min_cluster(p);
@@ -766,6 +772,8 @@ int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
   if (convert == kWgmma) {
     if constexpr (NT <= 2) {
       // tiles_per_block: warpgroups a block (32 weight rows each), 2 unless given
+      const char* sunk = std::getenv("IK_WGMMA_SUNK");  // EXPERIMENT
+      if (sunk && sunk[0] == '1') return launch_wgmma<OutT, NT, 2, true>(p, stream);
       return p.tiles_per_block == 1 ? launch_wgmma<OutT, NT, 1>(p, stream) : launch_wgmma<OutT, NT, 2>(p, stream);
     } else {
       return cudaErrorInvalidValue;  // M > 16: the wrapper says so first

@@ -95,6 +95,10 @@
 #           blog's shapes, M 1/8/16/32 (no package build); wgmma_probe_bench adds
 #           bench_skinny_gemm.py --quick --no-mlp (ours and _scaled_mm in the same call);
 #           wgmma_all: the probe and bench_skinny_gemm.py --no-mlp at all 11 weight shapes
+#   s13g  : EXPERIMENT (branch exp13): convert 4's refills after the group's last MMA again,
+#           padding loads still skipped (IK_WGMMA_SUNK=1), against each after its own MMA:
+#           the wgmma tests both ways, then --tune --configs 0,0,0,4 at 8 weights, M 1/16,
+#           four runs alternating
 #   s13f  : the thirteenth session's last state (convert 4 the default at M <= 16 for N >= 512
 #           and N x K <= 16 MiB): every CUDA test, the skinny GEMM sanitizer set,
 #           bench_skinny_gemm.py --no-mlp (all 11 weights), --paths at 512 x 8192
@@ -692,6 +696,16 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1
           for i in $(seq 12); do python3 -m pytest tests/test_layer_norm.py -q -p no:cacheprovider -k "kernelize and cuda" 2>&1 \
             | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
+  s13g)   step "wgmma tests, refills after their own MMA, then sunk"
+          python3 -m pytest tests/test_skinny_gemm.py -q -p no:cacheprovider -k "wgmma and cuda" 2>&1 | tail -2
+          IK_WGMMA_SUNK=1 python3 -m pytest tests/test_skinny_gemm.py -q -p no:cacheprovider -k "wgmma and cuda" 2>&1 | tail -2
+          for run in 0a 1a 0b 1b; do
+            step "convert 4, IK_WGMMA_SUNK=${run:0:1} (run $run)"
+            IK_WGMMA_SUNK=${run:0:1} timeout 100 python3 benchmarks/bench_skinny_gemm.py --tune --out "$OUT" --name cvt4_sunk_$run \
+              --shapes 2304x16384,6144x4096,4096x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584 --ms 1,16 \
+              --configs "0,0,0,4" > "$OUT/cvt4_sunk_$run.log" 2>&1
+            python3 scripts/tune_summary.py "$OUT/cvt4_sunk_$run.json" | sed 's/auto=[0-9.]*  //'
+          done ;;
   s13f)   tests_gpu; pack; sanitizers_gemm; pack
           timeout 200 python3 benchmarks/bench_skinny_gemm.py --no-mlp --out "$OUT" --name bench_skinny_gemm_s13f \
             > "$OUT/bench_skinny_gemm_s13f.log" 2>&1; grep -E "^skinny|^ +[0-9]+ " "$OUT/bench_skinny_gemm_s13f.log" | cut -c1-80; pack
