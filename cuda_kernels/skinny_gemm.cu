@@ -502,7 +502,7 @@ __host__ __device__ constexpr int64_t wg_smem_bytes(int64_t cps, int nh) {
   return wg_x_slots(cps) * nh * 512 + 16 * kWgRows * 4;
 }
 
-template <typename OutT, int NH, int WGS, bool SUNK = false>
+template <typename OutT, int NH, int WGS>
 __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyGemmParams p, int64_t cps) {
   constexpr int kRows = 32 * WGS, kThreads = 128 * WGS;
   extern __shared__ __align__(128) uint8_t wsm[];
@@ -567,17 +567,15 @@ __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyG
       }
       wgmma_commit();
       wgmma_wait_all();
-      // Only chunks this block has: a padding slot keeps its old weights (against zero
-      // activations; e4m3 has no infinity, and a NaN was already the row's). Unconditional
-      // refills, ptxas sinks all eight below the group's last MMA, and the group then
-      // starts with nothing in flight; behind the branch each stays after its own MMA.
-      if (!SUNK && c + kWgU < cn) w[u] = load(c + kWgU);
     }
-    if constexpr (SUNK) {
+    // The group's refills together, after its last MMA (as ptxas schedules them anyway;
+    // each right after its own MMA measured 1-10% slower, s13g), and only for chunks
+    // this block has: a padding slot keeps its old weights against zero activations
+    // (e4m3 has no infinity, and a NaN there was already the row's). Loading the padding
+    // too cost up to a group's worth of extra reads where the split leaves one short.
 #pragma unroll
-      for (int u = 0; u < kWgU; ++u) {
-        if (cb + u + kWgU < cn) w[u] = load(cb + u + kWgU);
-      }
+    for (int u = 0; u < kWgU; ++u) {
+      if (cb + u + kWgU < cn) w[u] = load(cb + u + kWgU);
     }
 #pragma unroll
     for (int i = 0; i < 4 * NT; ++i) acc[i] += part[i];
@@ -663,7 +661,7 @@ int convert_for(const SkinnyGemmParams& p, int nt) {
   if (p.convert > 0) return p.convert;
   const int64_t bytes = p.N * p.K;
   const bool small = bytes <= (int64_t{16} << 20);
-  if (nt <= 2 && p.N >= 512 && small && vector_path(p) &&
+  if ((nt == 1 ? bytes <= (int64_t{36} << 20) : nt == 2 && small) && p.N >= 512 && vector_path(p) &&
       device_attribute_once<cudaDevAttrComputeCapabilityMajor>() == 9 && wgmma_min_cluster(p) > 0) {
     return kWgmma;
   }
@@ -723,9 +721,9 @@ int clusters_resident(Kernel kernel, int threads, size_t smem, int nc) {
 // than SMs x blocks per SM / nc), else the smallest whose activation copy fits in shared
 // memory; the caller's `cluster` where given. Resident clusters are asked once per device,
 // split and blocks per SM (registers and shared memory).
-template <typename OutT, int NH, int WGS, bool SUNK = false>
+template <typename OutT, int NH, int WGS>
 int launch_wgmma(const SkinnyGemmParams& p, cudaStream_t stream) {
-  constexpr auto kernel = skinny_gemm_wgmma_kernel<OutT, NH, WGS, SUNK>;
+  constexpr auto kernel = skinny_gemm_wgmma_kernel<OutT, NH, WGS>;
   constexpr int kThreads = 128 * WGS;
   const int smem_per_block = device_attribute_once<cudaDevAttrMaxSharedMemoryPerBlockOptin>();
   const int min_nc = wgmma_min_cluster(p);
@@ -772,8 +770,6 @@ int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
   if (convert == kWgmma) {
     if constexpr (NT <= 2) {
       // tiles_per_block: warpgroups a block (32 weight rows each), 2 unless given
-      const char* sunk = std::getenv("IK_WGMMA_SUNK");  // EXPERIMENT
-      if (sunk && sunk[0] == '1') return launch_wgmma<OutT, NT, 2, true>(p, stream);
       return p.tiles_per_block == 1 ? launch_wgmma<OutT, NT, 1>(p, stream) : launch_wgmma<OutT, NT, 2>(p, stream);
     } else {
       return cudaErrorInvalidValue;  // M > 16: the wrapper says so first

@@ -95,6 +95,9 @@
 #           blog's shapes, M 1/8/16/32 (no package build); wgmma_probe_bench adds
 #           bench_skinny_gemm.py --quick --no-mlp (ours and _scaled_mm in the same call);
 #           wgmma_all: the probe and bench_skinny_gemm.py --no-mlp at all 11 weight shapes
+#   s13h  : convert 4 with the group's refills together (s13g's winner), the default at M <= 8
+#           up to 36 MiB: the skinny GEMM tests, its sanitizer set, --paths at 2304 x 16384,
+#           6144 x 4096 and 8192 x 3584, M 1/8/16
 #   s13g  : EXPERIMENT (branch exp13): convert 4's refills after the group's last MMA again,
 #           padding loads still skipped (IK_WGMMA_SUNK=1), against each after its own MMA:
 #           the wgmma tests both ways, then --tune --configs 0,0,0,4 at 8 weights, M 1/16,
@@ -696,6 +699,9 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1
           for i in $(seq 12); do python3 -m pytest tests/test_layer_norm.py -q -p no:cacheprovider -k "kernelize and cuda" 2>&1 \
             | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
+  s13h)   tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
+          timeout 100 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s13h \
+            --shapes 2304x16384,6144x4096,8192x3584 --ms 1,8,16 2>&1 | tail -20 ;;
   s13g)   step "wgmma tests, refills after their own MMA, then sunk"
           python3 -m pytest tests/test_skinny_gemm.py -q -p no:cacheprovider -k "wgmma and cuda" 2>&1 | tail -2
           IK_WGMMA_SUNK=1 python3 -m pytest tests/test_skinny_gemm.py -q -p no:cacheprovider -k "wgmma and cuda" 2>&1 | tail -2
