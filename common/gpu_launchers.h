@@ -121,9 +121,10 @@ struct SkinnyGemmParams {
   // 2 integer bit operations in every warp (exact for every finite value, an fp8 NaN
   // reads as 480), 3 once, by a pre-pass into an f16 copy of a in `workspace` (exact, NaN stays NaN;
   // the default at M > 8 for weights under 64 MiB with K past 8192), 4 none: Hopper's
-  // fp8 warpgroup MMA (sm_90a, M <= 16; the default for weights of N >= 512 rows and N x
-  // K <= 16 MiB; NaN stays NaN; sums move from the MMA's accumulator, which keeps fewer
-  // bits than fp32, into fp32 every 8 chunks of 64 K bytes). 0 = default.
+  // fp8 warpgroup MMA (sm_90a, M <= 16; the default for N >= 512 rows and N x K <= 16
+  // MiB, and up to 36 MiB at M = 1 or at M <= 8 with K > 8192; NaN stays NaN; sums move
+  // from the MMA's accumulator, which keeps fewer bits than fp32, into fp32 every 8
+  // chunks of 64 K bytes). 0 = default.
   int convert;
   // Workspace of skinny_gemm_fp8_workspace_bytes(p) bytes (16-byte aligned), or null
   // where that is 0: the f16 copy of a for convert 3 (CUDA); the split-K partials and

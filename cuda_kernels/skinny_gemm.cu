@@ -41,7 +41,7 @@
 //   CUDA-graph capturable (the f16 copy is a workspace from the caller's allocator). The
 //   launcher sizes the split so that about 16 warps per SM stream weights and the whole
 //   grid is resident at once.
-// - convert 4 (M <= 16, sm_90a; the default for N >= 512, N x K <= 16 MiB): no conversion,
+// - convert 4 (M <= 16, sm_90a; the default for small weights, convert_for): no conversion,
 //   Hopper's fp8 warpgroup MMA with the weight as the register operand
 //   (skinny_gemm_wgmma_kernel).
 // - Tails: rows past N and activation rows past M are clamped to the last real row
@@ -488,10 +488,12 @@ __global__ void skinny_gemm_bytes_kernel(SkinnyGemmParams p) {
 // the row's sum is D[g][m] + D[g + 8][8 NH + m], both in the same thread. (A fragment
 // built from two rows' loads costs register moves that ptxas puts right after the loads,
 // and every refill then waits for its own load: benchmarks/wgmma_probe.cu's first kernel.)
-// kWgU chunks a lane in flight, refilled as each MMA completes; the fp8 accumulator keeps
-// fewer bits than fp32, so each group of kWgU MMAs starts from zero and is added to fp32
-// registers. K is split over the blocks of a cluster (up to 8), partials summed through
-// distributed shared memory in a fixed order, as the other paths do.
+// kWgU chunks a lane in flight, refilled after each group of kWgU MMAs; the fp8
+// accumulator keeps fewer bits than fp32, so each group starts from zero and is added to
+// fp32 registers. A block is WGS warpgroups (2 unless the caller's tiles_per_block says
+// 1; one measured no better, s13e). K is split over the blocks of a cluster (up to 8),
+// partials summed through distributed shared memory in a fixed order, as the other
+// paths do.
 constexpr int kWgU = 8;
 constexpr int kWgRows = 64;  // weight rows a block at most: two warpgroups (WGS)
 
@@ -643,12 +645,16 @@ int wgmma_min_cluster(const SkinnyGemmParams& p) {
 
 // The activation's conversion: the caller's, else (H200, bench_skinny_gemm.py --paths,
 // BENCHMARKS.md, thirteenth session, 10 weights of 2 to 56 MiB and 3 of 104 to 416):
-// - M <= 16, N >= 512 and N x K <= 16 MiB: the fp8 warpgroup MMA (4). 4096 x 4096 at
-//   M 1 / 8 / 16: 8.29 / 9.12 / 10.72 us against 9.28 / 9.48 / 13.54 for the better of
-//   1 and 3; 1024 x 8192 6.72 / 7.47 / 8.39 against 7.75 / 7.90 / 9.72; 512 x 8192 5.80 /
-//   6.12 / 6.69 against 6.14 / 6.33 / 7.86 (--tune --configs); smaller N not measured. It
-//   ties at 2304 x 16384 and 6144 x 4096 and loses from 28 MiB (8192 x 3584: 11.85
-//   against 11.51 at M 1).
+// - the fp8 warpgroup MMA (4), for N >= 512 (smaller N not measured) where it won:
+//   * M <= 16 and N x K <= 16 MiB. 4096 x 4096 at M 1 / 8 / 16 (s13d): 8.29 / 9.12 /
+//     10.72 us against 9.28 / 9.48 / 13.54 for the better of 1 and 3; 1024 x 8192 6.72 /
+//     7.47 / 8.39 against 7.75 / 7.90 / 9.72; 512 x 8192 5.80 / 6.12 / 6.69 against 6.14
+//     / 6.33 / 7.86 (s13e).
+//   * M = 1 up to 36 MiB (s13h): 2304 x 16384 13.56 against 15.36; 6144 x 4096 10.69
+//     against 11.38; 8192 x 3584 11.37 against 11.47.
+//   * M <= 8 up to 36 MiB with K past 8192: 2304 x 16384 at M 8 15.00 against 15.83. (At
+//     K <= 8192 it lost at M 8: 6144 x 4096 12.22 against 11.94, 8192 x 3584 12.34
+//     against 11.87; from 56 MiB it lost at M 1 too: 4096 x 14336 21.38 against 19.04.)
 // - M > 8 and weights under 64 MiB with K past 8192, or M > 16 at 4096 x 4096 (N >= 4096
 //   and N x K <= 16 MiB): the f16 copy (3). 2304 x 16384 at M 16 / 32: 18.88 / 22.45
 //   against 23.72 / 30.53 with the instruction; 4096 x 4096 at M 32: 16.30 against 19.24.
@@ -660,9 +666,10 @@ int wgmma_min_cluster(const SkinnyGemmParams& p) {
 int convert_for(const SkinnyGemmParams& p, int nt) {
   if (p.convert > 0) return p.convert;
   const int64_t bytes = p.N * p.K;
-  const bool small = bytes <= (int64_t{16} << 20);
-  if ((nt == 1 ? bytes <= (int64_t{36} << 20) : nt == 2 && small) && p.N >= 512 && vector_path(p) &&
-      device_attribute_once<cudaDevAttrComputeCapabilityMajor>() == 9 && wgmma_min_cluster(p) > 0) {
+  const bool small = bytes <= (int64_t{16} << 20), mid = bytes <= (int64_t{36} << 20);
+  const bool wgmma_wins = nt <= 2 && (small || (mid && (p.M == 1 || (nt == 1 && p.K > 8192))));
+  if (wgmma_wins && p.N >= 512 && vector_path(p) && device_attribute_once<cudaDevAttrComputeCapabilityMajor>() == 9 &&
+      wgmma_min_cluster(p) > 0) {
     return kWgmma;
   }
   const bool copy = bytes < (int64_t{64} << 20) && (p.K > 8192 || (nt >= 3 && small && p.N >= 4096));

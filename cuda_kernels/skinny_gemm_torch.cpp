@@ -16,8 +16,8 @@ using namespace inference_kernels;
 // config (benchmarks and tests; empty = the launcher's choice): [tiles_per_block,
 // warps_per_tile, cluster, convert], 0 = the launcher's choice for that field (convert:
 // gpu_launchers.h; 3 takes a workspace of 2 * M * K bytes, allocated here; 4 takes
-// `cluster`, its K split, and tiles_per_block, its warpgroups a block). On ROCm, warps_per_tile is the K splits across work items and
-// cluster and convert are ignored.
+// `cluster`, its K split, and tiles_per_block, its warpgroups a block). On ROCm,
+// warps_per_tile is the K splits across work items and cluster and convert are ignored.
 void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
                           const at::Tensor& scale_a, const at::Tensor& scale_b,
                           const std::optional<at::Tensor>& bias, at::IntArrayRef config) {

@@ -98,8 +98,9 @@
 #   s13h  : convert 4 with the group's refills together (s13g's winner), the default at M <= 8
 #           up to 36 MiB: the skinny GEMM tests, its sanitizer set, --paths at 2304 x 16384,
 #           6144 x 4096 and 8192 x 3584, M 1/8/16
-#   s13g  : EXPERIMENT (branch exp13): convert 4's refills after the group's last MMA again,
-#           padding loads still skipped (IK_WGMMA_SUNK=1), against each after its own MMA:
+#   s13g  : EXPERIMENT (commit 3fb78a9 only: the IK_WGMMA_SUNK switch is gone since, its
+#           winner kept): convert 4's refills after the group's last MMA again, padding
+#           loads still skipped (IK_WGMMA_SUNK=1), against each after its own MMA:
 #           the wgmma tests both ways, then --tune --configs 0,0,0,4 at 8 weights, M 1/16,
 #           four runs alternating
 #   s13f  : the thirteenth session's last state (convert 4 the default at M <= 16 for N >= 512
@@ -112,7 +113,7 @@
 #           --paths at 10 weights, M 1/8/16/24/32, then bench_skinny_gemm.py --no-mlp (all 11)
 #   s13c  : as s13b, convert 4's launcher picking the largest split whose clusters are all
 #           resident (cudaOccupancyMaxActiveClusters), and a clear error for a cluster too small
-#   s13b  : convert 4 with each refill kept after its own MMA (a conditional refill; ptxas
+#   s13b  : (as at fab0829) convert 4 with each refill after its own MMA (a conditional refill; ptxas
 #           sank the unconditional ones below the group's last MMA): the skinny GEMM tests,
 #           its sanitizer set, convert 4 at clusters 1-8 (bench_skinny_gemm.py --tune
 #           --configs) and --paths at the 8 weights under 64 MiB, M 1/8/16
