@@ -517,7 +517,7 @@ __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyG
   const int cn = int(std::max<int64_t>(0, std::min(c0 + cps, nchunks) - c0));  // chunks here
   const int cpad = (cn + kWgU - 1) / kWgU * kWgU;
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int rl = (threadIdx.x >> 5) * 8 + g;  // the lane's row in the block's 64
+  const int rl = (threadIdx.x >> 5) * 8 + g;  // the lane's row in the block's kRows
   const int64_t tile = blockIdx.x / nc;
   const int64_t row = tile * kRows + rl;
   const auto* row_base = static_cast<const uint8_t*>(p.b) + std::min(row, N - 1) * p.ldb;
@@ -534,8 +534,8 @@ __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyG
   }
 
   // B: slots 0..cn-1 the chunks (zeros past K), cn..cpad-1 zeros (the loop's padding
-  // multiplies them with re-read weights). 16 bytes at 16 tt of a row: word q goes to
-  // column group q % 2, K half q / 2.
+  // multiplies them with weights it already had). 16 bytes at 16 tt of a row: word q goes
+  // to column group q % 2, K half q / 2.
   uint8_t* xs = wsm;
   const auto* a = static_cast<const uint8_t*>(p.a);
   const int items = cpad * 8 * NH * 4;
