@@ -252,7 +252,7 @@ def test_wgmma_nan_stays_in_its_row(ik, device, nc, rb):
     a, b = rand_fp8((3, k), device), rand_fp8((n, k), device)
     b[5, k - 3] = float("nan")  # the partial chunk
     b[6, 70] = float("nan")     # a whole chunk
-    b[63, k - 16] = float("nan")  # the last row of the first 64-row tile
+    b[63, k - 16] = float("nan")  # the last row of a tile (of 32 or 64 rows)
     one = torch.ones(1, device=device)
     out = poisoned(3, n, torch.bfloat16, device)
     ik.ops.skinny_gemm_fp8(out, a, b, one, one, None, [rb, 0, nc, 4])
