@@ -7,13 +7,21 @@
 
 namespace inference_kernels::cuda {
 
+// Per-device caches below hold kDeviceSlots entries; device_slot() is the current
+// device's entry, -1 if the runtime cannot say or there are more devices (no caching).
+constexpr int kDeviceSlots = 64;
+inline int device_slot() {
+  int dev = 0;
+  return cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < kDeviceSlots ? dev : -1;
+}
+
 // A device attribute of the current device, asked once per device (0 if the runtime
 // cannot say).
 template <cudaDeviceAttr Attr>
 int device_attribute_once() {
-  static int values[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
+  static int values[kDeviceSlots] = {};
+  const int dev = device_slot();
+  if (dev < 0) return 0;
   if (!values[dev]) {
     int v = 0;
     if (cudaDeviceGetAttribute(&v, Attr, dev) != cudaSuccess) (void)cudaGetLastError();
@@ -41,11 +49,23 @@ int64_t resident_blocks(Kernel* kernel, int threads, size_t smem = 0) {
 // asked once per device (as sm_count): for launch rules on every call.
 template <auto Kernel, int Threads>
 int64_t resident_blocks_once() {
-  static int64_t counts[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return resident_blocks(Kernel, Threads);
+  static int64_t counts[kDeviceSlots] = {};
+  const int dev = device_slot();
+  if (dev < 0) return resident_blocks(Kernel, Threads);
   if (!counts[dev]) counts[dev] = resident_blocks(Kernel, Threads);
   return counts[dev];
+}
+
+// Lets Kernel take `bytes` of dynamic shared memory (past the default 48 KB), once per
+// device: the attribute never changes, so launches on every call need not set it again.
+template <auto Kernel>
+cudaError_t max_dynamic_smem_once(int bytes) {
+  static bool done[kDeviceSlots] = {};
+  const int dev = device_slot();
+  if (dev >= 0 && done[dev]) return cudaSuccess;
+  const cudaError_t e = cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e == cudaSuccess && dev >= 0) done[dev] = true;
+  return e;
 }
 
 }  // namespace inference_kernels::cuda

@@ -705,13 +705,9 @@ struct Shape {
 
   static int launch(const KQuantGemvParams& p, int kw, cudaStream_t stream) {
     constexpr int kMaxSmem = kMaxWarps * kSmem;
-    static bool opted_in[64] = {};  // per device: kMaxSmem allowed
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return cudaErrorInvalidDevice;
-    if (kMaxSmem > 48 * 1024 && !opted_in[dev]) {
-      const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem);
+    if constexpr (kMaxSmem > 48 * 1024) {
+      const cudaError_t e = inference_kernels::cuda::max_dynamic_smem_once<kernel>(kMaxSmem);
       if (e != cudaSuccess) return e;
-      opted_in[dev] = true;
     }
     const unsigned tiles = unsigned((p.n + kTile - 1) / kTile);
     kernel<<<tiles, kw * 32, kw * kSmem, stream>>>(p);

@@ -735,7 +735,7 @@ int launch_wgmma(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int smem_per_block = device_attribute_once<cudaDevAttrMaxSharedMemoryPerBlockOptin>();
   const int min_nc = wgmma_min_cluster(p);
   if (!smem_per_block || !min_nc || (p.cluster > 0 && p.cluster < min_nc)) return cudaErrorInvalidValue;
-  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_per_block);
+  const cudaError_t e = max_dynamic_smem_once<kernel>(smem_per_block);
   if (e != cudaSuccess) return e;
   const int64_t tiles = (p.N + 32 * WGS - 1) / (32 * WGS);
   int nc = p.cluster;
@@ -743,9 +743,9 @@ int launch_wgmma(const SkinnyGemmParams& p, cudaStream_t stream) {
     nc = min_nc;
     const int64_t regs_per_sm = std::max<int64_t>(1, resident_blocks_once<kernel, kThreads>() / sm_count());
     const int smem_per_sm = device_attribute_once<cudaDevAttrMaxSharedMemoryPerMultiprocessor>();
-    static int resident[64][kMaxCluster + 1][kMaxCluster + 1] = {};  // [device][nc][blocks per SM]
-    int dev = 0;
-    const bool cached = cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < 64;
+    static int resident[kDeviceSlots][kMaxCluster + 1][kMaxCluster + 1] = {};  // [device][nc][blocks per SM]
+    const int dev = device_slot();
+    const bool cached = dev >= 0;
     for (int c = kMaxCluster; c > min_nc; --c) {
       const int64_t smem = wgmma_smem(p, c);
       // 1 KB a block of shared memory the system reserves
