@@ -504,7 +504,9 @@ __host__ __device__ constexpr int64_t wg_smem_bytes(int64_t cps, int nh) {
   return wg_x_slots(cps) * nh * 512 + 16 * kWgRows * 4;
 }
 
-template <typename OutT, int NH, int WGS>
+// G: groups of kWgU chunks a lane keeps in flight (EXPERIMENT: 2 = while one group's MMAs
+// run, the next group's loads are already on their way).
+template <typename OutT, int NH, int WGS, int G = 1>
 __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyGemmParams p, int64_t cps) {
   constexpr int kRows = 32 * WGS, kThreads = 128 * WGS;
   extern __shared__ __align__(128) uint8_t wsm[];
@@ -527,10 +529,10 @@ __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyG
   const uint8_t* last16 = row_base + K - 16;
   const auto load = [&](int c) { return ld_stream16_ordered(std::min(pw + std::min(c, cn - 1) * kChunk, last16)); };
 
-  uint4 w[kWgU];
+  uint4 w[G * kWgU];
   if (cn > 0) {
 #pragma unroll
-    for (int u = 0; u < kWgU; ++u) w[u] = load(u);
+    for (int u = 0; u < G * kWgU; ++u) w[u] = load(u);
   }
 
   // B: slots 0..cn-1 the chunks (zeros past K), cn..cpad-1 zeros (the loop's padding
@@ -556,16 +558,20 @@ __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyG
 
   const uint32_t xb = smem_addr(xs);
   float acc[4 * NT] = {}, part[4 * NT];
-  for (int cb = 0; cb < cpad; cb += kWgU) {
+  for (int cg0 = 0; cg0 < cpad; cg0 += G * kWgU) {
+#pragma unroll
+  for (int h = 0; h < G; ++h) {
+    const int cb = cg0 + h * kWgU;
+    if (cb >= cpad) break;  // block-uniform
 #pragma unroll
     for (int u = 0; u < kWgU; ++u) {
       const int c = cb + u;
       const uint64_t desc = wgmma_desc(xb + c * (NT * 256), NT * 128, 128);
       wgmma_fence();
       if (u == 0) {
-        wgmma_e4m3<NT, 0>(part, w[u], desc);
+        wgmma_e4m3<NT, 0>(part, w[h * kWgU + u], desc);
       } else {
-        wgmma_e4m3<NT, 1>(part, w[u], desc);
+        wgmma_e4m3<NT, 1>(part, w[h * kWgU + u], desc);
       }
       wgmma_commit();
       wgmma_wait_all();
@@ -577,10 +583,11 @@ __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyG
     // too cost up to a group's worth of extra reads where the split leaves one short.
 #pragma unroll
     for (int u = 0; u < kWgU; ++u) {
-      if (cb + u + kWgU < cn) w[u] = load(cb + u + kWgU);
+      if (cb + u + G * kWgU < cn) w[h * kWgU + u] = load(cb + u + G * kWgU);
     }
 #pragma unroll
     for (int i = 0; i < 4 * NT; ++i) acc[i] += part[i];
+  }
   }
 
   float* partials = reinterpret_cast<float*>(wsm + wg_x_slots(cps) * NH * 512);
@@ -728,9 +735,9 @@ int clusters_resident(Kernel kernel, int threads, size_t smem, int nc) {
 // than SMs x blocks per SM / nc), else the smallest whose activation copy fits in shared
 // memory; the caller's `cluster` where given. Resident clusters are asked once per device,
 // split and blocks per SM (registers and shared memory).
-template <typename OutT, int NH, int WGS>
+template <typename OutT, int NH, int WGS, int G = 1>
 int launch_wgmma(const SkinnyGemmParams& p, cudaStream_t stream) {
-  constexpr auto kernel = skinny_gemm_wgmma_kernel<OutT, NH, WGS>;
+  constexpr auto kernel = skinny_gemm_wgmma_kernel<OutT, NH, WGS, G>;
   constexpr int kThreads = 128 * WGS;
   const int smem_per_block = device_attribute_once<cudaDevAttrMaxSharedMemoryPerBlockOptin>();
   const int min_nc = wgmma_min_cluster(p);
@@ -777,6 +784,10 @@ int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
   if (convert == kWgmma) {
     if constexpr (NT <= 2) {
       // tiles_per_block: warpgroups a block (32 weight rows each), 2 unless given
+      const char* groups = std::getenv("IK_WGMMA_GROUPS");  // EXPERIMENT
+      if (groups && groups[0] == '2') {
+        return p.tiles_per_block == 1 ? launch_wgmma<OutT, NT, 1, 2>(p, stream) : launch_wgmma<OutT, NT, 2, 2>(p, stream);
+      }
       return p.tiles_per_block == 1 ? launch_wgmma<OutT, NT, 1>(p, stream) : launch_wgmma<OutT, NT, 2>(p, stream);
     } else {
       return cudaErrorInvalidValue;  // M > 16: the wrapper says so first

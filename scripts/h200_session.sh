@@ -95,6 +95,11 @@
 #           blog's shapes, M 1/8/16/32 (no package build); wgmma_probe_bench adds
 #           bench_skinny_gemm.py --quick --no-mlp (ours and _scaled_mm in the same call);
 #           wgmma_all: the probe and bench_skinny_gemm.py --no-mlp at all 11 weight shapes
+#   s14a  : EXPERIMENT (branch wgmma-pingpong, not yet run): convert 4 with two groups of 8
+#           chunks in flight a lane (IK_WGMMA_GROUPS=2: one group's loads on their way while
+#           the other's MMAs run) against one: the skinny GEMM tests and its sanitizer set
+#           with 2, then --tune --configs "0,0,0,4;1,0,0,4" at 10 weights, M 1/8/16, three
+#           runs alternating 1, 2, 1
 #   s13h  : convert 4 with the group's refills together (s13g's winner), the default at M <= 8
 #           up to 36 MiB: the skinny GEMM tests, its sanitizer set, --paths at 2304 x 16384,
 #           6144 x 4096 and 8192 x 3584, M 1/8/16
@@ -700,6 +705,14 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1
           for i in $(seq 12); do python3 -m pytest tests/test_layer_norm.py -q -p no:cacheprovider -k "kernelize and cuda" 2>&1 \
             | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
+  s14a)   export IK_WGMMA_GROUPS=2; tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
+          for run in 1a 2a 1b; do
+            step "convert 4, IK_WGMMA_GROUPS=${run:0:1} (run $run)"
+            IK_WGMMA_GROUPS=${run:0:1} timeout 120 python3 benchmarks/bench_skinny_gemm.py --tune --out "$OUT" --name cvt4_groups_$run \
+              --shapes 2304x16384,6144x4096,4096x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584,13312x16384,16384x6656 \
+              --ms 1,8,16 --configs "0,0,0,4;1,0,0,4" > "$OUT/cvt4_groups_$run.log" 2>&1
+            python3 scripts/tune_summary.py "$OUT/cvt4_groups_$run.json" | sed 's/auto=[0-9.]*  //;s/\[\([12]\), 0, 0, 4\]/w\1/g'
+          done ;;
   s13h)   tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
           timeout 100 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s13h \
             --shapes 2304x16384,6144x4096,8192x3584 --ms 1,8,16 2>&1 | tail -20 ;;
