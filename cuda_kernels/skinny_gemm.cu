@@ -488,7 +488,7 @@ __global__ void skinny_gemm_bytes_kernel(SkinnyGemmParams p) {
 // the row's sum is D[g][m] + D[g + 8][8 NH + m], both in the same thread. (A fragment
 // built from two rows' loads costs register moves that ptxas puts right after the loads,
 // and every refill then waits for its own load: benchmarks/wgmma_probe.cu's first kernel.)
-// kWgU chunks a lane in flight, refilled after each group of kWgU MMAs; the fp8
+// G groups of kWgU chunks a lane in flight, each refilled after its kWgU MMAs; the fp8
 // accumulator keeps fewer bits than fp32, so each group starts from zero and is added to
 // fp32 registers. A block is WGS warpgroups (2 unless the caller's tiles_per_block says
 // 1; one measured no better, s13e). K is split over the blocks of a cluster (up to 8),
@@ -504,8 +504,8 @@ __host__ __device__ constexpr int64_t wg_smem_bytes(int64_t cps, int nh) {
   return wg_x_slots(cps) * nh * 512 + 16 * kWgRows * 4;
 }
 
-// G: groups of kWgU chunks a lane keeps in flight (EXPERIMENT: 2 = while one group's MMAs
-// run, the next group's loads are already on their way).
+// G: groups of kWgU chunks a lane keeps in flight (wgmma_groups): with 2, one group's
+// loads are on their way while the other's MMAs run (112-122 registers against 80).
 template <typename OutT, int NH, int WGS, int G = 1>
 __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyGemmParams p, int64_t cps) {
   constexpr int kRows = 32 * WGS, kThreads = 128 * WGS;
@@ -560,34 +560,35 @@ __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyG
   float acc[4 * NT] = {}, part[4 * NT];
   for (int cg0 = 0; cg0 < cpad; cg0 += G * kWgU) {
 #pragma unroll
-  for (int h = 0; h < G; ++h) {
-    const int cb = cg0 + h * kWgU;
-    if (cb >= cpad) break;  // block-uniform
+    for (int h = 0; h < G; ++h) {
+      const int cb = cg0 + h * kWgU;
+      if (cb >= cpad) break;  // block-uniform
 #pragma unroll
-    for (int u = 0; u < kWgU; ++u) {
-      const int c = cb + u;
-      const uint64_t desc = wgmma_desc(xb + c * (NT * 256), NT * 128, 128);
-      wgmma_fence();
-      if (u == 0) {
-        wgmma_e4m3<NT, 0>(part, w[h * kWgU + u], desc);
-      } else {
-        wgmma_e4m3<NT, 1>(part, w[h * kWgU + u], desc);
+      for (int u = 0; u < kWgU; ++u) {
+        const int c = cb + u;
+        const uint64_t desc = wgmma_desc(xb + c * (NT * 256), NT * 128, 128);
+        wgmma_fence();
+        if (u == 0) {
+          wgmma_e4m3<NT, 0>(part, w[h * kWgU + u], desc);
+        } else {
+          wgmma_e4m3<NT, 1>(part, w[h * kWgU + u], desc);
+        }
+        wgmma_commit();
+        wgmma_wait_all();
       }
-      wgmma_commit();
-      wgmma_wait_all();
-    }
-    // The group's refills together, after its last MMA (as ptxas schedules them anyway;
-    // each right after its own MMA measured 1-10% slower, s13g), and only for chunks
-    // this block has: a padding slot keeps its old weights against zero activations
-    // (e4m3 has no infinity, and a NaN there was already the row's). Loading the padding
-    // too cost up to a group's worth of extra reads where the split leaves one short.
+      // The group's refills together, after its last MMA (as ptxas schedules them anyway;
+      // each right after its own MMA measured 1-10% slower, s13g), and only for chunks
+      // this block has: a padding slot keeps its old weights against zero activations
+      // (e4m3 has no infinity, and a NaN there was already the row's). Loading the
+      // padding too cost up to a group's worth of extra reads where the split leaves one
+      // short. With G = 2 these loads fly while the other group's MMAs run.
 #pragma unroll
-    for (int u = 0; u < kWgU; ++u) {
-      if (cb + u + G * kWgU < cn) w[h * kWgU + u] = load(cb + u + G * kWgU);
-    }
+      for (int u = 0; u < kWgU; ++u) {
+        if (cb + u + G * kWgU < cn) w[h * kWgU + u] = load(cb + u + G * kWgU);
+      }
 #pragma unroll
-    for (int i = 0; i < 4 * NT; ++i) acc[i] += part[i];
-  }
+      for (int i = 0; i < 4 * NT; ++i) acc[i] += part[i];
+    }
   }
 
   float* partials = reinterpret_cast<float*>(wsm + wg_x_slots(cps) * NH * 512);
@@ -650,37 +651,55 @@ int wgmma_min_cluster(const SkinnyGemmParams& p) {
   return 0;
 }
 
-// The activation's conversion: the caller's, else (H200, bench_skinny_gemm.py --paths,
-// BENCHMARKS.md, thirteenth session, 10 weights of 2 to 56 MiB and 3 of 104 to 416):
+// The activation's conversion: the caller's, else (H200, bench_skinny_gemm.py --paths and
+// --tune, BENCHMARKS.md, thirteenth and fourteenth sessions, 10 weights of 2 to 56 MiB and
+// 3 of 104 to 416):
 // - the fp8 warpgroup MMA (4), for N >= 512 (smaller N not measured) where it won:
 //   * M <= 16 and N x K <= 16 MiB. 4096 x 4096 at M 1 / 8 / 16 (s13d): 8.29 / 9.12 /
 //     10.72 us against 9.28 / 9.48 / 13.54 for the better of 1 and 3; 1024 x 8192 6.72 /
 //     7.47 / 8.39 against 7.75 / 7.90 / 9.72; 512 x 8192 5.80 / 6.12 / 6.69 against 6.14
 //     / 6.33 / 7.86 (s13e).
 //   * M = 1 up to 36 MiB (s13h): 2304 x 16384 13.56 against 15.36; 6144 x 4096 10.69
-//     against 11.38; 8192 x 3584 11.37 against 11.47.
-//   * M <= 8 up to 36 MiB with K past 8192: 2304 x 16384 at M 8 15.00 against 15.83. (At
+//     against 11.38; 8192 x 3584 11.37 against 11.47 (two groups: 10.57, 10.89, s14a).
+//   * M = 1 up to 64 MiB with K <= 8192, two groups: 7168 x 8192 19.67 (s14a) against
+//     20.56 (s13f). (From 56 MiB at K past 8192 it lost: 4096 x 14336 20.0 against 19.0.)
+//   * M <= 16 up to 36 MiB with K past 8192: 2304 x 16384 at M 8 15.00 against 15.83
+//     (s13h); at M 16, two groups, 17.95 (s14a) against the f16 copy's 18.72 (s13h). (At
 //     K <= 8192 it lost at M 8: 6144 x 4096 12.22 against 11.94, 8192 x 3584 12.34
-//     against 11.87; from 56 MiB it lost at M 1 too: 4096 x 14336 21.38 against 19.04.)
-// - M > 8 and weights under 64 MiB with K past 8192, or M > 16 at 4096 x 4096 (N >= 4096
-//   and N x K <= 16 MiB): the f16 copy (3). 2304 x 16384 at M 16 / 32: 18.88 / 22.45
-//   against 23.72 / 30.53 with the instruction; 4096 x 4096 at M 32: 16.30 against 19.24.
-//   Elsewhere below 64 MiB the instruction wins (8192 x 3584 at M 32: 16.44 against
-//   22.13; 1280 x 8192 12.60 against 13.24), as it does past 64 MiB (13312 x 16384 at M
-//   16 / 32, twelfth session: 59.2 / 72.9 us against 74.2 / 85.1 with the copy).
+//     against 11.87.)
+// - M > 8 and weights under 64 MiB with K past 8192 (past 36 MiB, or M > 16), or M > 16
+//   at 4096 x 4096 (N >= 4096 and N x K <= 16 MiB): the f16 copy (3). 2304 x 16384 at
+//   M 32: 22.45 against 30.53 with the instruction; 4096 x 4096 at M 32: 16.30 against
+//   19.24. Elsewhere below 64 MiB the instruction wins (8192 x 3584 at M 32: 16.44
+//   against 22.13; 1280 x 8192 12.60 against 13.24), as it does past 64 MiB (13312 x
+//   16384 at M 16 / 32, twelfth session: 59.2 / 72.9 us against 74.2 / 85.1 with the copy).
 // - else the conversion instruction in every warp (1).
 // The integer conversion (2) lost everywhere and reads an fp8 NaN as 480: caller's only.
 int convert_for(const SkinnyGemmParams& p, int nt) {
   if (p.convert > 0) return p.convert;
-  const int64_t bytes = p.N * p.K;
-  const bool small = bytes <= (int64_t{16} << 20), mid = bytes <= (int64_t{36} << 20);
-  const bool wgmma_wins = nt <= 2 && (small || (mid && (p.M == 1 || (nt == 1 && p.K > 8192))));
+  const int64_t bytes = p.N * p.K, MiB = int64_t{1} << 20;
+  const bool small = bytes <= 16 * MiB, mid = bytes <= 36 * MiB;
+  const bool wgmma_wins = nt <= 2 && (small || (mid && (p.M == 1 || p.K > 8192)) ||
+                                      (p.M == 1 && bytes <= 64 * MiB && p.K <= 8192));
   if (wgmma_wins && p.N >= 512 && vector_path(p) && device_attribute_once<cudaDevAttrComputeCapabilityMajor>() == 9 &&
       wgmma_min_cluster(p) > 0) {
     return kWgmma;
   }
-  const bool copy = bytes < (int64_t{64} << 20) && (p.K > 8192 || (nt >= 3 && small && p.N >= 4096));
+  const bool copy = bytes < 64 * MiB && (p.K > 8192 || (nt >= 3 && small && p.N >= 4096));
   return nt >= 2 && copy ? kF16Copy : kCvt;
+}
+
+// convert 4's groups of chunks in flight a lane: the caller's (config warps_per_tile),
+// else two past 16 MiB at K <= 8192 or M > 8. s14a (--tune, us, one group / two):
+// 6144 x 4096 at M 1 / 8 / 16 10.73 / 12.27 / 13.71 against 10.57 / 11.18 / 13.02;
+// 8192 x 3584 11.38 / 12.37 / 14.20 against 10.89 / 11.71 / 13.97; 7168 x 8192 20.06 /
+// 21.55 / 24.30 against 19.67 / 20.57 / 22.89; 2304 x 16384 at M 16 18.39 against 17.95.
+// One group won below 16 MiB (1280 x 8192 6.81 / 7.17 / 8.11 against 7.09 / 7.77 /
+// 8.70; 4096 x 4096 at M 1 8.17 against 8.49) and at K past 8192 for M <= 8 (2304 x
+// 16384 13.56 / 15.08 against 14.34 / 15.53).
+int wgmma_groups(const SkinnyGemmParams& p, int nt) {
+  if (p.warps_per_tile > 0) return p.warps_per_tile;
+  return p.N * p.K > (int64_t{16} << 20) && (p.K <= 8192 || nt == 2) ? 2 : 1;
 }
 
 // Programmatic dependent launch between the pre-pass and the GEMM: on unless
@@ -784,11 +803,11 @@ int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
   if (convert == kWgmma) {
     if constexpr (NT <= 2) {
       // tiles_per_block: warpgroups a block (32 weight rows each), 2 unless given
-      const char* groups = std::getenv("IK_WGMMA_GROUPS");  // EXPERIMENT
-      if (groups && groups[0] == '2') {
-        return p.tiles_per_block == 1 ? launch_wgmma<OutT, NT, 1, 2>(p, stream) : launch_wgmma<OutT, NT, 2, 2>(p, stream);
+      const bool one = p.tiles_per_block == 1;
+      if (wgmma_groups(p, NT) == 2) {
+        return one ? launch_wgmma<OutT, NT, 1, 2>(p, stream) : launch_wgmma<OutT, NT, 2, 2>(p, stream);
       }
-      return p.tiles_per_block == 1 ? launch_wgmma<OutT, NT, 1>(p, stream) : launch_wgmma<OutT, NT, 2>(p, stream);
+      return one ? launch_wgmma<OutT, NT, 1>(p, stream) : launch_wgmma<OutT, NT, 2>(p, stream);
     } else {
       return cudaErrorInvalidValue;  // M > 16: the wrapper says so first
     }

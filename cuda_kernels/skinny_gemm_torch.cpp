@@ -16,7 +16,8 @@ using namespace inference_kernels;
 // config (benchmarks and tests; empty = the launcher's choice): [tiles_per_block,
 // warps_per_tile, cluster, convert], 0 = the launcher's choice for that field (convert:
 // gpu_launchers.h; 3 takes a workspace of 2 * M * K bytes, allocated here; 4 takes
-// `cluster`, its K split, and tiles_per_block, its warpgroups a block). On ROCm,
+// `cluster`, its K split, tiles_per_block, its warpgroups a block, and warps_per_tile,
+// its groups of chunks in flight). On ROCm,
 // warps_per_tile is the K splits across work items and cluster and convert are ignored.
 void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
                           const at::Tensor& scale_a, const at::Tensor& scale_b,
@@ -43,8 +44,9 @@ void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor
   const c10::cuda::CUDAGuard guard(a.device());
 #ifdef CUDA_KERNEL
   if (cvt == 4) {  // each block keeps its share of the activation's K in shared memory
-    TORCH_CHECK(rb <= 2 && kw == 0, "config: convert 4 takes tiles_per_block 0 (automatic), 1 or 2 (warpgroups ",
-                "of 32 weight rows a block) and warps_per_tile 0, got ", num(rb), " and ", num(kw));
+    TORCH_CHECK(rb <= 2 && kw <= 2, "config: convert 4 takes tiles_per_block 0 (automatic), 1 or 2 (warpgroups ",
+                "of 32 weight rows a block) and warps_per_tile 0 (automatic), 1 or 2 (groups of 8 chunks in flight ",
+                "a lane), got ", num(rb), " and ", num(kw));
     const int min_nc = skinny_gemm_fp8_wgmma_min_cluster(p);
     TORCH_CHECK(min_nc > 0, "config: convert 4 keeps each block's share of K of every row of a in shared ",
                 "memory; K = ", num(p.K), " at ", num(p.M), " rows does not fit even at a cluster of 8");

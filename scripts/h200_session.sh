@@ -95,7 +95,11 @@
 #           blog's shapes, M 1/8/16/32 (no package build); wgmma_probe_bench adds
 #           bench_skinny_gemm.py --quick --no-mlp (ours and _scaled_mm in the same call);
 #           wgmma_all: the probe and bench_skinny_gemm.py --no-mlp at all 11 weight shapes
-#   s14a  : EXPERIMENT (branch wgmma-pingpong, not yet run): convert 4 with two groups of 8
+#   s14b  : convert 4 with the launcher's choice of groups in flight (two past 16 MiB at
+#           K <= 8192 or M > 8) and the widened convert_for: the skinny GEMM tests, its
+#           sanitizer set, --paths at the four weights whose default changed, M 1/8/16,
+#           then bench_skinny_gemm.py (all 11 weights and the decode MLP)
+#   s14a  : EXPERIMENT (branch wgmma-pingpong, run in the fourteenth session): convert 4 with two groups of 8
 #           chunks in flight a lane (IK_WGMMA_GROUPS=2: one group's loads on their way while
 #           the other's MMAs run) against one: the skinny GEMM tests and its sanitizer set
 #           with 2, then --tune --configs "0,0,0,4;1,0,0,4" at 10 weights, M 1/8/16, three
@@ -705,6 +709,11 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1
           for i in $(seq 12); do python3 -m pytest tests/test_layer_norm.py -q -p no:cacheprovider -k "kernelize and cuda" 2>&1 \
             | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
+  s14b)   tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
+          timeout 120 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s14b \
+            --shapes 2304x16384,6144x4096,8192x3584,7168x8192 --ms 1,8,16 2>&1 | tail -30; pack
+          timeout 300 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --name bench_skinny_gemm_s14b \
+            > "$OUT/bench_skinny_gemm_s14b.log" 2>&1; grep -E "^skinny|^decode|^ +[0-9]+ " "$OUT/bench_skinny_gemm_s14b.log" | cut -c1-90 ;;
   s14a)   export IK_WGMMA_GROUPS=2; tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
           for run in 1a 2a 1b; do
             step "convert 4, IK_WGMMA_GROUPS=${run:0:1} (run $run)"

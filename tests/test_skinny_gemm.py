@@ -225,7 +225,7 @@ def test_every_work_split(ik, device, m):
                                  (64, 16), (130, 64 * 9)])
 def test_wgmma_path(ik, device, m, n, k):
     """convert 4 (Hopper's fp8 warpgroup MMA, M <= 16) at every K split it takes, the
-    launcher's included: odd N (rows clamped, not stored), K tails (a partial 64-byte
+    launcher's included, with one and two groups of chunks in flight: odd N (rows clamped, not stored), K tails (a partial 64-byte
     chunk, K = 16), K ranges shorter than a group of 8 chunks, per-channel scales, bias,
     both out dtypes, strided rows of a and b."""
     cuda_only(device)
@@ -236,15 +236,32 @@ def test_wgmma_path(ik, device, m, n, k):
         bias = torch.randn(n, device=device).to(dt)
         ref = reference(a, b, sa, sb, bias)
         for cfg in ([0, 0, 0, 4], [0, 0, 1, 4], [0, 0, 3, 4], [0, 0, 8, 4], [1, 0, 0, 4], [1, 0, 5, 4],
-                    [2, 0, 2, 4]):
+                    [2, 0, 2, 4], [0, 2, 0, 4], [0, 2, 1, 4], [1, 2, 3, 4], [2, 1, 8, 4], [2, 2, 8, 4]):
             out = poisoned(m, n, dt, device)
             ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, cfg)
             assert_rows_close(out, ref, dt)
 
 
+@pytest.mark.parametrize("m", [1, 8, 16])
+@pytest.mark.parametrize("n,k", [(4500, 4096), (2100, 8256)])
+def test_wgmma_default_past_16_mib(ik, device, m, n, k):
+    """The launcher's own choices past 16 MiB of weight, where convert 4 takes two groups
+    of chunks in flight (at M = 1 for K <= 8192; at M 9-16 for K > 8192) or one (M 2-8
+    at K > 8192), and where convert 1 takes over (M > 1 at K <= 8192)."""
+    cuda_only(device)
+    a = rand_fp8((m, k), device)
+    b = rand_fp8((n, k), device)
+    sa, sb = scales(n, device, True)
+    ref = reference(a, b, sa, sb, None)
+    out = poisoned(m, n, torch.bfloat16, device)
+    ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, [])
+    assert_rows_close(out, ref, torch.bfloat16)
+
+
 @pytest.mark.parametrize("nc", [1, 2, 8])
 @pytest.mark.parametrize("rb", [1, 2])
-def test_wgmma_nan_stays_in_its_row(ik, device, nc, rb):
+@pytest.mark.parametrize("groups", [1, 2])
+def test_wgmma_nan_stays_in_its_row(ik, device, nc, rb, groups):
     """convert 4 reads a row's last 16 bytes again where K's partial chunk ends (against
     zero activations): a NaN weight there, or anywhere in a row, reaches that row only."""
     cuda_only(device)
@@ -255,7 +272,7 @@ def test_wgmma_nan_stays_in_its_row(ik, device, nc, rb):
     b[63, k - 16] = float("nan")  # the last row of a tile (of 32 or 64 rows)
     one = torch.ones(1, device=device)
     out = poisoned(3, n, torch.bfloat16, device)
-    ik.ops.skinny_gemm_fp8(out, a, b, one, one, None, [rb, 0, nc, 4])
+    ik.ops.skinny_gemm_fp8(out, a, b, one, one, None, [rb, groups, nc, 4])
     bad = torch.zeros(n, dtype=torch.bool, device=device)
     bad[[5, 6, 63]] = True
     assert torch.isnan(out[:, bad]).all() and not torch.isnan(out[:, ~bad]).any()
@@ -438,8 +455,9 @@ def test_rejects_bad_config(ik, device):
         ik.ops.skinny_gemm_fp8(out17, a17, b, sa, sb, None, [0, 0, 0, 4])
     with pytest.raises(RuntimeError, match="convert 4 takes tiles_per_block 0 \\(automatic\\), 1 or 2"):
         ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, [4, 0, 0, 4])
-    with pytest.raises(RuntimeError, match="and warps_per_tile 0, got 1 and 2"):
-        ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, [1, 2, 0, 4])
+    with pytest.raises(RuntimeError, match="warps_per_tile 0 \\(automatic\\), 1 or 2 \\(groups of 8 chunks in "
+                                           "flight a lane\\), got 1 and 3"):
+        ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, [1, 3, 0, 4])
     # convert 4 keeps each block's share of a's K in shared memory (227 KB on Hopper)
     a16, out16 = rand_fp8((16, 16384), device), torch.empty(16, 8, device=device, dtype=torch.bfloat16)
     b16 = rand_fp8((8, 16384), device)
