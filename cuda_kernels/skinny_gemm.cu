@@ -654,19 +654,19 @@ int wgmma_min_cluster(const SkinnyGemmParams& p) {
 // The activation's conversion: the caller's, else (H200, bench_skinny_gemm.py --paths and
 // --tune, BENCHMARKS.md, thirteenth and fourteenth sessions, 10 weights of 2 to 56 MiB and
 // 3 of 104 to 416):
-// - the fp8 warpgroup MMA (4), for N >= 512 (smaller N not measured) where it won:
+// - the fp8 warpgroup MMA (4), for N >= 512 (smaller N not measured) where it won or tied:
 //   * M <= 16 and N x K <= 16 MiB. 4096 x 4096 at M 1 / 8 / 16 (s13d): 8.29 / 9.12 /
 //     10.72 us against 9.28 / 9.48 / 13.54 for the better of 1 and 3; 1024 x 8192 6.72 /
 //     7.47 / 8.39 against 7.75 / 7.90 / 9.72; 512 x 8192 5.80 / 6.12 / 6.69 against 6.14
 //     / 6.33 / 7.86 (s13e).
-//   * M = 1 up to 36 MiB (s13h): 2304 x 16384 13.56 against 15.36; 6144 x 4096 10.69
-//     against 11.38; 8192 x 3584 11.37 against 11.47 (two groups: 10.57, 10.89, s14a).
-//   * M = 1 up to 64 MiB with K <= 8192, two groups: 7168 x 8192 19.67 (s14a) against
-//     20.56 (s13f). (From 56 MiB at K past 8192 it lost: 4096 x 14336 20.0 against 19.0.)
-//   * M <= 16 up to 36 MiB with K past 8192: 2304 x 16384 at M 8 15.00 against 15.83
-//     (s13h); at M 16, two groups, 17.95 (s14a) against the f16 copy's 18.72 (s13h). (At
-//     K <= 8192 it lost at M 8: 6144 x 4096 12.22 against 11.94, 8192 x 3584 12.34
-//     against 11.87.)
+//   * M <= 16 up to 36 MiB (s14b, with wgmma_groups' choice; us at M 1 / 8 / 16 against
+//     the better of 1 and 3): 2304 x 16384 13.77 / 15.18 / 18.00 against 15.48 / 15.87
+//     / 18.64; 6144 x 4096 10.58 / 11.17 / 12.97 against 11.40 / 11.91 / 13.81; 8192 x
+//     3584 10.85 / 11.83 / 14.06 against 11.50 / 11.87 / 14.05. (With one group a lane,
+//     s13h, it lost at 6144 x 4096 M 8: 12.22 against 11.94.)
+//   * M = 1 up to 64 MiB with K <= 8192: 7168 x 8192 19.82 against 20.76 (s14b); at M 8
+//     / 16 it did not win (20.90 / 23.12 against 20.96 / 21.36). From 56 MiB at K past
+//     8192 it lost at M 1 too (4096 x 14336 20.0 against 19.0, s14a / s13f).
 // - M > 8 and weights under 64 MiB with K past 8192 (past 36 MiB, or M > 16), or M > 16
 //   at 4096 x 4096 (N >= 4096 and N x K <= 16 MiB): the f16 copy (3). 2304 x 16384 at
 //   M 32: 22.45 against 30.53 with the instruction; 4096 x 4096 at M 32: 16.30 against
@@ -678,9 +678,8 @@ int wgmma_min_cluster(const SkinnyGemmParams& p) {
 int convert_for(const SkinnyGemmParams& p, int nt) {
   if (p.convert > 0) return p.convert;
   const int64_t bytes = p.N * p.K, MiB = int64_t{1} << 20;
-  const bool small = bytes <= 16 * MiB, mid = bytes <= 36 * MiB;
-  const bool wgmma_wins = nt <= 2 && (small || (mid && (p.M == 1 || p.K > 8192)) ||
-                                      (p.M == 1 && bytes <= 64 * MiB && p.K <= 8192));
+  const bool small = bytes <= 16 * MiB, mid = bytes <= 36 * MiB;  // small: the f16 copy's rule
+  const bool wgmma_wins = nt <= 2 && (mid || (p.M == 1 && bytes <= 64 * MiB && p.K <= 8192));
   if (wgmma_wins && p.N >= 512 && vector_path(p) && device_attribute_once<cudaDevAttrComputeCapabilityMajor>() == 9 &&
       wgmma_min_cluster(p) > 0) {
     return kWgmma;
@@ -690,7 +689,7 @@ int convert_for(const SkinnyGemmParams& p, int nt) {
 }
 
 // convert 4's groups of chunks in flight a lane: the caller's (config warps_per_tile),
-// else two past 16 MiB at K <= 8192 or M > 8. s14a (--tune, us, one group / two):
+// else two past 16 MiB at K <= 8192 or M > 8. s14a (--tune, us, one group against two):
 // 6144 x 4096 at M 1 / 8 / 16 10.73 / 12.27 / 13.71 against 10.57 / 11.18 / 13.02;
 // 8192 x 3584 11.38 / 12.37 / 14.20 against 10.89 / 11.71 / 13.97; 7168 x 8192 20.06 /
 // 21.55 / 24.30 against 19.67 / 20.57 / 22.89; 2304 x 16384 at M 16 18.39 against 17.95.

@@ -95,6 +95,9 @@
 #           blog's shapes, M 1/8/16/32 (no package build); wgmma_probe_bench adds
 #           bench_skinny_gemm.py --quick --no-mlp (ours and _scaled_mm in the same call);
 #           wgmma_all: the probe and bench_skinny_gemm.py --no-mlp at all 11 weight shapes
+#   s14c  : s14b with convert 4 the default at every M <= 16 up to 36 MiB: the skinny GEMM
+#           tests, --paths at 6144 x 4096 and 8192 x 3584, M 1/2/4/8/16, then
+#           bench_skinny_gemm.py --no-mlp (all 11 weights)
 #   s14b  : convert 4 with the launcher's choice of groups in flight (two past 16 MiB at
 #           K <= 8192 or M > 8) and the widened convert_for: the skinny GEMM tests, its
 #           sanitizer set, --paths at the four weights whose default changed, M 1/8/16,
@@ -709,6 +712,11 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1
           for i in $(seq 12); do python3 -m pytest tests/test_layer_norm.py -q -p no:cacheprovider -k "kernelize and cuda" 2>&1 \
             | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
+  s14c)   tests_cuda tests/test_skinny_gemm.py; pack
+          timeout 120 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s14c \
+            --shapes 6144x4096,8192x3584 --ms 1,2,4,8,16 2>&1 | tail -16; pack
+          timeout 240 python3 benchmarks/bench_skinny_gemm.py --no-mlp --out "$OUT" --name bench_skinny_gemm_s14c \
+            > "$OUT/bench_skinny_gemm_s14c.log" 2>&1; grep -E "^skinny|^ +[0-9]+ " "$OUT/bench_skinny_gemm_s14c.log" | cut -c1-90 ;;
   s14b)   tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
           timeout 120 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s14b \
             --shapes 2304x16384,6144x4096,8192x3584,7168x8192 --ms 1,8,16 2>&1 | tail -30; pack

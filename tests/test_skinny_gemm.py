@@ -245,9 +245,9 @@ def test_wgmma_path(ik, device, m, n, k):
 @pytest.mark.parametrize("m", [1, 8, 16])
 @pytest.mark.parametrize("n,k", [(4500, 4096), (2100, 8256)])
 def test_wgmma_default_past_16_mib(ik, device, m, n, k):
-    """The launcher's own choices past 16 MiB of weight, where convert 4 takes two groups
-    of chunks in flight (at M = 1 for K <= 8192; at M 9-16 for K > 8192) or one (M 2-8
-    at K > 8192), and where convert 1 takes over (M > 1 at K <= 8192)."""
+    """The launcher's own choices past 16 MiB of weight (up to 36 MiB: convert 4 at any
+    M <= 16), where convert 4 takes two groups of chunks in flight (K <= 8192, or M 9-16)
+    or one (M 2-8 at K > 8192)."""
     cuda_only(device)
     a = rand_fp8((m, k), device)
     b = rand_fp8((n, k), device)
