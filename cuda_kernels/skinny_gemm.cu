@@ -505,7 +505,7 @@ __host__ __device__ constexpr int64_t wg_smem_bytes(int64_t cps, int nh) {
 }
 
 // G: groups of kWgU chunks a lane keeps in flight (wgmma_groups): with 2, one group's
-// loads are on their way while the other's MMAs run (112-122 registers against 80).
+// loads are on their way while the other's MMAs run (112-122 registers against 72-90).
 template <typename OutT, int NH, int WGS, int G = 1>
 __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyGemmParams p, int64_t cps) {
   constexpr int kRows = 32 * WGS, kThreads = 128 * WGS;
