@@ -506,7 +506,10 @@ __host__ __device__ constexpr int64_t wg_smem_bytes(int64_t cps, int nh) {
 
 // G: groups of kWgU chunks a lane keeps in flight (wgmma_groups): with 2, one group's
 // loads are on their way while the other's MMAs run (112-122 registers against 72-90).
-template <typename OutT, int NH, int WGS, int G = 1>
+// CHAIN (EXPERIMENT, IK_WGMMA_CHAIN=1): a group's 8 MMAs issued back to back into the same
+// accumulator (one fence before, one commit and wait after: PTX orders wgmmas of one
+// shape on the same accumulator) instead of waiting for each.
+template <typename OutT, int NH, int WGS, int G = 1, bool CHAIN = false>
 __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyGemmParams p, int64_t cps) {
   constexpr int kRows = 32 * WGS, kThreads = 128 * WGS;
   extern __shared__ __align__(128) uint8_t wsm[];
@@ -567,12 +570,18 @@ __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyG
       for (int u = 0; u < kWgU; ++u) {
         const int c = cb + u;
         const uint64_t desc = wgmma_desc(xb + c * (NT * 256), NT * 128, 128);
-        wgmma_fence();
+        if (!CHAIN || u == 0) wgmma_fence();
         if (u == 0) {
           wgmma_e4m3<NT, 0>(part, w[h * kWgU + u], desc);
         } else {
           wgmma_e4m3<NT, 1>(part, w[h * kWgU + u], desc);
         }
+        if (!CHAIN) {
+          wgmma_commit();
+          wgmma_wait_all();
+        }
+      }
+      if (CHAIN) {
         wgmma_commit();
         wgmma_wait_all();
       }
@@ -753,9 +762,9 @@ int clusters_resident(Kernel kernel, int threads, size_t smem, int nc) {
 // than SMs x blocks per SM / nc), else the smallest whose activation copy fits in shared
 // memory; the caller's `cluster` where given. Resident clusters are asked once per device,
 // split and blocks per SM (registers and shared memory).
-template <typename OutT, int NH, int WGS, int G = 1>
+template <typename OutT, int NH, int WGS, int G = 1, bool CHAIN = false>
 int launch_wgmma(const SkinnyGemmParams& p, cudaStream_t stream) {
-  constexpr auto kernel = skinny_gemm_wgmma_kernel<OutT, NH, WGS, G>;
+  constexpr auto kernel = skinny_gemm_wgmma_kernel<OutT, NH, WGS, G, CHAIN>;
   constexpr int kThreads = 128 * WGS;
   const int smem_per_block = device_attribute_once<cudaDevAttrMaxSharedMemoryPerBlockOptin>();
   const int min_nc = wgmma_min_cluster(p);
@@ -803,6 +812,13 @@ int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
     if constexpr (NT <= 2) {
       // tiles_per_block: warpgroups a block (32 weight rows each), 2 unless given
       const bool one = p.tiles_per_block == 1;
+      const char* chain = std::getenv("IK_WGMMA_CHAIN");  // EXPERIMENT
+      if (chain && chain[0] == '1') {
+        if (wgmma_groups(p, NT) == 2) {
+          return one ? launch_wgmma<OutT, NT, 1, 2, true>(p, stream) : launch_wgmma<OutT, NT, 2, 2, true>(p, stream);
+        }
+        return one ? launch_wgmma<OutT, NT, 1, 1, true>(p, stream) : launch_wgmma<OutT, NT, 2, 1, true>(p, stream);
+      }
       if (wgmma_groups(p, NT) == 2) {
         return one ? launch_wgmma<OutT, NT, 1, 2>(p, stream) : launch_wgmma<OutT, NT, 2, 2>(p, stream);
       }

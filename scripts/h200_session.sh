@@ -95,6 +95,10 @@
 #           blog's shapes, M 1/8/16/32 (no package build); wgmma_probe_bench adds
 #           bench_skinny_gemm.py --quick --no-mlp (ours and _scaled_mm in the same call);
 #           wgmma_all: the probe and bench_skinny_gemm.py --no-mlp at all 11 weight shapes
+#   s14d  : EXPERIMENT (branch wgmma-chain): convert 4 with a group's 8 MMAs issued back to
+#           back, one wait after them (IK_WGMMA_CHAIN=1) against a wait after each: the
+#           skinny GEMM tests and its sanitizer set chained, then --tune at 10 weights,
+#           M 1/8/16, one and two groups, four runs alternating 0, 1, 0, 1
 #   s14c  : s14b with convert 4 the default at every M <= 16 up to 36 MiB: the skinny GEMM
 #           tests, --paths at 6144 x 4096 and 8192 x 3584, M 1/2/4/8/16, then
 #           bench_skinny_gemm.py --no-mlp (all 11 weights)
@@ -712,6 +716,14 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1
           for i in $(seq 12); do python3 -m pytest tests/test_layer_norm.py -q -p no:cacheprovider -k "kernelize and cuda" 2>&1 \
             | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
+  s14d)   export IK_WGMMA_CHAIN=1; tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
+          for run in 0a 1a 0b 1b; do
+            step "convert 4, IK_WGMMA_CHAIN=${run:0:1} (run $run)"
+            IK_WGMMA_CHAIN=${run:0:1} timeout 120 python3 benchmarks/bench_skinny_gemm.py --tune --out "$OUT" --name cvt4_chain_$run \
+              --shapes 2304x16384,6144x4096,4096x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584,13312x16384,16384x6656 \
+              --ms 1,8,16 --configs "0,1,0,4;0,2,0,4" > "$OUT/cvt4_chain_$run.log" 2>&1
+            python3 scripts/tune_summary.py "$OUT/cvt4_chain_$run.json" | sed 's/auto=[0-9.]*  //;s/\[0, \([12]\), 0, 4\]/g\1/g'
+          done ;;
   s14c)   tests_cuda tests/test_skinny_gemm.py; pack
           timeout 120 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s14c \
             --shapes 6144x4096,8192x3584 --ms 1,2,4,8,16 2>&1 | tail -16; pack
