@@ -488,7 +488,8 @@ __global__ void skinny_gemm_bytes_kernel(SkinnyGemmParams p) {
 // the row's sum is D[g][m] + D[g + 8][8 NH + m], both in the same thread. (A fragment
 // built from two rows' loads costs register moves that ptxas puts right after the loads,
 // and every refill then waits for its own load: benchmarks/wgmma_probe.cu's first kernel.)
-// G groups of kWgU chunks a lane in flight, each refilled after its kWgU MMAs; the fp8
+// G groups of kWgU chunks a lane in flight, each group's MMAs issued back to back and
+// its chunks refilled once they are done; the fp8
 // accumulator keeps fewer bits than fp32, so each group starts from zero and is added to
 // fp32 registers. A block is WGS warpgroups (2 unless the caller's tiles_per_block says
 // 1; one measured no better, s13e). K is split over the blocks of a cluster (up to 8),
@@ -506,10 +507,7 @@ __host__ __device__ constexpr int64_t wg_smem_bytes(int64_t cps, int nh) {
 
 // G: groups of kWgU chunks a lane keeps in flight (wgmma_groups): with 2, one group's
 // loads are on their way while the other's MMAs run (112-122 registers against 72-90).
-// CHAIN (EXPERIMENT, IK_WGMMA_CHAIN=1): a group's 8 MMAs issued back to back into the same
-// accumulator (one fence before, one commit and wait after: PTX orders wgmmas of one
-// shape on the same accumulator) instead of waiting for each.
-template <typename OutT, int NH, int WGS, int G = 1, bool CHAIN = false>
+template <typename OutT, int NH, int WGS, int G = 1>
 __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyGemmParams p, int64_t cps) {
   constexpr int kRows = 32 * WGS, kThreads = 128 * WGS;
   extern __shared__ __align__(128) uint8_t wsm[];
@@ -570,21 +568,18 @@ __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyG
       for (int u = 0; u < kWgU; ++u) {
         const int c = cb + u;
         const uint64_t desc = wgmma_desc(xb + c * (NT * 256), NT * 128, 128);
-        if (!CHAIN || u == 0) wgmma_fence();
         if (u == 0) {
+          wgmma_fence();  // the group's registers were written by its loads
           wgmma_e4m3<NT, 0>(part, w[h * kWgU + u], desc);
         } else {
           wgmma_e4m3<NT, 1>(part, w[h * kWgU + u], desc);
         }
-        if (!CHAIN) {
-          wgmma_commit();
-          wgmma_wait_all();
-        }
       }
-      if (CHAIN) {
-        wgmma_commit();
-        wgmma_wait_all();
-      }
+      // The group's MMAs run back to back (PTX orders wgmmas of one shape on the same
+      // accumulator); one wait for all of them. A wait after each was slower by 0.5-5.6% at
+      // 49 of 60 points and level at the rest (s14d).
+      wgmma_commit();
+      wgmma_wait_all();
       // The group's refills together, after its last MMA (as ptxas schedules them anyway;
       // each right after its own MMA measured 1-10% slower, s13g), and only for chunks
       // this block has: a padding slot keeps its old weights against zero activations
@@ -762,9 +757,9 @@ int clusters_resident(Kernel kernel, int threads, size_t smem, int nc) {
 // than SMs x blocks per SM / nc), else the smallest whose activation copy fits in shared
 // memory; the caller's `cluster` where given. Resident clusters are asked once per device,
 // split and blocks per SM (registers and shared memory).
-template <typename OutT, int NH, int WGS, int G = 1, bool CHAIN = false>
+template <typename OutT, int NH, int WGS, int G = 1>
 int launch_wgmma(const SkinnyGemmParams& p, cudaStream_t stream) {
-  constexpr auto kernel = skinny_gemm_wgmma_kernel<OutT, NH, WGS, G, CHAIN>;
+  constexpr auto kernel = skinny_gemm_wgmma_kernel<OutT, NH, WGS, G>;
   constexpr int kThreads = 128 * WGS;
   const int smem_per_block = device_attribute_once<cudaDevAttrMaxSharedMemoryPerBlockOptin>();
   const int min_nc = wgmma_min_cluster(p);
@@ -812,13 +807,6 @@ int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
     if constexpr (NT <= 2) {
       // tiles_per_block: warpgroups a block (32 weight rows each), 2 unless given
       const bool one = p.tiles_per_block == 1;
-      const char* chain = std::getenv("IK_WGMMA_CHAIN");  // EXPERIMENT
-      if (chain && chain[0] == '1') {
-        if (wgmma_groups(p, NT) == 2) {
-          return one ? launch_wgmma<OutT, NT, 1, 2, true>(p, stream) : launch_wgmma<OutT, NT, 2, 2, true>(p, stream);
-        }
-        return one ? launch_wgmma<OutT, NT, 1, 1, true>(p, stream) : launch_wgmma<OutT, NT, 2, 1, true>(p, stream);
-      }
       if (wgmma_groups(p, NT) == 2) {
         return one ? launch_wgmma<OutT, NT, 1, 2>(p, stream) : launch_wgmma<OutT, NT, 2, 2>(p, stream);
       }

@@ -95,7 +95,10 @@
 #           blog's shapes, M 1/8/16/32 (no package build); wgmma_probe_bench adds
 #           bench_skinny_gemm.py --quick --no-mlp (ours and _scaled_mm in the same call);
 #           wgmma_all: the probe and bench_skinny_gemm.py --no-mlp at all 11 weight shapes
-#   s14d  : EXPERIMENT (branch wgmma-chain): convert 4 with a group's 8 MMAs issued back to
+#   s14e  : the fourteenth session's final code (convert 4's MMAs chained): every CUDA test,
+#           the skinny GEMM sanitizer set, bench_skinny_gemm.py --no-mlp (all 11 weights)
+#   s14d  : EXPERIMENT (branch wgmma-chain, run in the fourteenth session; the switch
+#           IK_WGMMA_CHAIN is gone since, its winner kept): convert 4 with a group's 8 MMAs issued back to
 #           back, one wait after them (IK_WGMMA_CHAIN=1) against a wait after each: the
 #           skinny GEMM tests and its sanitizer set chained, then --tune at 10 weights,
 #           M 1/8/16, one and two groups, four runs alternating 0, 1, 0, 1
@@ -716,6 +719,9 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1
           for i in $(seq 12); do python3 -m pytest tests/test_layer_norm.py -q -p no:cacheprovider -k "kernelize and cuda" 2>&1 \
             | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
+  s14e)   tests_gpu; pack; sanitizers_gemm; pack
+          timeout 240 python3 benchmarks/bench_skinny_gemm.py --no-mlp --out "$OUT" --name bench_skinny_gemm_s14e \
+            > "$OUT/bench_skinny_gemm_s14e.log" 2>&1; grep -E "^skinny|^ +[0-9]+ " "$OUT/bench_skinny_gemm_s14e.log" | cut -c1-90 ;;
   s14d)   export IK_WGMMA_CHAIN=1; tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
           for run in 0a 1a 0b 1b; do
             step "convert 4, IK_WGMMA_CHAIN=${run:0:1} (run $run)"
