@@ -96,7 +96,9 @@
 #           bench_skinny_gemm.py --quick --no-mlp (ours and _scaled_mm in the same call);
 #           wgmma_all: the probe and bench_skinny_gemm.py --no-mlp at all 11 weight shapes
 #   s14e  : the fourteenth session's final code (convert 4's MMAs chained): every CUDA test,
-#           the skinny GEMM sanitizer set, bench_skinny_gemm.py --no-mlp (all 11 weights)
+#           the skinny GEMM sanitizer set, bench_skinny_gemm.py --no-mlp (all 11 weights);
+#           then Nsight Compute of convert 4 and _scaled_mm at 4096 x 4096 and 2304 x 16384,
+#           M = 1 (duration, throughput, stalls: where convert 4's time goes at small weights)
 #   s14d  : EXPERIMENT (branch wgmma-chain, run in the fourteenth session; the switch
 #           IK_WGMMA_CHAIN is gone since, its winner kept): convert 4 with a group's 8 MMAs issued back to
 #           back, one wait after them (IK_WGMMA_CHAIN=1) against a wait after each: the
@@ -496,6 +498,22 @@ sass_gemm() {
     function report(  k, s) { s = ""; for (k in c) s = s " " k "=" c[k]; print name ":" s }
     END { if (name) report() }' | tee "$OUT/sass_gemm.txt"
 }
+# convert 4 against _scaled_mm at small weights, M = 1 (Nsight Compute, real clocks).
+profile_gemm_small() {
+  step "Nsight Compute: convert 4 and _scaled_mm at 4096 x 4096 and 2304 x 16384, M = 1"
+  export PATH="$PATH:/usr/local/cuda/bin"
+  local f="$OUT/ncu_gemm_small.txt" spec filter
+  for spec in "ours 4096 4096" "scaled_mm 4096 4096" "ours 2304 16384" "scaled_mm 2304 16384"; do
+    set -- $spec
+    filter=(); [ "$1" = ours ] && filter=(--kernel-name regex:skinny_gemm_wgmma)
+    echo "--- $spec" | tee -a "$f"
+    timeout 120 ncu --clock-control none --profile-from-start off "${filter[@]}" --launch-skip 2 --launch-count 1 \
+      --section SpeedOfLight --section WarpStateStats --section LaunchStats --section Occupancy \
+      --section SchedulerStats --print-details all python3 benchmarks/profile_gemm.py "$1" "$2" "$3" 1 \
+      2>&1 | grep -vE "^==PROF==|^\s*$" >> "$f"
+  done
+  grep -E "^---|Function Name|Duration|DRAM Through|Memory Throughput|Compute \(SM\) Through|Grid Size|Block Size|Cluster Size|Registers Per|Achieved Occ|Active Warps Per Sch|Eligible Warps|Issued Warp|No Eligible|Warp Cycles Per Issued|Stall" "$f" | cut -c1-150 | head -120
+}
 # Where the skinny GEMM's warps stall and which pipe limits (Nsight Compute, real clocks).
 profile_gemm() {
   step "Nsight Compute: skinny GEMM, 13312 x 16384"
@@ -721,7 +739,8 @@ case "$MODE" in
             | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
   s14e)   tests_gpu; pack; sanitizers_gemm; pack
           timeout 240 python3 benchmarks/bench_skinny_gemm.py --no-mlp --out "$OUT" --name bench_skinny_gemm_s14e \
-            > "$OUT/bench_skinny_gemm_s14e.log" 2>&1; grep -E "^skinny|^ +[0-9]+ " "$OUT/bench_skinny_gemm_s14e.log" | cut -c1-90 ;;
+            > "$OUT/bench_skinny_gemm_s14e.log" 2>&1; grep -E "^skinny|^ +[0-9]+ " "$OUT/bench_skinny_gemm_s14e.log" | cut -c1-90; pack
+          profile_gemm_small ;;
   s14d)   export IK_WGMMA_CHAIN=1; tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
           for run in 0a 1a 0b 1b; do
             step "convert 4, IK_WGMMA_CHAIN=${run:0:1} (run $run)"
