@@ -95,6 +95,8 @@
 #           blog's shapes, M 1/8/16/32 (no package build); wgmma_probe_bench adds
 #           bench_skinny_gemm.py --quick --no-mlp (ours and _scaled_mm in the same call);
 #           wgmma_all: the probe and bench_skinny_gemm.py --no-mlp at all 11 weight shapes
+#   s14f  : Nsight Compute's source page (warp-state samples per SASS instruction) of convert 4
+#           at 4096 x 4096 and 2304 x 16384, M = 1: which barrier or load the warps wait at
 #   s14e  : the fourteenth session's final code (convert 4's MMAs chained): every CUDA test,
 #           the skinny GEMM sanitizer set, bench_skinny_gemm.py --no-mlp (all 11 weights);
 #           then Nsight Compute of convert 4 and _scaled_mm at 4096 x 4096 and 2304 x 16384,
@@ -514,6 +516,19 @@ profile_gemm_small() {
   done
   grep -E "^---|Function Name|Duration|DRAM Through|Memory Throughput|Compute \(SM\) Through|Grid Size|Block Size|Cluster Size|Registers Per|Achieved Occ|Active Warps Per Sch|Eligible Warps|Issued Warp|No Eligible|Warp Cycles Per Issued|Stall" "$f" | cut -c1-150 | head -120
 }
+# Where convert 4's warps wait, per SASS instruction (Nsight Compute's source page), N K, M = 1.
+profile_gemm_source() {
+  step "Nsight Compute: convert 4 $1 x $2, M = 1, stalls per SASS instruction"
+  export PATH="$PATH:/usr/local/cuda/bin"
+  local name="ncu_gemm_src_$1x$2"
+  timeout 150 ncu --clock-control none --profile-from-start off --kernel-name regex:skinny_gemm_wgmma \
+    --launch-skip 2 --launch-count 1 --section SpeedOfLight --section WarpStateStats --section SourceCounters \
+    -f -o "/tmp/$name" python3 benchmarks/profile_gemm.py ours "$1" "$2" 1 > "$OUT/$name.run.txt" 2>&1
+  ncu --import "/tmp/$name.ncu-rep" --page details > "$OUT/$name.details.txt" 2>&1
+  ncu --import "/tmp/$name.ncu-rep" --page source --csv --print-source sass > "$OUT/$name.csv" 2>&1
+  head -c 600 "$OUT/$name.csv"; echo
+  grep -E "Duration|Warp Cycles Per Issued|Stall (Barrier|Long|Wait|Membar)" "$OUT/$name.details.txt" | head -8
+}
 # Where the skinny GEMM's warps stall and which pipe limits (Nsight Compute, real clocks).
 profile_gemm() {
   step "Nsight Compute: skinny GEMM, 13312 x 16384"
@@ -737,6 +752,7 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1
           for i in $(seq 12); do python3 -m pytest tests/test_layer_norm.py -q -p no:cacheprovider -k "kernelize and cuda" 2>&1 \
             | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
+  s14f)   profile_gemm_source 4096 4096; profile_gemm_source 2304 16384 ;;
   s14e)   tests_gpu; pack; sanitizers_gemm; pack
           timeout 240 python3 benchmarks/bench_skinny_gemm.py --no-mlp --out "$OUT" --name bench_skinny_gemm_s14e \
             > "$OUT/bench_skinny_gemm_s14e.log" 2>&1; grep -E "^skinny|^ +[0-9]+ " "$OUT/bench_skinny_gemm_s14e.log" | cut -c1-90; pack
