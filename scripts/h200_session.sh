@@ -95,6 +95,10 @@
 #           blog's shapes, M 1/8/16/32 (no package build); wgmma_probe_bench adds
 #           bench_skinny_gemm.py --quick --no-mlp (ours and _scaled_mm in the same call);
 #           wgmma_all: the probe and bench_skinny_gemm.py --no-mlp at all 11 weight shapes
+#   s14g  : EXPERIMENT (commit e23bead only, dropped: mixed, BENCHMARKS.md): convert 4 with the scales and bias loaded at the
+#           start (IK_WGMMA_HOIST=1) against after the cluster barrier: the skinny GEMM tests
+#           and its sanitizer set hoisted, --tune at 10 weights M 1/8/16 alternating 0, 1, 0, 1,
+#           then bench_skinny_gemm.py --no-mlp (all 11 weights) hoisted
 #   s14f  : Nsight Compute's source page (warp-state samples per SASS instruction) of convert 4
 #           at 4096 x 4096 and 2304 x 16384, M = 1: which barrier or load the warps wait at
 #   s14e  : the fourteenth session's final code (convert 4's MMAs chained): every CUDA test,
@@ -752,6 +756,16 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1
           for i in $(seq 12); do python3 -m pytest tests/test_layer_norm.py -q -p no:cacheprovider -k "kernelize and cuda" 2>&1 \
             | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
+  s14g)   export IK_WGMMA_HOIST=1; tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
+          for run in 0a 1a 0b 1b; do
+            step "convert 4, IK_WGMMA_HOIST=${run:0:1} (run $run)"
+            IK_WGMMA_HOIST=${run:0:1} timeout 120 python3 benchmarks/bench_skinny_gemm.py --tune --out "$OUT" --name cvt4_hoist_$run \
+              --shapes 2304x16384,6144x4096,4096x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584,13312x16384,16384x6656 \
+              --ms 1,8,16 --configs "0,0,0,4" > "$OUT/cvt4_hoist_$run.log" 2>&1
+            python3 scripts/tune_summary.py "$OUT/cvt4_hoist_$run.json" | sed 's/auto=[0-9.]*  //'
+          done; pack
+          timeout 240 python3 benchmarks/bench_skinny_gemm.py --no-mlp --out "$OUT" --name bench_skinny_gemm_s14g \
+            > "$OUT/bench_skinny_gemm_s14g.log" 2>&1; grep -E "^skinny|^ +[0-9]+ " "$OUT/bench_skinny_gemm_s14g.log" | cut -c1-60 ;;
   s14f)   profile_gemm_source 4096 4096; profile_gemm_source 2304 16384 ;;
   s14e)   tests_gpu; pack; sanitizers_gemm; pack
           timeout 240 python3 benchmarks/bench_skinny_gemm.py --no-mlp --out "$OUT" --name bench_skinny_gemm_s14e \
