@@ -169,7 +169,7 @@ def tune_sweep(k, shapes, ms, bw, dev, md, results, configs=None):
 
 PATHS = {"default": ([], None), "cvt1": ([0, 0, 0, 1], None), "cvt2": ([0, 0, 0, 2], None),
          "cvt3": ([0, 0, 0, 3], None), "cvt3 no PDL": ([0, 0, 0, 3], "0"), "cvt4": ([0, 0, 0, 4], None)}
-CVT4_MAX_M = 16  # convert 4 (the fp8 warpgroup MMA) takes at most 16 rows
+CVT4_MAX_M = 32  # convert 4 (the fp8 warpgroup MMA) takes at most 32 rows
 
 
 def paths_sweep(k, shapes, ms, bw, dev, md, results):

@@ -499,10 +499,10 @@ constexpr int kWgU = 8;
 constexpr int kWgRows = 64;  // weight rows a block at most: two warpgroups (WGS)
 
 // Shared memory: the activation's copy for `cps` chunks (padded to whole groups of kWgU),
-// then the block's fp32 partials [16 rows of a][64].
+// then the block's fp32 partials [rows of a: 16, or 8 nh past 16][64].
 __host__ __device__ constexpr int64_t wg_x_slots(int64_t cps) { return (cps + kWgU - 1) / kWgU * kWgU; }
 __host__ __device__ constexpr int64_t wg_smem_bytes(int64_t cps, int nh) {
-  return wg_x_slots(cps) * nh * 512 + 16 * kWgRows * 4;
+  return wg_x_slots(cps) * nh * 512 + (nh > 2 ? nh : 2) * 8 * kWgRows * 4;
 }
 
 // G: groups of kWgU chunks a lane keeps in flight (wgmma_groups): with 2, one group's
@@ -804,16 +804,16 @@ template <typename OutT, int NT>
 int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int convert = convert_for(p, NT);
   if (convert == kWgmma) {
+    // tiles_per_block: warpgroups a block (32 weight rows each), 2 unless given
+    const bool one = p.tiles_per_block == 1;
+    if (p.M > kMaxM) return cudaErrorInvalidValue;  // the wrapper says so first
     if constexpr (NT <= 2) {
-      // tiles_per_block: warpgroups a block (32 weight rows each), 2 unless given
-      const bool one = p.tiles_per_block == 1;
       if (wgmma_groups(p, NT) == 2) {
         return one ? launch_wgmma<OutT, NT, 1, 2>(p, stream) : launch_wgmma<OutT, NT, 2, 2>(p, stream);
       }
-      return one ? launch_wgmma<OutT, NT, 1>(p, stream) : launch_wgmma<OutT, NT, 2>(p, stream);
-    } else {
-      return cudaErrorInvalidValue;  // M > 16: the wrapper says so first
     }
+    // M > 16: one group (two would hold 64 weight registers beside 48-64 accumulators)
+    return one ? launch_wgmma<OutT, NT, 1>(p, stream) : launch_wgmma<OutT, NT, 2>(p, stream);
   }
   if (convert != kCvt && convert != kIntOps && convert != kF16Copy) return cudaErrorInvalidValue;
   if (convert == kF16Copy && !p.workspace) return cudaErrorInvalidValue;  // the caller's workspace

@@ -34,7 +34,7 @@ void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor
   TORCH_CHECK(nc >= 0 && nc <= 8, "config: cluster must be 0 (automatic) to 8, got ", num(nc));
   TORCH_CHECK(cvt >= 0 && cvt <= 4, "config: convert must be 0 (automatic), 1, 2, 3 or 4, got ", num(cvt));
 #ifdef CUDA_KERNEL
-  TORCH_CHECK(cvt != 4 || p.M <= 16, "config: convert 4 (wgmma) takes at most 16 rows of a, got ", num(p.M));
+  TORCH_CHECK(cvt != 4 || p.M <= 32, "config: convert 4 (wgmma) takes at most 32 rows of a, got ", num(p.M));
 #endif
   p.tiles_per_block = int(rb);
   p.warps_per_tile = int(kw);
@@ -47,6 +47,8 @@ void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor
     TORCH_CHECK(rb <= 2 && kw <= 2, "config: convert 4 takes tiles_per_block 0 (automatic), 1 or 2 (warpgroups ",
                 "of 32 weight rows a block) and warps_per_tile 0 (automatic), 1 or 2 (groups of 8 chunks in flight ",
                 "a lane), got ", num(rb), " and ", num(kw));
+    TORCH_CHECK(kw <= 1 || p.M <= 16, "config: convert 4 keeps one group of chunks in flight past 16 rows of a ",
+                "(warps_per_tile 0 or 1), got warps_per_tile ", num(kw), " at ", num(p.M), " rows");
     const int min_nc = skinny_gemm_fp8_wgmma_min_cluster(p);
     TORCH_CHECK(min_nc > 0, "config: convert 4 keeps each block's share of K of every row of a in shared ",
                 "memory; K = ", num(p.K), " at ", num(p.M), " rows does not fit even at a cluster of 8");

@@ -95,6 +95,8 @@
 #           blog's shapes, M 1/8/16/32 (no package build); wgmma_probe_bench adds
 #           bench_skinny_gemm.py --quick --no-mlp (ours and _scaled_mm in the same call);
 #           wgmma_all: the probe and bench_skinny_gemm.py --no-mlp at all 11 weight shapes
+#   s14h  : EXPERIMENT (branch wgmma-m32): convert 4 at M <= 32 (n = 48, 64): the skinny GEMM
+#           tests and its sanitizer set, then --paths at 8 weights, M 17/24/32
 #   s14g  : EXPERIMENT (commit e23bead only, dropped: mixed, BENCHMARKS.md): convert 4 with the scales and bias loaded at the
 #           start (IK_WGMMA_HOIST=1) against after the cluster barrier: the skinny GEMM tests
 #           and its sanitizer set hoisted, --tune at 10 weights M 1/8/16 alternating 0, 1, 0, 1,
@@ -756,6 +758,10 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1
           for i in $(seq 12); do python3 -m pytest tests/test_layer_norm.py -q -p no:cacheprovider -k "kernelize and cuda" 2>&1 \
             | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
+  s14h)   tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
+          timeout 200 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s14h \
+            --shapes 4096x4096,1024x8192,1280x8192,6144x4096,8192x3584,2304x16384,7168x8192,4096x14336 --ms 17,24,32 2>&1 \
+            | grep -vE "^----|^rows" ;;
   s14g)   export IK_WGMMA_HOIST=1; tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
           for run in 0a 1a 0b 1b; do
             step "convert 4, IK_WGMMA_HOIST=${run:0:1} (run $run)"

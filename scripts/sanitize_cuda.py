@@ -124,8 +124,8 @@ def skinny_gemms(ik, dev):
     strides, bias and per-channel scales, cluster and warp splits, each activation path
     (convert 1 and 2 per warp; 3, the f16 pre-pass with the cp.async weight ring, the
     default at M > 8 for weights under 64 MiB, also at M <= 8 and with K < 64, where only
-    the partial chunk runs; 4, the fp8 warpgroup MMA, at M <= 16, one block and 8 a
-    cluster).
+    the partial chunk runs; 4, the fp8 warpgroup MMA, at M <= 32 (two groups of chunks
+    in flight at M <= 16), one block and 8 a cluster).
     The op is called directly (no torch._scaled_mm route). Returns the launch count."""
     fp8 = torch.float8_e4m3fn
     n_launch = 0
@@ -138,7 +138,7 @@ def skinny_gemms(ik, dev):
         sb = torch.rand(n, device=dev) / 64
         bias = torch.randn(n, device=dev).bfloat16()
         out = torch.empty(m, n + 3, device=dev, dtype=torch.bfloat16)
-        wgmma = ([0, 0, 0, 4], [0, 0, 1, 4], [0, 0, 8, 4], [0, 2, 1, 4], [1, 2, 8, 4]) if m <= 16 else ()
+        wgmma = ([0, 0, 0, 4], [0, 0, 1, 4], [0, 0, 8, 4]) + (([0, 2, 1, 4], [1, 2, 8, 4]) if m <= 16 else ()) if m <= 32 else ()
         for cfg in ([], [1, 8, 4, 1], [2, 4, 2, 2], [1, 1, 8, 1], [1, 8, 4, 3], [2, 4, 2, 3],
                     [8, 1, 2, 3], [0, 0, 0, 3], *wgmma):
             ik.ops.skinny_gemm_fp8(out[:, :n], a[:, :k], b, sa, sb, bias, cfg)

@@ -220,12 +220,13 @@ def test_every_work_split(ik, device, m):
         assert_rows_close(out, ref, torch.float16)
 
 
-@pytest.mark.parametrize("m", [1, 5, 8, 9, 16])
+@pytest.mark.parametrize("m", [1, 5, 8, 9, 16, 17, 24, 25, 32])
 @pytest.mark.parametrize("n,k", [(1000, 64 * 37 + 16), (37, 6656), (2304, 1024), (333, 64 * 41 + 48),
                                  (64, 16), (130, 64 * 9)])
 def test_wgmma_path(ik, device, m, n, k):
-    """convert 4 (Hopper's fp8 warpgroup MMA, M <= 16) at every K split it takes, the
-    launcher's included, with one and two groups of chunks in flight: odd N (rows clamped, not stored), K tails (a partial 64-byte
+    """convert 4 (Hopper's fp8 warpgroup MMA, M <= 32: n = 16, 32, 48, 64) at every K
+    split it takes, the launcher's included, with one and (M <= 16) two groups of chunks
+    in flight: odd N (rows clamped, not stored), K tails (a partial 64-byte
     chunk, K = 16), K ranges shorter than a group of 8 chunks, per-channel scales, bias,
     both out dtypes, strided rows of a and b."""
     cuda_only(device)
@@ -237,6 +238,8 @@ def test_wgmma_path(ik, device, m, n, k):
         ref = reference(a, b, sa, sb, bias)
         for cfg in ([0, 0, 0, 4], [0, 0, 1, 4], [0, 0, 3, 4], [0, 0, 8, 4], [1, 0, 0, 4], [1, 0, 5, 4],
                     [2, 0, 2, 4], [0, 2, 0, 4], [0, 2, 1, 4], [1, 2, 3, 4], [2, 1, 8, 4], [2, 2, 8, 4]):
+            if cfg[1] == 2 and m > 16:
+                continue  # two groups in flight: M <= 16 only (test_rejects_bad_config)
             out = poisoned(m, n, dt, device)
             ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, cfg)
             assert_rows_close(out, ref, dt)
@@ -451,8 +454,12 @@ def test_rejects_bad_config(ik, device):
         with pytest.raises(RuntimeError, match=msg):
             ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, cfg)
     a17, out17 = rand_fp8((17, 64), device), torch.empty(17, 8, device=device, dtype=torch.bfloat16)
-    with pytest.raises(RuntimeError, match="convert 4 \\(wgmma\\) takes at most 16 rows of a, got 17"):
-        ik.ops.skinny_gemm_fp8(out17, a17, b, sa, sb, None, [0, 0, 0, 4])
+    a33, out33 = rand_fp8((33, 64), device), torch.empty(33, 8, device=device, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="convert 4 \\(wgmma\\) takes at most 32 rows of a, got 33"):
+        ik.ops.skinny_gemm_fp8(out33, a33, b, sa, sb, None, [0, 0, 0, 4])
+    with pytest.raises(RuntimeError, match="one group of chunks in flight past 16 rows of a \\(warps_per_tile 0 "
+                                           "or 1\\), got warps_per_tile 2 at 17 rows"):
+        ik.ops.skinny_gemm_fp8(out17, a17, b, sa, sb, None, [0, 2, 0, 4])
     with pytest.raises(RuntimeError, match="convert 4 takes tiles_per_block 0 \\(automatic\\), 1 or 2"):
         ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, [4, 0, 0, 4])
     with pytest.raises(RuntimeError, match="warps_per_tile 0 \\(automatic\\), 1 or 2 \\(groups of 8 chunks in "
