@@ -671,10 +671,16 @@ int wgmma_min_cluster(const SkinnyGemmParams& p) {
 //   * M = 1 up to 64 MiB with K <= 8192: 7168 x 8192 19.82 against 20.76 (s14b); at M 8
 //     / 16 it did not win (20.90 / 23.12 against 20.96 / 21.36). From 56 MiB at K past
 //     8192 it lost at M 1 too (4096 x 14336 20.0 against 19.0, s14a / s13f).
+//   * M 17-32 up to 16 MiB (s14h, M 17 / 24 / 32): 4096 x 4096 11.76 / 12.36 / 13.67
+//     against 14.23 / 14.60 / 16.24; 1024 x 8192 8.25 / 8.39 / 9.44 against 10.70 /
+//     10.97 / 12.17; 1280 x 8192 8.78 / 8.93 / 9.97 against 11.13 / 11.46 / 12.60. (Past
+//     16 MiB it won little or lost: 6144 x 4096 14.55 / 14.57 / 16.56 against 14.92 /
+//     15.07 / 16.78; 8192 x 3584 15.43 / 15.71 / 17.65 against 14.83 / 15.09 / 16.54;
+//     2304 x 16384 at M 32 28.10 against 22.24.)
 // - M > 8 and weights under 64 MiB with K past 8192 (past 36 MiB, or M > 16), or M > 16
-//   at 4096 x 4096 (N >= 4096 and N x K <= 16 MiB): the f16 copy (3). 2304 x 16384 at
-//   M 32: 22.45 against 30.53 with the instruction; 4096 x 4096 at M 32: 16.30 against
-//   19.24. Elsewhere below 64 MiB the instruction wins (8192 x 3584 at M 32: 16.44
+//   at 4096 x 4096 where convert 4 cannot run (N >= 4096 and N x K <= 16 MiB): the f16
+//   copy (3). 2304 x 16384 at M 32: 22.45 against 30.53 with the instruction; 4096 x
+//   4096 at M 32: 16.30 against 19.24. Elsewhere below 64 MiB the instruction wins (8192 x 3584 at M 32: 16.44
 //   against 22.13; 1280 x 8192 12.60 against 13.24), as it does past 64 MiB (13312 x
 //   16384 at M 16 / 32, twelfth session: 59.2 / 72.9 us against 74.2 / 85.1 with the copy).
 // - else the conversion instruction in every warp (1).
@@ -683,7 +689,8 @@ int convert_for(const SkinnyGemmParams& p, int nt) {
   if (p.convert > 0) return p.convert;
   const int64_t bytes = p.N * p.K, MiB = int64_t{1} << 20;
   const bool small = bytes <= 16 * MiB, mid = bytes <= 36 * MiB;  // small: the f16 copy's rule
-  const bool wgmma_wins = nt <= 2 && (mid || (p.M == 1 && bytes <= 64 * MiB && p.K <= 8192));
+  const bool wgmma_wins = (nt <= 2 && (mid || (p.M == 1 && bytes <= 64 * MiB && p.K <= 8192))) ||
+                          (p.M <= kMaxM && small);
   if (wgmma_wins && p.N >= 512 && vector_path(p) && device_attribute_once<cudaDevAttrComputeCapabilityMajor>() == 9 &&
       wgmma_min_cluster(p) > 0) {
     return kWgmma;

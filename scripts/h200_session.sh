@@ -95,6 +95,9 @@
 #           blog's shapes, M 1/8/16/32 (no package build); wgmma_probe_bench adds
 #           bench_skinny_gemm.py --quick --no-mlp (ours and _scaled_mm in the same call);
 #           wgmma_all: the probe and bench_skinny_gemm.py --no-mlp at all 11 weight shapes
+#   s14j  : convert 4 the default at M 17-32 up to 16 MiB: the skinny GEMM tests, --paths at
+#           4096 x 4096, 1024 x 8192 and 1280 x 8192, M 17/24/32
+#   s14i  : the skinny GEMM sanitizer set (convert 4 at M 17-32 included)
 #   s14h  : EXPERIMENT (branch wgmma-m32): convert 4 at M <= 32 (n = 48, 64): the skinny GEMM
 #           tests and its sanitizer set, then --paths at 8 weights, M 17/24/32
 #   s14g  : EXPERIMENT (commit e23bead only, dropped: mixed, BENCHMARKS.md): convert 4 with the scales and bias loaded at the
@@ -758,6 +761,10 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1
           for i in $(seq 12); do python3 -m pytest tests/test_layer_norm.py -q -p no:cacheprovider -k "kernelize and cuda" 2>&1 \
             | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
+  s14j)   tests_cuda tests/test_skinny_gemm.py; pack
+          timeout 100 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s14j \
+            --shapes 4096x4096,1024x8192,1280x8192 --ms 17,24,32 2>&1 | grep -vE "^----|^rows" ;;
+  s14i)   sanitizers_gemm ;;
   s14h)   tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
           timeout 200 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s14h \
             --shapes 4096x4096,1024x8192,1280x8192,6144x4096,8192x3584,2304x16384,7168x8192,4096x14336 --ms 17,24,32 2>&1 \

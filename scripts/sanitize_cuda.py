@@ -138,7 +138,8 @@ def skinny_gemms(ik, dev):
         sb = torch.rand(n, device=dev) / 64
         bias = torch.randn(n, device=dev).bfloat16()
         out = torch.empty(m, n + 3, device=dev, dtype=torch.bfloat16)
-        wgmma = ([0, 0, 0, 4], [0, 0, 1, 4], [0, 0, 8, 4]) + (([0, 2, 1, 4], [1, 2, 8, 4]) if m <= 16 else ()) if m <= 32 else ()
+        wgmma = (([0, 0, 0, 4], [0, 0, 1, 4], [0, 0, 8, 4], [0, 2, 1, 4], [1, 2, 8, 4]) if m <= 16 else
+                 ([0, 0, 0, 4], [0, 0, 8, 4], [1, 0, 8, 4]) if m <= 32 else ())
         for cfg in ([], [1, 8, 4, 1], [2, 4, 2, 2], [1, 1, 8, 1], [1, 8, 4, 3], [2, 4, 2, 3],
                     [8, 1, 2, 3], [0, 0, 0, 3], *wgmma):
             ik.ops.skinny_gemm_fp8(out[:, :n], a[:, :k], b, sa, sb, bias, cfg)
