@@ -116,15 +116,16 @@ struct SkinnyGemmParams {
   // rows per block, K splits among the warps of a block, K splits among the blocks of a
   // thread-block cluster (1..8, reduced through distributed shared memory). Convert 4
   // reads tiles_per_block as warpgroups a block (1, 2) and warps_per_tile as groups of 8
-  // chunks each lane keeps in flight (1, 2).
+  // chunks each lane keeps in flight (1, 2; 2 at M <= 16 only).
   int tiles_per_block, warps_per_tile, cluster;
   // How the fast path turns the fp8 activation into f16 for the tensor cores: 1 the
   // conversion instruction in every warp (exact, NaN stays NaN; the default otherwise),
   // 2 integer bit operations in every warp (exact for every finite value, an fp8 NaN
   // reads as 480), 3 once, by a pre-pass into an f16 copy of a in `workspace` (exact, NaN stays NaN;
   // the default at M > 8 for weights under 64 MiB with K past 8192 where 4 does not
-  // run), 4 none: Hopper's fp8 warpgroup MMA (sm_90a, M <= 16; the default for N >= 512
-  // rows and N x K <= 36 MiB, and up to 64 MiB at M = 1 with K <= 8192; NaN stays NaN;
+  // run), 4 none: Hopper's fp8 warpgroup MMA (sm_90a, M <= 32; the default for N >= 512
+  // rows and N x K <= 16 MiB, up to 36 MiB at M <= 16, and up to 64 MiB at M = 1 with
+  // K <= 8192; NaN stays NaN;
   // sums move from the MMA's accumulator, which keeps fewer bits than fp32, into fp32
   // every 8 chunks of 64 K bytes). 0 = default. skinny_gemm.cu's convert_for has the
   // rules and their measurements.

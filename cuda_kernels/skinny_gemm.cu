@@ -41,7 +41,7 @@
 //   CUDA-graph capturable (the f16 copy is a workspace from the caller's allocator). The
 //   launcher sizes the split so that about 16 warps per SM stream weights and the whole
 //   grid is resident at once.
-// - convert 4 (M <= 16, sm_90a; the default for small weights, convert_for): no conversion,
+// - convert 4 (M <= 32, sm_90a; the default for small weights, convert_for): no conversion,
 //   Hopper's fp8 warpgroup MMA with the weight as the register operand
 //   (skinny_gemm_wgmma_kernel).
 // - Tails: rows past N and activation rows past M are clamped to the last real row
@@ -479,19 +479,20 @@ __global__ void skinny_gemm_bytes_kernel(SkinnyGemmParams p) {
   }
 }
 
-// convert 4 (kWgmma, M <= 16): Hopper's fp8 warpgroup MMA (wgmma.cuh), no conversion at
+// convert 4 (kWgmma, M <= 32): Hopper's fp8 warpgroup MMA (wgmma.cuh), no conversion at
 // all. One weight row a lane: a warpgroup streams 32 rows, each lane 16 bytes of its row
 // per 64-byte chunk of K, and that load is the whole A fragment of one MMA as it lies:
 // the MMA's logical rows g and g + 8 are both the lane's row, row g taking words 0 and 2,
 // row g + 8 words 1 and 3. B (the activation, in shared memory) holds every row twice,
 // permuted for each: column m against words {0, 2}, column 8 NH + m against {1, 3}, so
-// the row's sum is D[g][m] + D[g + 8][8 NH + m], both in the same thread. (A fragment
+// the row's sum is D[g][m] + D[g + 8][8 NH + m], both in the same thread: the MMA's n is
+// 16 NH (16 to 64 for M up to 8 to 32). (A fragment
 // built from two rows' loads costs register moves that ptxas puts right after the loads,
 // and every refill then waits for its own load: benchmarks/wgmma_probe.cu's first kernel.)
-// G groups of kWgU chunks a lane in flight, each group's MMAs issued back to back and
-// its chunks refilled once they are done; the fp8
-// accumulator keeps fewer bits than fp32, so each group starts from zero and is added to
-// fp32 registers. A block is WGS warpgroups (2 unless the caller's tiles_per_block says
+// G groups of kWgU chunks a lane in flight (two only at M <= 16), each group's MMAs
+// issued back to back and its chunks refilled once they are done; the fp8 accumulator
+// keeps fewer bits than fp32, so each group starts from zero and is added to fp32
+// registers. A block is WGS warpgroups (2 unless the caller's tiles_per_block says
 // 1; one measured no better, s13e). K is split over the blocks of a cluster (up to 8),
 // partials summed through distributed shared memory in a fixed order, as the other
 // paths do.

@@ -95,7 +95,8 @@
 #           blog's shapes, M 1/8/16/32 (no package build); wgmma_probe_bench adds
 #           bench_skinny_gemm.py --quick --no-mlp (ours and _scaled_mm in the same call);
 #           wgmma_all: the probe and bench_skinny_gemm.py --no-mlp at all 11 weight shapes
-#   s14j  : convert 4 the default at M 17-32 up to 16 MiB: the skinny GEMM tests, --paths at
+#   s14j  : (prepared, not run: the fourteenth session's device time was spent) convert 4
+#           the default at M 17-32 up to 16 MiB: the skinny GEMM tests, --paths at
 #           4096 x 4096, 1024 x 8192 and 1280 x 8192, M 17/24/32
 #   s14i  : the skinny GEMM sanitizer set (convert 4 at M 17-32 included)
 #   s14h  : EXPERIMENT (branch wgmma-m32): convert 4 at M <= 32 (n = 48, 64): the skinny GEMM
