@@ -510,6 +510,20 @@ sass_gemm() {
     function report(  k, s) { s = ""; for (k in c) s = s " " k "=" c[k]; print name ":" s }
     END { if (name) report() }' | tee "$OUT/sass_gemm.txt"
 }
+# convert 4 under an experiment switch, runs alternating (e.g. "0a 1a 0b 1b": the switch's
+# value is each run's first character) in one call: --tune at 10 weights, M 1/8/16.
+# Arguments: VAR NAME CONFIGS RUNS.
+cvt4_ab() {
+  local var=$1 name=$2 configs=$3 runs=$4 run
+  for run in $runs; do
+    step "convert 4, $var=${run:0:1} (run $run)"
+    env "$var=${run:0:1}" timeout 120 python3 benchmarks/bench_skinny_gemm.py --tune --out "$OUT" --name "${name}_$run" \
+      --shapes 2304x16384,6144x4096,4096x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584,13312x16384,16384x6656 \
+      --ms 1,8,16 --configs "$configs" > "$OUT/${name}_$run.log" 2>&1
+    python3 scripts/tune_summary.py "$OUT/${name}_$run.json" \
+      | sed 's/auto=[0-9.]*  //;s/\[0, \([12]\), 0, 4\]/g\1/g;s/\[\([12]\), 0, 0, 4\]/w\1/g'
+  done
+}
 # convert 4 against _scaled_mm at small weights, M = 1 (Nsight Compute, real clocks).
 profile_gemm_small() {
   step "Nsight Compute: convert 4 and _scaled_mm at 4096 x 4096 and 2304 x 16384, M = 1"
@@ -771,13 +785,7 @@ case "$MODE" in
             --shapes 4096x4096,1024x8192,1280x8192,6144x4096,8192x3584,2304x16384,7168x8192,4096x14336 --ms 17,24,32 2>&1 \
             | grep -vE "^----|^rows" ;;
   s14g)   export IK_WGMMA_HOIST=1; tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
-          for run in 0a 1a 0b 1b; do
-            step "convert 4, IK_WGMMA_HOIST=${run:0:1} (run $run)"
-            IK_WGMMA_HOIST=${run:0:1} timeout 120 python3 benchmarks/bench_skinny_gemm.py --tune --out "$OUT" --name cvt4_hoist_$run \
-              --shapes 2304x16384,6144x4096,4096x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584,13312x16384,16384x6656 \
-              --ms 1,8,16 --configs "0,0,0,4" > "$OUT/cvt4_hoist_$run.log" 2>&1
-            python3 scripts/tune_summary.py "$OUT/cvt4_hoist_$run.json" | sed 's/auto=[0-9.]*  //'
-          done; pack
+          cvt4_ab IK_WGMMA_HOIST cvt4_hoist "0,0,0,4" "0a 1a 0b 1b"; pack
           timeout 240 python3 benchmarks/bench_skinny_gemm.py --no-mlp --out "$OUT" --name bench_skinny_gemm_s14g \
             > "$OUT/bench_skinny_gemm_s14g.log" 2>&1; grep -E "^skinny|^ +[0-9]+ " "$OUT/bench_skinny_gemm_s14g.log" | cut -c1-60 ;;
   s14f)   profile_gemm_source 4096 4096; profile_gemm_source 2304 16384 ;;
@@ -786,13 +794,7 @@ case "$MODE" in
             > "$OUT/bench_skinny_gemm_s14e.log" 2>&1; grep -E "^skinny|^ +[0-9]+ " "$OUT/bench_skinny_gemm_s14e.log" | cut -c1-90; pack
           profile_gemm_small ;;
   s14d)   export IK_WGMMA_CHAIN=1; tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
-          for run in 0a 1a 0b 1b; do
-            step "convert 4, IK_WGMMA_CHAIN=${run:0:1} (run $run)"
-            IK_WGMMA_CHAIN=${run:0:1} timeout 120 python3 benchmarks/bench_skinny_gemm.py --tune --out "$OUT" --name cvt4_chain_$run \
-              --shapes 2304x16384,6144x4096,4096x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584,13312x16384,16384x6656 \
-              --ms 1,8,16 --configs "0,1,0,4;0,2,0,4" > "$OUT/cvt4_chain_$run.log" 2>&1
-            python3 scripts/tune_summary.py "$OUT/cvt4_chain_$run.json" | sed 's/auto=[0-9.]*  //;s/\[0, \([12]\), 0, 4\]/g\1/g'
-          done ;;
+          cvt4_ab IK_WGMMA_CHAIN cvt4_chain "0,1,0,4;0,2,0,4" "0a 1a 0b 1b" ;;
   s14c)   tests_cuda tests/test_skinny_gemm.py; pack
           timeout 120 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s14c \
             --shapes 6144x4096,8192x3584 --ms 1,2,4,8,16 2>&1 | tail -16; pack
@@ -804,13 +806,7 @@ case "$MODE" in
           timeout 300 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --name bench_skinny_gemm_s14b \
             > "$OUT/bench_skinny_gemm_s14b.log" 2>&1; grep -E "^skinny|^decode|^ +[0-9]+ " "$OUT/bench_skinny_gemm_s14b.log" | cut -c1-90 ;;
   s14a)   export IK_WGMMA_GROUPS=2; tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
-          for run in 1a 2a 1b; do
-            step "convert 4, IK_WGMMA_GROUPS=${run:0:1} (run $run)"
-            IK_WGMMA_GROUPS=${run:0:1} timeout 120 python3 benchmarks/bench_skinny_gemm.py --tune --out "$OUT" --name cvt4_groups_$run \
-              --shapes 2304x16384,6144x4096,4096x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584,13312x16384,16384x6656 \
-              --ms 1,8,16 --configs "0,0,0,4;1,0,0,4" > "$OUT/cvt4_groups_$run.log" 2>&1
-            python3 scripts/tune_summary.py "$OUT/cvt4_groups_$run.json" | sed 's/auto=[0-9.]*  //;s/\[\([12]\), 0, 0, 4\]/w\1/g'
-          done ;;
+          cvt4_ab IK_WGMMA_GROUPS cvt4_groups "0,0,0,4;1,0,0,4" "1a 2a 1b" ;;
   s13h)   tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
           timeout 100 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s13h \
             --shapes 2304x16384,6144x4096,8192x3584 --ms 1,8,16 2>&1 | tail -20 ;;
