@@ -3,7 +3,7 @@
 // so a wrong build fails loudly instead of computing garbage.
 //
 // Shapes and layouts checked on the H200 by benchmarks/wgmma_probe.cu (BENCHMARKS.md,
-// twelfth session):
+// twelfth session; n = 48 and 64 by the package's tests, fourteenth session):
 // - A (64 x 32 e4m3, registers): warp w of the warpgroup holds rows 16w..16w+15 as
 //   mma.m16n8k32 does: lane (g = lane / 4, t = lane % 4) has a0 = row g, k 4t..4t+3;
 //   a1 = row g + 8, same k; a2 = row g, k 16+4t..; a3 = row g + 8, k 16+4t...
