@@ -97,7 +97,8 @@
 #           wgmma_all: the probe and bench_skinny_gemm.py --no-mlp at all 11 weight shapes
 #   s14j  : (prepared, not run: the fourteenth session's device time was spent) convert 4
 #           the default at M 17-32 up to 16 MiB: the skinny GEMM tests, --paths at
-#           4096 x 4096, 1024 x 8192 and 1280 x 8192, M 17/24/32
+#           4096 x 4096, 1024 x 8192 and 1280 x 8192, M 17/24/32; then convert 4 at M 17
+#           and 32 past 16 MiB over warpgroups a block and K splits, beside convert 1 and 3
 #   s14i  : the skinny GEMM sanitizer set (convert 4 at M 17-32 included)
 #   s14h  : EXPERIMENT (branch wgmma-m32): convert 4 at M <= 32 (n = 48, 64): the skinny GEMM
 #           tests and its sanitizer set, then --paths at 8 weights, M 17/24/32
@@ -778,7 +779,12 @@ case "$MODE" in
             | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
   s14j)   tests_cuda tests/test_skinny_gemm.py; pack
           timeout 100 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s14j \
-            --shapes 4096x4096,1024x8192,1280x8192 --ms 17,24,32 2>&1 | grep -vE "^----|^rows" ;;
+            --shapes 4096x4096,1024x8192,1280x8192 --ms 17,24,32 2>&1 | grep -vE "^----|^rows"; pack
+          step "convert 4 at M 17-32 past 16 MiB: warpgroups a block x K split"
+          timeout 200 python3 benchmarks/bench_skinny_gemm.py --tune --out "$OUT" --name cvt4_m32_s14j \
+            --shapes 6144x4096,8192x3584,2304x16384,7168x8192,4096x14336 --ms 17,32 \
+            --configs "0,0,0,4;1,0,0,4;0,0,2,4;0,0,4,4;0,0,8,4;1,0,4,4;1,0,8,4;0,0,0,1;0,0,0,3" > "$OUT/cvt4_m32_s14j.log" 2>&1
+          python3 scripts/tune_summary.py "$OUT/cvt4_m32_s14j.json" ;;
   s14i)   sanitizers_gemm ;;
   s14h)   tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
           timeout 200 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s14h \
