@@ -261,6 +261,22 @@ def test_wgmma_default_past_16_mib(ik, device, m, n, k):
     assert_rows_close(out, ref, torch.bfloat16)
 
 
+@pytest.mark.parametrize("m", [17, 24, 32])
+@pytest.mark.parametrize("n,k", [(600, 4096 + 64 * 3 + 16), (1024, 8192)])
+def test_wgmma_default_m17_to_32(ik, device, m, n, k):
+    """The launcher's own choice at M 17-32 for weights up to 16 MiB: convert 4 with n = 48
+    or 64 (a K tail and an N that is not a multiple of the block's 64 rows included)."""
+    cuda_only(device)
+    a = rand_fp8((m, k), device)
+    b = rand_fp8((n, k), device)
+    sa, sb = scales(n, device, True)
+    bias = torch.randn(n, device=device).bfloat16()
+    ref = reference(a, b, sa, sb, bias)
+    out = poisoned(m, n, torch.bfloat16, device)
+    ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, [])
+    assert_rows_close(out, ref, torch.bfloat16)
+
+
 @pytest.mark.parametrize("nc", [1, 2, 8])
 @pytest.mark.parametrize("rb", [1, 2])
 @pytest.mark.parametrize("groups", [1, 2])
