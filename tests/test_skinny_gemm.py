@@ -245,27 +245,13 @@ def test_wgmma_path(ik, device, m, n, k):
             assert_rows_close(out, ref, dt)
 
 
-@pytest.mark.parametrize("m", [1, 8, 16])
-@pytest.mark.parametrize("n,k", [(4500, 4096), (2100, 8256)])
-def test_wgmma_default_past_16_mib(ik, device, m, n, k):
-    """The launcher's own choices past 16 MiB of weight (up to 36 MiB: convert 4 at any
-    M <= 16), where convert 4 takes two groups of chunks in flight (K <= 8192, or M 9-16)
-    or one (M 2-8 at K > 8192)."""
-    cuda_only(device)
-    a = rand_fp8((m, k), device)
-    b = rand_fp8((n, k), device)
-    sa, sb = scales(n, device, True)
-    ref = reference(a, b, sa, sb, None)
-    out = poisoned(m, n, torch.bfloat16, device)
-    ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, [])
-    assert_rows_close(out, ref, torch.bfloat16)
-
-
-@pytest.mark.parametrize("m", [17, 24, 32])
-@pytest.mark.parametrize("n,k", [(600, 4096 + 64 * 3 + 16), (1024, 8192)])
-def test_wgmma_default_m17_to_32(ik, device, m, n, k):
-    """The launcher's own choice at M 17-32 for weights up to 16 MiB: convert 4 with n = 48
-    or 64 (a K tail and an N that is not a multiple of the block's 64 rows included)."""
+@pytest.mark.parametrize("m,n,k", [(m, n, k) for m in (1, 8, 16) for n, k in ((4500, 4096), (2100, 8256))] +
+                         [(m, n, k) for m in (17, 24, 32) for n, k in ((600, 4096 + 64 * 3 + 16), (1024, 8192))])
+def test_wgmma_default_choices(ik, device, m, n, k):
+    """The launcher's own choices where convert 4 runs by default: past 16 MiB of weight at
+    M <= 16 (two groups of chunks in flight at K <= 8192 or M 9-16, one at M 2-8 with K >
+    8192), and up to 16 MiB at M 17-32 (n = 48 or 64; a K tail and N not a multiple of the
+    block's 64 rows)."""
     cuda_only(device)
     a = rand_fp8((m, k), device)
     b = rand_fp8((n, k), device)
