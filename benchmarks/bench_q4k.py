@@ -61,13 +61,15 @@ def random_q(n, k, fmt, device, gen=None):
     return q.reshape(n, nb * BLOCK_BYTES[fmt])
 
 
-def bench_shape(ik, fmt, n, k, ms, dev, bw, log, dtype=torch.bfloat16):
+def bench_shape(ik, fmt, n, k, ms, dev, bw, log, dtype=torch.bfloat16, ours_only=False, no_check=False):
     qbytes = n * k // 256 * BLOCK_BYTES[fmt]
     copies = max(8, harness.rotations_for(qbytes))
     qs = [random_q(n, k, fmt, dev) for _ in range(copies)]
+    # Q4_K: the same copies in the tiled layout (ik.tile_q4k), which CUDA reads natively.
+    qts = [ik.tile_q4k(q) for q in qs] if fmt == "Q4_K" and dev == "cuda" else None
     wd = ik.quant.dequantize(qs[0], fmt).double()  # the reference weight (copy 0)
     w16 = wd.to(dtype)  # cuBLAS's weight: one dequantisation, copied
-    bf_copies = max(8, harness.rotations_for(w16.numel() * 2))
+    bf_copies = 1 if ours_only else max(8, harness.rotations_for(w16.numel() * 2))
     ws = [w16] + [w16.clone() for _ in range(bf_copies - 1)]
     op = getattr(ik.ops, GEMV[fmt])
     rows = []
@@ -77,9 +79,12 @@ def bench_shape(ik, fmt, n, k, ms, dev, bw, log, dtype=torch.bfloat16):
         ref = x.double() @ wd.T
         impls = {
             "ours": lambda i: op(out, x, qs[i % copies]),
+            **({"ours tiled": lambda i: op(out, x, qts[i % copies])} if qts else {}),
             "cuBLAS": lambda i: torch.matmul(x, ws[i % bf_copies].T),
         }
-        if m == 1:
+        if ours_only:
+            del impls["cuBLAS"]
+        elif m == 1:
             impls["dequant+mm"] = lambda i: torch.matmul(
                 x, ik.quant.dequantize(qs[i % copies], fmt).to(dtype).T)
         errs = {}
@@ -93,8 +98,8 @@ def bench_shape(ik, fmt, n, k, ms, dev, bw, log, dtype=torch.bfloat16):
                 log["errors"].append(f"{fmt} {n}x{k} m={m} {name}: {type(e).__name__}: {e}")
         times = {}
         for name, f in impls.items():
-            n_rot = copies if name != "cuBLAS" else bf_copies
-            times[name] = (None if errs[name] is None or errs[name] > 2e-2
+            n_rot = copies if name != "cuBLAS" else bf_copies  # "ours tiled": copies too
+            times[name] = (None if errs[name] is None or (errs[name] > 2e-2 and not no_check)
                            else harness.measure(f"{fmt} {n}x{k} m={m} {name}", f, n_rot, dev, log))
         t = times["ours"]
         floor_us = qbytes / bw * 1e6
@@ -108,23 +113,26 @@ def bench_shape(ik, fmt, n, k, ms, dev, bw, log, dtype=torch.bfloat16):
         print(f"  {fmt} {n:>6}x{k:<5} m={m}: " + "  ".join(
             f"{name} {harness.fmt_us(tt)} us" for name, tt in times.items())
             + f"  ({harness.err_summary(errs, 2e-2)})", flush=True)
-    del qs, ws, w16, wd
+    del qs, qts, ws, w16, wd
     if dev == "cuda":
         torch.cuda.empty_cache()
     return rows
 
 
 def table(rows, fmt, md, dname="bf16"):
-    headers = ["N x K", "M", "copies", "ours us", "GB/s", "% BW", f"cuBLAS {dname} us", f"{dname}/ours",
-               "dequant+mm us", "floor us"]
+    headers = ["N x K", "M", "copies", "ours us", "GB/s", "% BW", "tiled us", "tiled % BW",
+               f"cuBLAS {dname} us", f"{dname}/ours", f"{dname}/tiled", "dequant+mm us", "floor us"]
     body = []
     for r in rows:
         if r["fmt"] != fmt:
             continue
         us = r["us"]
+        tl = us.get("ours tiled")
         body.append([f"{r['n']}x{r['k']}", r["m"], r["copies"], us["ours"], r["gb_s"],
-                     f"{r['pct_bw']:.0f}%" if r["pct_bw"] else None, us["cuBLAS"],
-                     f"{us['cuBLAS'] / us['ours']:.2f}x" if us["ours"] and us["cuBLAS"] else None,
+                     f"{r['pct_bw']:.0f}%" if r["pct_bw"] else None, tl,
+                     f"{100 * r['floor_us'] / tl:.0f}%" if tl else None, us.get("cuBLAS"),
+                     f"{us['cuBLAS'] / us['ours']:.2f}x" if us["ours"] and us.get("cuBLAS") else None,
+                     f"{us['cuBLAS'] / tl:.2f}x" if tl and us.get("cuBLAS") else None,
                      us.get("dequant+mm"), r["floor_us"]])
     bits = 8 * BLOCK_BYTES[fmt] / 256
     harness.print_table(headers, body, f"{fmt} gemv ({bits:g} bits/weight), x {dname}", md)
@@ -138,7 +146,8 @@ def decode_model(ik, rows, bw, md, dname="bf16"):
         v = t.get((fmt, *shape), {}).get(impl)
         return v
 
-    total = {"ours": 0.0, "cuBLAS": 0.0}
+    # "ours tiled": Q4_K weights in the tiled layout, Q6_K in rows (it has no tiled one)
+    total = {"ours": 0.0, "ours tiled": 0.0, "cuBLAS": 0.0}
     qbytes = 0
     missing = []
     for i in range(LAYERS):
@@ -147,7 +156,7 @@ def decode_model(ik, rows, bw, md, dname="bf16"):
             fmt = "Q6_K" if more and name in ("v", "down") else "Q4_K"
             qbytes += shape[0] * shape[1] // 256 * BLOCK_BYTES[fmt]
             for impl in total:
-                v = us(fmt, shape, impl)
+                v = us(fmt, shape, "ours" if impl == "ours tiled" and fmt == "Q6_K" else impl)
                 if v is None:
                     missing.append(f"{fmt} {shape} {impl}")
                 else:
@@ -155,7 +164,7 @@ def decode_model(ik, rows, bw, md, dname="bf16"):
     head = (VOCAB, HIDDEN)
     qbytes += VOCAB * HIDDEN // 256 * BLOCK_BYTES["Q6_K"]
     for impl in total:
-        v = us("Q6_K", head, impl)
+        v = us("Q6_K", head, "ours" if impl == "ours tiled" else impl)
         if v is None:
             missing.append(f"Q6_K {head} {impl}")
         else:
@@ -167,6 +176,8 @@ def decode_model(ik, rows, bw, md, dname="bf16"):
         f"v/down, Q6_K head): {qbytes / 1e9:.2f} GB of weights per token",
         f"  ours (q4k_gemv/q6k_gemv): {total['ours']:.0f} us/token -> {1e6 / total['ours']:.0f} tok/s"
         if total["ours"] else "  ours: -",
+        f"  ours, Q4_K tiled (tile_q4k; Q6_K rows): {total['ours tiled']:.0f} us/token -> "
+        f"{1e6 / total['ours tiled']:.0f} tok/s" if total["ours tiled"] else "  ours, Q4_K tiled: -",
         f"  cuBLAS {dname} (unquantised weights, same shapes): {total['cuBLAS']:.0f} us/token -> "
         f"{1e6 / total['cuBLAS']:.0f} tok/s" if total["cuBLAS"] else f"  cuBLAS {dname}: -",
         f"  roofline at the measured copy bandwidth ({bw / 1e12:.2f} TB/s): {roof_us:.0f} us -> "
@@ -188,6 +199,8 @@ def main(argv=None) -> int:
     p.add_argument("--formats", nargs="+", choices=sorted(SHAPES), default=sorted(SHAPES),
                    help="which formats to time (default: both)")
     p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16", help="x and out (default bf16)")
+    p.add_argument("--ours-only", action="store_true", help="time our gemv alone (A/B runs)")
+    p.add_argument("--no-check", action="store_true", help="time even wrong results (probe kernels)")
     args = p.parse_args(argv)
     dev = harness.bench_device(args.cpu_smoke, "bench_q4k")
     if dev is None:
@@ -208,7 +221,7 @@ def main(argv=None) -> int:
     rows = []
     for fmt, lst in shapes.items():
         for n, k in lst:
-            rows += bench_shape(ik, fmt, n, k, ms, dev, bw, log, DTYPES[args.dtype])
+            rows += bench_shape(ik, fmt, n, k, ms, dev, bw, log, DTYPES[args.dtype], args.ours_only, args.no_check)
     for fmt in shapes:
         table(rows, fmt, md, args.dtype)
     model = decode_model(ik, rows, bw, md, args.dtype) if dev == "cuda" else None

@@ -56,6 +56,23 @@ struct BlockQ6K {
   uint16_t d;  // fp16 bits
 };
 
+#if !defined(__METAL_VERSION__)
+// Q4_K's tiled layout: ours, not ggml's (quant.tile_q4k makes it from ggml's rows and
+// untile_q4k undoes it). The CUDA mat-vec works on tiles of 16 weight rows; in ggml's
+// rows a tile's 16 blocks of one super-block lie a row (K / 256 x 144 bytes) apart and
+// each warp load takes 32 bytes from each of 8 of them, which held the kernel's reads
+// to ~2.3 TB/s on an H200 even with no arithmetic at all (BENCHMARKS.md, fifteenth
+// session). Here they are 2304 contiguous bytes, in the order the kernel's lanes read
+// them, so that every warp load is 512 contiguous bytes (256 for the heads):
+//   tensor uint8 [ceil(N / 16), K / 256, 2304], rows past N zero; per (tile, block):
+//   bytes 512c + 16i .. 512c + 16i + 15 (chunk c = 0..3, lane i = 4g + t, g = 0..7,
+//     t = 0..3): qs[32c + 8t .. 32c + 8t + 7] of tile row g, then of tile row g + 8;
+//   bytes 2048 + 16r .. 2048 + 16r + 15: d, dmin and scales[12] of tile row r.
+constexpr int kQ4KTileRows = 16;
+constexpr int kQ4KTileBytes = kQ4KTileRows * 144;
+constexpr int kQ4KTileHeads = 2048;  // offset of the 16 rows' heads
+#endif
+
 static_assert(sizeof(BlockQ4K) == 144, "block_q4_K is 144 bytes in ggml");
 static_assert(sizeof(BlockQ6K) == 210, "block_q6_K is 210 bytes in ggml");
 static_assert(alignof(BlockQ6K) == 2, "block_q6_K has 2-byte alignment in ggml");

@@ -76,6 +76,8 @@ using inference_kernels::cuda::ld_stream8;
 using inference_kernels::cuda::mma_m16n8k16;
 using inference_kernels::ggml::BlockQ4K;
 using inference_kernels::ggml::BlockQ6K;
+using inference_kernels::ggml::kQ4KTileBytes;
+using inference_kernels::ggml::kQ4KTileHeads;
 using inference_kernels::ggml::kQK;
 
 constexpr int kTile = 16;     // weight rows per CTA (the MMA's A rows)
@@ -247,6 +249,14 @@ __device__ __forceinline__ Lane lane_rows(const KQuantGemvParams& p, int64_t row
   l.t = l.lane & 3;
   const int64_t row0 = int64_t(blockIdx.x) * kTile;
   const auto* q = static_cast<const uint8_t*>(p.q);
+  if (p.tiled) {
+    // Q4_K tiled (ggml_blocks.h): row_g at the lane's 16 qs bytes of chunk 0 (rows g and
+    // g + 8 together), row_s at the head of row lane / 2; blocks kQ4KTileBytes apart.
+    const uint8_t* tile = q + int64_t(blockIdx.x) * (p.k / kQK) * kQ4KTileBytes;
+    l.row_g = l.row_h = tile + 16 * l.lane;
+    l.row_s = tile + kQ4KTileHeads + 16 * (l.lane >> 1);
+    return l;
+  }
   const auto row = [&](int64_t r) { return q + std::min(r, p.n - 1) * row_bytes; };
   l.row_g = row(row0 + l.g) + a_lane;
   l.row_h = row(row0 + l.g + 8) + a_lane;
@@ -269,6 +279,20 @@ __device__ __forceinline__ Q4KRaw q4k_load(const Lane& l) {
   for (int c = 0; c < 4; ++c) {
     r.wg[c] = ld_stream8(l.row_g + 32 * c);  // row_g: qs + 8t
     r.wh[c] = ld_stream8(l.row_h + 32 * c);
+  }
+  return r;
+}
+
+// The same from the tiled layout (ggml_blocks.h): five 16-byte loads, each of them
+// 512 contiguous bytes a warp (256 for the heads, two lanes a row).
+__device__ __forceinline__ Q4KRaw q4k_load_tiled(const Lane& l) {
+  Q4KRaw r;
+  r.head = ld_stream16(l.row_s);
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    const uint4 v = ld_stream16(l.row_g + 512 * c);
+    r.wg[c] = make_uint2(v.x, v.y);
+    r.wh[c] = make_uint2(v.z, v.w);
   }
   return r;
 }
@@ -562,13 +586,17 @@ __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* ta
 //   which holds no registers in flight. Best when each warp streams a whole row range
 //   (the 128256-row head: 146 us against 197 us). Q6_K's 210-byte blocks are only
 //   2-byte aligned: no 16-byte copies, so Q6_K is direct only.
-// MINB: blocks per SM asked of ptxas; U: Q4_K chunks unrolled.
-template <typename T, KQuant F, int MINB, int S, int U>
+// MINB: blocks per SM asked of ptxas; U: Q4_K chunks unrolled; TL: Q4_K in the tiled
+// layout (p.tiled; direct loops only).
+template <typename T, KQuant F, int MINB, int S, int U, bool TL = false>
 __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const KQuantGemvParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
-  constexpr int64_t kBytes = F == KQuant::kQ4K ? sizeof(BlockQ4K) : sizeof(BlockQ6K);
+  static_assert(!TL || (F == KQuant::kQ4K && S <= 0), "tiled: Q4_K, direct loops");
+  // Bytes from one of a row's blocks to the next (kRowBytes: a block's in its row).
+  constexpr int64_t kRowBytes = F == KQuant::kQ4K ? sizeof(BlockQ4K) : sizeof(BlockQ6K);
+  constexpr int64_t kBytes = TL ? kQ4KTileBytes : kRowBytes;
   const int64_t nb = p.k / kQK;
-  Lane l = lane_rows(p, nb * kBytes, F == KQuant::kQ4K ? 16 + 8 * (threadIdx.x & 3) : 4 * (threadIdx.x & 3));
+  Lane l = lane_rows(p, nb * kRowBytes, F == KQuant::kQ4K ? 16 + 8 * (threadIdx.x & 3) : 4 * (threadIdx.x & 3));
   const int warp = threadIdx.x >> 5, kw = blockDim.x >> 5;
   uint8_t* region = smem + warp * kWarpSmem<S>;
   float* table = reinterpret_cast<float*>(region + kWarpSmem<S> - kTableBytes);
@@ -620,7 +648,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
       // compute()'s steps with x of the first A = -S chunks a block ahead.
       constexpr int A = -S;
       XPairs<T, 8> xa[2 * A];
-      Q4KRaw cur = q4k_load(l);
+      Q4KRaw cur = TL ? q4k_load_tiled(l) : q4k_load(l);
 #pragma unroll
       for (int c = 0; c < A; ++c) {
         xa[2 * c] = load_x<T, 8>(x + 64 * c);
@@ -630,7 +658,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
         l.advance(kBytes);
         const bool more = ++b < end;
         Q4KRaw next;
-        if (more) next = q4k_load(l);
+        if (more) next = TL ? q4k_load_tiled(l) : q4k_load(l);
         q4k_scales<T>(l, cur.head, table);
         __syncwarp();
         q4k_block_xahead<T, A>(l, cur, table, xa, x, more ? x + kQK : x, acc);
@@ -644,7 +672,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
     using Raw = std::conditional_t<F == KQuant::kQ4K, Q4KRaw, Q6KRaw>;
     const auto load = [](const Lane& l) {
       if constexpr (F == KQuant::kQ4K) {
-        return q4k_load(l);
+        return TL ? q4k_load_tiled(l) : q4k_load(l);
       } else {
         return q6k_load(l);
       }
@@ -685,9 +713,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
 // kw = 3 at 14336 x 4096 (896 tiles, 5 blocks of 3 warps per SM by registers) it took
 // 1.36 waves and Nsight Compute put the tail at up to half the time. Huge N (the
 // 128256-row head) runs in waves at kw = 1 anyway. 1 when no split fits.
-template <typename T, KQuant F, int MINB, int S, int U>
+template <typename T, KQuant F, int MINB, int S, int U, bool TL = false>
 struct Shape {
-  static constexpr auto kernel = kquant_gemv_kernel<T, F, MINB, S, U>;
+  static constexpr auto kernel = kquant_gemv_kernel<T, F, MINB, S, U, TL>;
   static constexpr int kSmem = kWarpSmem<S>;  // shared memory a warp
 
   static int warps(const KQuantGemvParams& p) {
@@ -715,14 +743,15 @@ struct Shape {
   }
 };
 
-template <typename T, KQuant F>
+template <typename T, KQuant F, bool TL = false>
 int launch(const KQuantGemvParams& p, cudaStream_t stream) {
   if constexpr (std::is_same_v<T, float>) {
     // fp32 x (three bf16 parts) takes the registers of one 256-thread block per SM.
-    using Direct = Shape<T, F, 1, 0, 4>;
+    using Direct = Shape<T, F, 1, 0, 4, TL>;
     return Direct::launch(p, Direct::warps(p), stream);
   } else {
-    using Direct = Shape<T, F, 2, 0, 4>;
+    // Tiled fp16: ptxas 13.0 spills 8 bytes with the whole block unrolled (U = 4).
+    using Direct = Shape<T, F, 2, 0, TL && std::is_same_v<T, __half> ? 2 : 4, TL>;
     const int kw = Direct::warps(p);
     if constexpr (F == KQuant::kQ4K && std::is_same_v<T, __nv_bfloat16>) {
       // bf16 x: the direct loop with chunk 0's x a block ahead (q4k_block_xahead, A = 1),
@@ -731,13 +760,14 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
       // spills 16 bytes there at 128 registers. A = 2 compiles without spills, but ptxas
       // then sinks the next block's weight loads below the block's MMAs (no overlap).
       if (kw > 1) {
-        using XAhead = Shape<T, F, 2, -1, 4>;
+        using XAhead = Shape<T, F, 2, -1, 4, TL>;
         const int kx = XAhead::warps(p);
         if (kx > 1) return XAhead::launch(p, kx, stream);
       }
     }
-    if (F == KQuant::kQ6K || kw > 1) return Direct::launch(p, kw, stream);
-    // No K split fits one wave: each warp streams its rows' whole K, and staging pays.
+    if (F == KQuant::kQ6K || kw > 1 || TL) return Direct::launch(p, kw, stream);
+    // No K split fits one wave: each warp streams its rows' whole K, and from ggml's rows
+    // staging pays (the tiled layout's loads need no staging).
     using Staged = Shape<T, KQuant::kQ4K, 2, 2, 4>;
     return Staged::launch(p, Staged::warps(p), stream);
   }
@@ -745,7 +775,8 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
 
 template <typename T>
 int launch_dtype(const KQuantGemvParams& p, cudaStream_t stream) {
-  return p.format == KQuant::kQ4K ? launch<T, KQuant::kQ4K>(p, stream) : launch<T, KQuant::kQ6K>(p, stream);
+  if (p.format == KQuant::kQ6K) return launch<T, KQuant::kQ6K>(p, stream);
+  return p.tiled ? launch<T, KQuant::kQ4K, true>(p, stream) : launch<T, KQuant::kQ4K>(p, stream);
 }
 
 }  // namespace
@@ -754,7 +785,8 @@ namespace inference_kernels {
 
 int kquant_gemv_launch(const KQuantGemvParams& p, void* stream) {
   if (p.n <= 0) return cudaSuccess;
-  if (p.m < 1 || p.m > 8 || p.k <= 0 || p.k % kQK != 0 || (p.n + kTile - 1) / kTile > INT32_MAX)
+  if (p.m < 1 || p.m > 8 || p.k <= 0 || p.k % kQK != 0 || (p.n + kTile - 1) / kTile > INT32_MAX ||
+      (p.tiled && p.format != KQuant::kQ4K))
     return cudaErrorInvalidValue;
   const auto s = static_cast<cudaStream_t>(stream);
   switch (p.dtype) {

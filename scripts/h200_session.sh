@@ -95,6 +95,8 @@
 #           blog's shapes, M 1/8/16/32 (no package build); wgmma_probe_bench adds
 #           bench_skinny_gemm.py --quick --no-mlp (ours and _scaled_mm in the same call);
 #           wgmma_all: the probe and bench_skinny_gemm.py --no-mlp at all 11 weight shapes
+#   s15e  : Q4_K's tiled layout (tile_q4k): the k-quant tests (tiled ones included), the
+#           quick gemv benchmark (rows and tiled side by side), the gemv under compute-sanitizer
 #   s14j  : (prepared, not run: the fourteenth session's device time was spent) convert 4
 #           the default at M 17-32 up to 16 MiB: the skinny GEMM tests, --paths at
 #           4096 x 4096, 1024 x 8192 and 1280 x 8192, M 17/24/32; then convert 4 at M 17
@@ -421,7 +423,7 @@ tp_decode() {
 }
 tests_q4k() {
   step "k-quant tests (CUDA gemv; test_q4k.py needs the gguf wheel, else it skips)"
-  python3 -m pytest tests/test_q4k_cuda.py tests/test_q4k.py -q -rfEs -p no:cacheprovider 2>&1 | tee "$OUT/pytest_q4k.log" | tail -12
+  python3 -m pytest tests/test_q4k_cuda.py tests/test_q4k_tiled.py tests/test_q4k.py -q -rfEs -p no:cacheprovider 2>&1 | tee "$OUT/pytest_q4k.log" | tail -12
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 }
 bench_q4k() { step "Q4_K/Q6_K gemv benchmark $*"; timeout 240 python3 benchmarks/bench_q4k.py "$@" 2>&1 | tee -a "$OUT/bench_q4k.log" | tail -60; }
@@ -777,6 +779,7 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1
           for i in $(seq 12); do python3 -m pytest tests/test_layer_norm.py -q -p no:cacheprovider -k "kernelize and cuda" 2>&1 \
             | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
+  s15e)   tests_q4k; pack; bench_q4k --quick --name bench_q4k_s15e; pack; sanitizers_q4k ;;
   s14j)   tests_cuda tests/test_skinny_gemm.py; pack
           timeout 100 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s14j \
             --shapes 4096x4096,1024x8192,1280x8192 --ms 17,24,32 2>&1 | grep -vE "^----|^rows"; pack

@@ -94,7 +94,8 @@ def kquant_gemvs(ik, dev):
     8195 and 17011 (partial last 16-row tiles; 17011 x 1280: more tiles than one wave holds,
     Q4_K's staged loop over 5 blocks), K of 1 block and 17 (Q6_K rows alternately 4-aligned
     and 2 mod 4), a Q6_K view starting 2 bytes into a word, a misaligned (copied) x, M from
-    1 to 8, every dtype. Random bytes with finite fp16 factors. Returns the launch count."""
+    1 to 8, every dtype; Q4_K also in the tiled layout. Random bytes with finite fp16
+    factors. Returns the launch count."""
     count = 0
     for fmt, size, op in (("Q4_K", 144, ik.ops.q4k_gemv), ("Q6_K", 210, ik.ops.q6k_gemv)):
         for n, k in [(1, 256), (37, 4352), (2051, 256), (8195, 256), (17011, 1280)]:
@@ -109,6 +110,9 @@ def kquant_gemvs(ik, dev):
                     x = torch.randn(m, k, device=dev, dtype=dtype)
                     op(torch.empty(m, n, device=dev, dtype=dtype), x, q)
                     count += 1
+                    if fmt == "Q4_K":  # the tiled layout (zero rows pad the last tile)
+                        op(torch.empty(m, n, device=dev, dtype=dtype), x, ik.tile_q4k(q))
+                        count += 1
             wide = torch.randn(3, k + 1, device=dev)
             op(torch.empty(3, n, device=dev), wide[:, 1:], q)
             count += 1

@@ -32,6 +32,8 @@ __all__ = [
     "dequantize_q6_k",
     "q4k_gemv",
     "q6k_gemv",
+    "tile_q4k",
+    "untile_q4k",
     "matmul",
     "skinny_gemm_fp8",
     "fp8_linear",
@@ -206,13 +208,29 @@ def dequantize_q6_k(q: torch.Tensor, k: Optional[int] = None) -> torch.Tensor:
     return quant.dequantize(q, "Q6_K", k)
 
 
-def q4k_gemv(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+def q4k_gemv(x: torch.Tensor, q: torch.Tensor, n: Optional[int] = None) -> torch.Tensor:
     """``x @ dequantize_q4_k(q).T`` for ``x`` [M, K] with M in 1..8 (decode), in x's dtype.
 
     The weight is dequantised block by block as it is read, never as a whole; products
-    are summed in fp32. ``x``: float32, float16 or bfloat16.
+    are summed in fp32. ``x``: float32, float16 or bfloat16. ``q``: Q4_K rows, or the
+    tiled layout of :func:`tile_q4k` with ``n`` the weight's rows (default: all of its
+    tiles' rows), which the CUDA kernel reads faster (BENCHMARKS.md, fifteenth session);
+    the same sums either way, bit for bit.
     """
-    return quant.gemv(x, q, "Q4_K")
+    return quant.gemv(x, q, "Q4_K", n)
+
+
+def tile_q4k(q: torch.Tensor) -> torch.Tensor:
+    """Q4_K rows [N, K / 256 * 144] -> the tiled layout [ceil(N / 16), K / 256, 2304] that
+    :func:`q4k_gemv` reads fastest on CUDA (the same blocks regrouped: a tile of 16 rows'
+    blocks of one super-block together; common/ggml_blocks.h has the byte map). Do it once,
+    when the weight is loaded; .gguf files keep the rows (:func:`untile_q4k`)."""
+    return gguf_blocks.tile_q4k(q)
+
+
+def untile_q4k(qt: torch.Tensor, n: int) -> torch.Tensor:
+    """The tiled layout back to Q4_K rows [n, K / 256 * 144], byte for byte."""
+    return gguf_blocks.untile_q4k(qt, n)
 
 
 def q6k_gemv(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:

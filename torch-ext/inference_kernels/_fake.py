@@ -133,10 +133,16 @@ def _register_kquant_fakes(fmt: str, gemv: str) -> None:
     @torch.library.register_fake(add_op_namespace_prefix(gemv))
     def _gemv_fake(out, x, q) -> None:
         _check_same_device(out, "out", x)
-        k = _check_quantized(q, size)
+        if q.dim() == 3 and fmt == "q4_k":  # the tiled layout: N from out (q4k_tile)
+            torch._check(q.shape[2] == 2304, lambda: f"tiled Q4_K is [tiles, K / 256, 2304], got {tuple(q.shape)}")
+            k = q.shape[1] * 256
+            torch._check(out.dim() == 2 and out.shape[0] == x.shape[0] and q.shape[0] * 16 - 16 < out.shape[1]
+                         <= q.shape[0] * 16, lambda: f"out must be [M, N] with N in the tiles' rows, got {tuple(out.shape)}")
+        else:
+            k = _check_quantized(q, size)
+            torch._check(out.shape == (x.shape[0], q.shape[0]),
+                         lambda: f"out must have shape {(x.shape[0], q.shape[0])}")
         torch._check(x.dim() == 2 and x.shape[1] == k, lambda: f"x must have shape [M, {k}]")
-        torch._check(out.shape == (x.shape[0], q.shape[0]),
-                     lambda: f"out must have shape {(x.shape[0], q.shape[0])}")
 
 
 _register_kquant_fakes("q4_k", "q4k_gemv")

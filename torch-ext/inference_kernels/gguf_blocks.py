@@ -76,3 +76,44 @@ def dequantize(q: torch.Tensor, fmt: str) -> torch.Tensor:
     levels = (torch.stack(parts, dim=2) - 32).float().reshape(n, -1, 16, 16)
     ds = (d * scales).unsqueeze(-1)
     return (ds * levels).reshape(n, k)
+
+
+# Q4_K's tiled layout (common/ggml_blocks.h has the byte map and why): the same blocks,
+# a tile of 16 rows' blocks of one super-block in 2304 contiguous bytes, in the order
+# the CUDA mat-vec's lanes read them. Ours, not ggml's: .gguf files hold the rows.
+Q4K_TILE_ROWS = 16
+Q4K_TILE_BYTES = Q4K_TILE_ROWS * BLOCK_BYTES["Q4_K"]
+Q4K_TILE_HEADS = 2048  # offset of the 16 rows' d, dmin and scales in a tile's block
+
+
+def tile_q4k(q: torch.Tensor) -> torch.Tensor:
+    """Q4_K rows ``[N, K / 256 * 144]`` -> the tiled layout ``[ceil(N / 16), K / 256, 2304]``
+    (rows past N zero). Pure torch, on q's device."""
+    k = in_features(q, "Q4_K")
+    n, nb = q.shape[0], k // QK_K
+    tiles = -(-n // Q4K_TILE_ROWS)
+    if tiles * Q4K_TILE_ROWS != n:
+        q = torch.cat([q, q.new_zeros(tiles * Q4K_TILE_ROWS - n, q.shape[1])])
+    b = q.reshape(tiles, Q4K_TILE_ROWS, nb, 144).transpose(1, 2)  # [tile, block, row, byte]
+    heads = b[..., :16].reshape(tiles, nb, 256)
+    # qs of row 8h + g, byte 32c + 8t + e -> byte 512c + 16(4g + t) + 8h + e
+    qs = b[..., 16:].reshape(tiles, nb, 2, 8, 4, 4, 8).permute(0, 1, 4, 3, 5, 2, 6)
+    return torch.cat([qs.reshape(tiles, nb, Q4K_TILE_HEADS), heads], dim=2).contiguous()
+
+
+def untile_q4k(qt: torch.Tensor, n: int) -> torch.Tensor:
+    """The tiled layout back to Q4_K rows ``[n, K / 256 * 144]`` (:func:`tile_q4k`'s inverse)."""
+    check_tiled_q4k(qt, n)
+    tiles, nb = qt.shape[0], qt.shape[1]
+    qs = qt[..., :Q4K_TILE_HEADS].reshape(tiles, nb, 4, 8, 4, 2, 8).permute(0, 1, 5, 3, 2, 4, 6)
+    heads = qt[..., Q4K_TILE_HEADS:].reshape(tiles, nb, Q4K_TILE_ROWS, 16)
+    b = torch.cat([heads, qs.reshape(tiles, nb, Q4K_TILE_ROWS, 128)], dim=3)
+    return b.transpose(1, 2).reshape(tiles * Q4K_TILE_ROWS, nb * 144)[:n].contiguous()
+
+
+def check_tiled_q4k(qt: torch.Tensor, n: int) -> None:
+    """Raises ValueError unless ``qt`` is tiled Q4_K bytes for ``n`` rows."""
+    tiles = -(-n // Q4K_TILE_ROWS)
+    if qt.dtype != torch.uint8 or qt.dim() != 3 or qt.shape[2] != Q4K_TILE_BYTES or qt.shape[0] != tiles:
+        raise ValueError(f"tiled Q4_K bytes for N = {n} are uint8 [{tiles}, K / 256, {Q4K_TILE_BYTES}], "
+                         f"got {qt.dtype} {tuple(qt.shape)}")

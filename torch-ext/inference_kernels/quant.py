@@ -53,9 +53,24 @@ def dequantize(q: torch.Tensor, fmt: str, k: Optional[int] = None) -> torch.Tens
     return out
 
 
-def gemv(x: torch.Tensor, q: torch.Tensor, fmt: str) -> torch.Tensor:
-    """``x @ dequantize(q, fmt).T`` for ``x`` [M <= 8, K], in x's dtype."""
-    out = torch.empty((x.shape[0], q.shape[0]), dtype=x.dtype, device=x.device)
+def gemv(x: torch.Tensor, q: torch.Tensor, fmt: str, n: Optional[int] = None) -> torch.Tensor:
+    """``x @ dequantize(q, fmt).T`` for ``x`` [M <= 8, K], in x's dtype.
+
+    ``q``: ``fmt`` rows [N, K / 256 * block bytes], or for Q4_K the tiled layout
+    (:func:`gguf_blocks.tile_q4k`) with ``n`` its rows (default: every row of its tiles).
+    The CUDA kernel reads tiled bytes as they are; other backends untile them first (a
+    copy of the weight per call).
+    """
+    if q.dim() == 3:
+        if fmt != "Q4_K":
+            raise ValueError(f"only Q4_K has a tiled layout, got a 3-D {fmt} tensor")
+        n = q.shape[0] * gguf_blocks.Q4K_TILE_ROWS if n is None else n
+        gguf_blocks.check_tiled_q4k(q, n)
+        if not (q.device.type == "cuda" and torch.version.hip is None):
+            q = gguf_blocks.untile_q4k(q, n)
+    elif n is not None and n != q.shape[0]:
+        raise ValueError(f"n={n} does not match the {q.shape[0]} rows of the {fmt} bytes")
+    out = torch.empty((x.shape[0], q.shape[0] if q.dim() == 2 else n), dtype=x.dtype, device=x.device)
     getattr(ops, _OPS[fmt][2])(out, x, q)
     return out
 

@@ -1,0 +1,169 @@
+"""Q4_K's tiled layout (tile_q4k / untile_q4k, common/ggml_blocks.h): the byte map, the
+round trip, and q4k_gemv on tiled bytes, which must give the same sums as on Q4_K rows,
+bit for bit (CUDA reads them natively; the CPU backend untiles first).
+
+On CUDA the sizes cover the launcher's paths (K splits with the x-ahead loop for bf16
+and the direct loop for fp16/fp32; one warp a tile when no split fits one wave, where
+rows go through the direct loop instead of the staged one), odd N (the last tile's rows
+are zero padding, never stored), every M, and the error paths.
+"""
+
+import pytest
+import torch
+
+from reference import POISON, assert_close
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+def random_q4k(n, k):
+    """Random Q4_K blocks with finite, modest d and dmin (every level/scale bit pattern)."""
+    nb = k // 256
+    q = torch.randint(0, 256, (n, nb, 144), dtype=torch.uint8)
+    q[..., 0:2] = (torch.rand(n, nb, 1) * 2e-3 + 1e-4).half().view(torch.uint8)
+    q[..., 2:4] = (torch.rand(n, nb, 1) * 2e-3).half().view(torch.uint8)
+    return q.reshape(n, nb * 144)
+
+
+def test_byte_map(ik):
+    # The map of ggml_blocks.h, one byte at a time: qs byte 32c + 8t + e of tile row
+    # 8h + g at 512c + 16(4g + t) + 8h + e; row r's 16 head bytes at 2048 + 16r.
+    n, k = 19, 512
+    q = random_q4k(n, k)
+    qt = ik.tile_q4k(q)
+    assert qt.shape == (2, 2, 2304) and qt.dtype == torch.uint8
+    for tile in range(2):
+        for b in range(2):
+            for r in range(16):
+                row = tile * 16 + r
+                src = q[row, 144 * b:144 * (b + 1)] if row < n else torch.zeros(144, dtype=torch.uint8)
+                assert torch.equal(qt[tile, b, 2048 + 16 * r:2048 + 16 * r + 16], src[:16])
+                h, g = divmod(r, 8)
+                for c in range(4):
+                    for t in range(4):
+                        at = 512 * c + 16 * (4 * g + t) + 8 * h
+                        assert torch.equal(qt[tile, b, at:at + 8], src[16 + 32 * c + 8 * t:16 + 32 * c + 8 * t + 8])
+
+
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 300])
+def test_round_trip(ik, device, n):
+    q = random_q4k(n, 768).to(device)
+    qt = ik.tile_q4k(q)
+    assert qt.device == q.device and qt.shape == ((n + 15) // 16, 3, 2304)
+    assert torch.equal(ik.untile_q4k(qt, n), q)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m", [1, 3, 8])
+@pytest.mark.parametrize("n,k", [(1, 256), (17, 512), (129, 1280)])
+def test_gemv_tiled_equals_rows(ik, device, dtype, m, n, k):
+    q = random_q4k(n, k).to(device)
+    x = torch.randn(m, k, device=device).to(dtype)
+    rows = ik.q4k_gemv(x, q)
+    tiled = ik.q4k_gemv(x, ik.tile_q4k(q), n)
+    assert tiled.shape == (m, n) and tiled.dtype == dtype
+    torch.testing.assert_close(tiled, rows, rtol=0, atol=0)
+    w = ik.dequantize_q4_k(q.cpu()).double()
+    assert_close(tiled, x.double().cpu() @ w.T, dtype)
+
+
+def test_gemv_tiled_default_n_is_every_tile_row(ik, device):
+    q = random_q4k(32, 256).to(device)
+    x = torch.randn(2, 256, device=device)
+    torch.testing.assert_close(ik.q4k_gemv(x, ik.tile_q4k(q)), ik.q4k_gemv(x, q), rtol=0, atol=0)
+
+
+def test_tiled_rejects_bad_arguments(ik, device):
+    q = random_q4k(20, 512).to(device)
+    qt = ik.tile_q4k(q)
+    x = torch.randn(2, 512, device=device)
+    with pytest.raises(ValueError, match=r"tiled Q4_K bytes for N = 40 are uint8 \[3, K / 256, 2304\]"):
+        ik.q4k_gemv(x, qt, 40)
+    with pytest.raises(ValueError, match=r"tiled Q4_K bytes for N = 20 are uint8 \[2, K / 256, 2304\]"):
+        ik.q4k_gemv(x, qt[..., :2000], 20)
+    with pytest.raises(ValueError, match="only Q4_K has a tiled layout"):
+        ik.q6k_gemv(x, qt)
+    with pytest.raises(ValueError, match="n=7 does not match the 20 rows"):
+        ik.q4k_gemv(x, q, 7)
+    with pytest.raises(ValueError, match=r"a Q4_K weight is uint8 \[N, K / 256 \* 144\]"):
+        ik.tile_q4k(q[:, :100])
+
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here")
+
+
+def run_op(ik, x, qt, n):
+    """The CUDA op itself into a poisoned output (every element must be written)."""
+    out = torch.full((x.shape[0], n), POISON, dtype=x.dtype, device="cuda")
+    ik.ops.q4k_gemv(out, x, qt)
+    return out
+
+
+@cuda
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m", range(1, 9))
+@pytest.mark.parametrize("n,k", [(1, 256), (129, 4352), (1003, 256), (2051, 512), (4096, 4096)])
+def test_cuda_tiled_bit_equal_to_rows(ik, dtype, m, n, k):
+    q = random_q4k(n, k).cuda()
+    x = torch.randn(m, k, device="cuda").to(dtype)
+    rows = torch.full((m, n), POISON, dtype=dtype, device="cuda")
+    ik.ops.q4k_gemv(rows, x, q)
+    torch.testing.assert_close(run_op(ik, x, ik.tile_q4k(q), n), rows, rtol=0, atol=0)
+
+
+@cuda
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m", [1, 4, 8])
+def test_cuda_tiled_many_tiles(ik, dtype, m):
+    # 1064 tiles over 5 blocks: no K split fits one wave, one warp a tile (direct loop).
+    n, k = 17011, 1280
+    q = random_q4k(n, k)
+    x = torch.randn(m, k, device="cuda").to(dtype)
+    w = ik.dequantize_q4_k(q).double()
+    assert_close(run_op(ik, x, ik.tile_q4k(q.cuda()), n), x.double().cpu() @ w.T, dtype)
+
+
+@cuda
+def test_cuda_tiled_graph_replay(ik):
+    q = random_q4k(300, 1024).cuda()
+    qt, x = ik.tile_q4k(q), torch.randn(2, 1024, device="cuda", dtype=torch.bfloat16)
+    out = torch.empty(2, 300, device="cuda", dtype=torch.bfloat16)
+    ik.ops.q4k_gemv(out, x, qt)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        ik.ops.q4k_gemv(out, x, qt)
+    x.copy_(torch.randn_like(x))
+    out.fill_(POISON)
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, ik.q4k_gemv(x, q), rtol=0, atol=0)
+
+
+@cuda
+def test_cuda_tiled_op_rejects_bad_arguments(ik):
+    q = random_q4k(20, 512).cuda()
+    qt, x = ik.tile_q4k(q), torch.randn(2, 512, device="cuda")
+    op = ik.ops.q4k_gemv
+
+    def raises(match, out_, q_, op_=op):
+        with pytest.raises(RuntimeError, match=match):
+            op_(out_, x, q_)
+
+    out = torch.empty(2, 20, device="cuda")
+    raises(r"must have 2 tiles of 16 rows, got 3", torch.empty(2, 40, device="cuda"), torch.cat([qt, qt[:1]]))
+    raises(r"tiled Q4_K must have shape \[ceil\(N / 16\), K / 256, 2304\]", out, qt[..., :2288].contiguous())
+    raises("q must be contiguous", out, qt.transpose(0, 1))
+    raises("x must have K = 512 columns", out, ik.tile_q4k(random_q4k(20, 256).cuda()))
+    raises("out must be 2-D", torch.empty(40, device="cuda"), qt)
+    raises(r"q must be 2-D \[N, K / 256 \* 210\] \(Q6_K blocks\), got shape", out, qt, ik.ops.q6k_gemv)
+    base = torch.empty(qt.numel() + 8, dtype=torch.uint8, device="cuda")
+    raises("aligned to 16 bytes", out, base[8:].view(qt.shape))
+
+
+@cuda
+def test_cuda_tiled_opcheck(ik):
+    qt = ik.tile_q4k(random_q4k(21, 512).cuda())
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.randn(3, 512, device="cuda", dtype=dtype)
+        torch.library.opcheck(ik.ops.q4k_gemv, (torch.empty(3, 21, device="cuda", dtype=dtype), x, qt))
