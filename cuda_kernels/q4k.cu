@@ -743,16 +743,19 @@ struct Shape {
   }
 };
 
+// TL (tiled Q4_K) takes the K split the kernels for ggml's rows would: its kernels use
+// no more registers, so the split fits one wave as well, and the sums are the same, bit
+// for bit, whichever layout the weight is in.
 template <typename T, KQuant F, bool TL = false>
 int launch(const KQuantGemvParams& p, cudaStream_t stream) {
   if constexpr (std::is_same_v<T, float>) {
     // fp32 x (three bf16 parts) takes the registers of one 256-thread block per SM.
     using Direct = Shape<T, F, 1, 0, 4, TL>;
-    return Direct::launch(p, Direct::warps(p), stream);
+    return Direct::launch(p, Shape<T, F, 1, 0, 4>::warps(p), stream);
   } else {
     // Tiled fp16: ptxas 13.0 spills 8 bytes with the whole block unrolled (U = 4).
     using Direct = Shape<T, F, 2, 0, TL && std::is_same_v<T, __half> ? 2 : 4, TL>;
-    const int kw = Direct::warps(p);
+    const int kw = Shape<T, F, 2, 0, 4>::warps(p);
     if constexpr (F == KQuant::kQ4K && std::is_same_v<T, __nv_bfloat16>) {
       // bf16 x: the direct loop with chunk 0's x a block ahead (q4k_block_xahead, A = 1),
       // 2-5% faster where the direct loop runs (H200: 16.5 against 17.3 us at
@@ -761,7 +764,7 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
       // then sinks the next block's weight loads below the block's MMAs (no overlap).
       if (kw > 1) {
         using XAhead = Shape<T, F, 2, -1, 4, TL>;
-        const int kx = XAhead::warps(p);
+        const int kx = Shape<T, F, 2, -1, 4>::warps(p);
         if (kx > 1) return XAhead::launch(p, kx, stream);
       }
     }

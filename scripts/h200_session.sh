@@ -95,6 +95,9 @@
 #           blog's shapes, M 1/8/16/32 (no package build); wgmma_probe_bench adds
 #           bench_skinny_gemm.py --quick --no-mlp (ours and _scaled_mm in the same call);
 #           wgmma_all: the probe and bench_skinny_gemm.py --no-mlp at all 11 weight shapes
+#   s15f  : the fifteenth session's final code (tiled Q4_K with the rows' K split): every
+#           CUDA test, the quick gemv benchmark (bf16; fp16 ours only), the gemv under
+#           compute-sanitizer
 #   s15e  : Q4_K's tiled layout (tile_q4k): the k-quant tests (tiled ones included), the
 #           quick gemv benchmark (rows and tiled side by side), the gemv under compute-sanitizer
 #   s14j  : (prepared, not run: the fourteenth session's device time was spent) convert 4
@@ -779,6 +782,9 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1
           for i in $(seq 12); do python3 -m pytest tests/test_layer_norm.py -q -p no:cacheprovider -k "kernelize and cuda" 2>&1 \
             | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
+  s15f)   tests_gpu; pack; bench_q4k --quick --name bench_q4k_s15f; pack
+          timeout 60 python3 benchmarks/bench_q4k.py --quick --ours-only --dtype fp16 --formats Q4_K \
+            --name bench_q4k_fp16_s15f 2>&1 | grep -A8 "^Q4_K gemv"; pack; sanitizers_q4k ;;
   s15e)   tests_q4k; pack; bench_q4k --quick --name bench_q4k_s15e; pack; sanitizers_q4k ;;
   s14j)   tests_cuda tests/test_skinny_gemm.py; pack
           timeout 100 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s14j \

@@ -151,10 +151,10 @@ def test_cuda_tiled_op_rejects_bad_arguments(ik):
             op_(out_, x, q_)
 
     out = torch.empty(2, 20, device="cuda")
-    raises(r"must have 2 tiles of 16 rows, got 3", torch.empty(2, 40, device="cuda"), torch.cat([qt, qt[:1]]))
+    raises(r"for N = 20 \(out's columns\) must have 2 tiles of 16 rows, got 3", out, torch.cat([qt, qt[:1]]))
     raises(r"tiled Q4_K must have shape \[ceil\(N / 16\), K / 256, 2304\]", out, qt[..., :2288].contiguous())
     raises("q must be contiguous", out, qt.transpose(0, 1))
-    raises("x must have K = 512 columns", out, ik.tile_q4k(random_q4k(20, 256).cuda()))
+    raises("x must have K = 256 columns", out, ik.tile_q4k(random_q4k(20, 256).cuda()))
     raises("out must be 2-D", torch.empty(40, device="cuda"), qt)
     raises(r"q must be 2-D \[N, K / 256 \* 210\] \(Q6_K blocks\), got shape", out, qt, ik.ops.q6k_gemv)
     base = torch.empty(qt.numel() + 8, dtype=torch.uint8, device="cuda")
@@ -167,3 +167,20 @@ def test_cuda_tiled_opcheck(ik):
     for dtype in (torch.float32, torch.bfloat16):
         x = torch.randn(3, 512, device="cuda", dtype=dtype)
         torch.library.opcheck(ik.ops.q4k_gemv, (torch.empty(3, 21, device="cuda", dtype=dtype), x, qt))
+
+
+def test_q4klinear_tile_(ik, device):
+    lin = torch.nn.Linear(512, 37, bias=True)
+    layer = ik.quant.Q4KLinear.from_linear(lin, "Q4_K").to(device)
+    x = torch.randn(3, 512, device=device)
+    before, weight = layer(x), layer.dequantized_weight()
+    rows = layer.qweight.clone()
+    assert layer.tile_() is layer and layer.tiled and layer.qweight.shape == (3, 2, 2304)
+    assert "tiled=True" in repr(layer)
+    torch.testing.assert_close(layer(x), before, rtol=0, atol=0)  # the gemv, M <= 8
+    assert layer(torch.randn(9, 512, device=device)).shape == (9, 37)  # dequantise + matmul
+    assert torch.equal(layer.rows_qweight(), rows) and torch.equal(layer.dequantized_weight(), weight)
+    layer.tile_()  # twice: a no-op
+    assert layer.qweight.shape == (3, 2, 2304)
+    with pytest.raises(ValueError, match="only Q4_K has a tiled layout, this layer is Q6_K"):
+        ik.quant.Q4KLinear.from_linear(lin, "Q6_K").tile_()

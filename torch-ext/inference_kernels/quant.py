@@ -81,7 +81,8 @@ class Q4KLinear(torch.nn.Module):
     forward: for inputs of at most 8 rows (tokens), the gemv (CPU or CUDA) dequantises
     the weight block by block as it multiplies; for more rows the weight is dequantised
     to fp32 once per call, cast to x's dtype and used in a matmul. The bias, if any,
-    is added in x's dtype.
+    is added in x's dtype. ``tile_()`` (Q4_K) keeps the weight in the tiled layout that
+    the CUDA gemv reads faster, with the same results (``qweight`` then holds tiled bytes).
     """
 
     def __init__(self, qweight: torch.Tensor, fmt: str, in_features: int, out_features: int,
@@ -93,6 +94,7 @@ class Q4KLinear(torch.nn.Module):
             raise ValueError(f"qweight has shape {tuple(qweight.shape)}, expected "
                              f"{gguf_blocks.quantized_shape(out_features, in_features, fmt)} for {fmt}")
         self.fmt = fmt
+        self.tiled = False
         self.in_features = in_features
         self.out_features = out_features
         self.register_buffer("qweight", qweight)
@@ -104,14 +106,28 @@ class Q4KLinear(torch.nn.Module):
         return cls(quantize(linear.weight, fmt, imatrix), fmt, linear.in_features,
                    linear.out_features, linear.bias)
 
+    def tile_(self) -> "Q4KLinear":
+        """Q4_K: hold ``qweight`` in the tiled layout (:func:`gguf_blocks.tile_q4k`), once,
+        after the module is on its device. Returns the module."""
+        if self.fmt != "Q4_K":
+            raise ValueError(f"only Q4_K has a tiled layout, this layer is {self.fmt}")
+        if not self.tiled:
+            self.qweight = gguf_blocks.tile_q4k(self.qweight)
+            self.tiled = True
+        return self
+
+    def rows_qweight(self) -> torch.Tensor:
+        """``qweight`` as ggml's rows (what a .gguf file holds), tiled or not."""
+        return gguf_blocks.untile_q4k(self.qweight, self.out_features) if self.tiled else self.qweight
+
     def dequantized_weight(self) -> torch.Tensor:
-        return dequantize(self.qweight, self.fmt, self.in_features)
+        return dequantize(self.rows_qweight(), self.fmt, self.in_features)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         lead = x.shape[:-1]
         x2 = x.reshape(-1, self.in_features).contiguous()
         if 1 <= x2.shape[0] <= GEMV_MAX_ROWS:
-            y = gemv(x2, self.qweight, self.fmt)
+            y = gemv(x2, self.qweight, self.fmt, self.out_features)
         else:
             y = x2 @ self.dequantized_weight().to(x.dtype).T
         if self.bias is not None:
@@ -120,7 +136,7 @@ class Q4KLinear(torch.nn.Module):
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
-                f"fmt={self.fmt}, bias={self.bias is not None}")
+                f"fmt={self.fmt}, tiled={self.tiled}, bias={self.bias is not None}")
 
 
 @torch.no_grad()
