@@ -284,15 +284,23 @@ __device__ __forceinline__ Q4KRaw q4k_load(const Lane& l) {
 }
 
 // The same from the tiled layout (ggml_blocks.h): five 16-byte loads, each of them
-// 512 contiguous bytes a warp (256 for the heads, two lanes a row).
+// 512 contiguous bytes a warp (256 for the heads, two lanes a row). HALVES: the qs as
+// 8-byte halves (two loads a chunk, 256 of each 512 bytes a warp), which keeps the fp16
+// loop's registers free of 16-byte load quads (with them ptxas 13.0 spills 8 bytes).
+template <bool HALVES = false>
 __device__ __forceinline__ Q4KRaw q4k_load_tiled(const Lane& l) {
   Q4KRaw r;
   r.head = ld_stream16(l.row_s);
 #pragma unroll
   for (int c = 0; c < 4; ++c) {
-    const uint4 v = ld_stream16(l.row_g + 512 * c);
-    r.wg[c] = make_uint2(v.x, v.y);
-    r.wh[c] = make_uint2(v.z, v.w);
+    if constexpr (HALVES) {
+      r.wg[c] = ld_stream8(l.row_g + 512 * c);
+      r.wh[c] = ld_stream8(l.row_g + 512 * c + 8);
+    } else {
+      const uint4 v = ld_stream16(l.row_g + 512 * c);
+      r.wg[c] = make_uint2(v.x, v.y);
+      r.wh[c] = make_uint2(v.z, v.w);
+    }
   }
   return r;
 }
@@ -672,7 +680,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
     using Raw = std::conditional_t<F == KQuant::kQ4K, Q4KRaw, Q6KRaw>;
     const auto load = [](const Lane& l) {
       if constexpr (F == KQuant::kQ4K) {
-        return TL ? q4k_load_tiled(l) : q4k_load(l);
+        return TL ? q4k_load_tiled<std::is_same_v<T, __half>>(l) : q4k_load(l);
       } else {
         return q6k_load(l);
       }
@@ -753,8 +761,7 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
     using Direct = Shape<T, F, 1, 0, 4, TL>;
     return Direct::launch(p, Shape<T, F, 1, 0, 4>::warps(p), stream);
   } else {
-    // Tiled fp16: ptxas 13.0 spills 8 bytes with the whole block unrolled (U = 4).
-    using Direct = Shape<T, F, 2, 0, TL && std::is_same_v<T, __half> ? 2 : 4, TL>;
+    using Direct = Shape<T, F, 2, 0, 4, TL>;
     const int kw = Shape<T, F, 2, 0, 4>::warps(p);
     if constexpr (F == KQuant::kQ4K && std::is_same_v<T, __nv_bfloat16>) {
       // bf16 x: the direct loop with chunk 0's x a block ahead (q4k_block_xahead, A = 1),

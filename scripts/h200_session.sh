@@ -95,6 +95,9 @@
 #           blog's shapes, M 1/8/16/32 (no package build); wgmma_probe_bench adds
 #           bench_skinny_gemm.py --quick --no-mlp (ours and _scaled_mm in the same call);
 #           wgmma_all: the probe and bench_skinny_gemm.py --no-mlp at all 11 weight shapes
+#   s15g  : tiled Q4_K with fp16 x loading its qs as 8-byte halves (U = 4, no spill; s15f's
+#           U = 2 was 18% slower than rows at 14336 x 4096): k-quant tests, fp16 benchmark
+#           (ours only) twice, the gemv under compute-sanitizer
 #   s15f  : the fifteenth session's final code (tiled Q4_K with the rows' K split): every
 #           CUDA test, the quick gemv benchmark (bf16; fp16 ours only), the gemv under
 #           compute-sanitizer
@@ -782,6 +785,11 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1
           for i in $(seq 12); do python3 -m pytest tests/test_layer_norm.py -q -p no:cacheprovider -k "kernelize and cuda" 2>&1 \
             | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
+  s15g)   tests_q4k; pack
+          for run in a b; do
+            timeout 60 python3 benchmarks/bench_q4k.py --quick --ours-only --dtype fp16 --formats Q4_K \
+              --name bench_q4k_fp16_s15g$run 2>&1 | grep -A8 "^Q4_K gemv"
+          done; pack; sanitizers_q4k ;;
   s15f)   tests_gpu; pack; bench_q4k --quick --name bench_q4k_s15f; pack
           timeout 60 python3 benchmarks/bench_q4k.py --quick --ours-only --dtype fp16 --formats Q4_K \
             --name bench_q4k_fp16_s15f 2>&1 | grep -A8 "^Q4_K gemv"; pack; sanitizers_q4k ;;
