@@ -48,6 +48,12 @@
 // (the kernel's comment says why). Weight loads skip L1 (read once);
 // x goes through L1, where the CTA's warps and neighbouring CTAs re-read it. No atomics,
 // no workspace, CUDA-graph capturable; rows past N are clamped on load and not stored.
+//
+// Q4_K also comes in our tiled layout (ggml_blocks.h, p.tiled): a tile's 16 blocks of one
+// super-block are 2304 contiguous bytes in the lanes' order, so a warp's loads of a block
+// are five 16-byte loads of 512 (heads: 256) contiguous bytes instead of 32 bytes from
+// each of 8 rows a row apart. Same MMAs, same K split, same sums; the direct loops only
+// (tall matrices need no staging: the loads themselves were the limit there).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
