@@ -759,7 +759,9 @@ struct Shape {
 
 // TL (tiled Q4_K) takes the K split the kernels for ggml's rows would: its kernels use
 // no more registers, so the split fits one wave as well, and the sums are the same, bit
-// for bit, whichever layout the weight is in.
+// for bit, whichever layout the weight is in. (Where rows go through the staged loop,
+// tiles take the direct loop's split; by registers both fit the same CTAs of 2-8 warps
+// an SM, so both are one warp a tile there.)
 template <typename T, KQuant F, bool TL = false>
 int launch(const KQuantGemvParams& p, cudaStream_t stream) {
   if constexpr (std::is_same_v<T, float>) {

@@ -184,3 +184,18 @@ def test_q4klinear_tile_(ik, device):
     assert layer.qweight.shape == (3, 2, 2304)
     with pytest.raises(ValueError, match="only Q4_K has a tiled layout, this layer is Q6_K"):
         ik.quant.Q4KLinear.from_linear(lin, "Q6_K").tile_()
+
+
+def test_quantize_model_q4_k_m_tile(ik, device):
+    def model():
+        torch.manual_seed(1)
+        return torch.nn.Sequential(torch.nn.Linear(256, 272), torch.nn.ReLU(), torch.nn.Linear(272, 64)).to(device)
+
+    rows, tiled = model(), model()
+    with pytest.warns(UserWarning, match="stays unquantised"):  # the 272-column layer
+        report = ik.quant.quantize_model_q4_k_m(rows)
+    with pytest.warns(UserWarning, match="stays unquantised"):
+        assert ik.quant.quantize_model_q4_k_m(tiled, tile=True) == report
+    assert report["0"] == "Q4_K" and tiled[0].tiled and not rows[0].tiled
+    x = torch.randn(2, 256, device=device)
+    torch.testing.assert_close(tiled(x), rows(x), rtol=0, atol=0)

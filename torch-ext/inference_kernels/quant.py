@@ -192,9 +192,12 @@ def q4_k_m_format(name: str, n_layers: int) -> str:
 
 @torch.no_grad()
 def quantize_model_q4_k_m(model: torch.nn.Module,
-                          imatrix: Optional[Dict[str, torch.Tensor]] = None) -> Dict[str, str]:
+                          imatrix: Optional[Dict[str, torch.Tensor]] = None,
+                          tile: bool = False) -> Dict[str, str]:
     """Replace the model's nn.Linear layers by Q4KLinear, in place, with llama.cpp's
     Q4_K_M policy (:func:`q4_k_m_format`). ``imatrix``: from :func:`collect_imatrix`.
+    ``tile``: hold the Q4_K layers' weights in the tiled layout (``Q4KLinear.tile_``), on
+    the device the weights are on; the CUDA gemv reads it faster.
 
     Layers whose in_features is not a multiple of 256 cannot be k-quantised: they stay
     as they are, with a warning. Returns ``{name: "Q4_K" | "Q6_K" | "kept: <why>"}``.
@@ -213,6 +216,9 @@ def quantize_model_q4_k_m(model: torch.nn.Module,
         im = imatrix.get(name) if imatrix else None
         parent_name, _, leaf = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, leaf, Q4KLinear.from_linear(linear, fmt, im))
+        layer = Q4KLinear.from_linear(linear, fmt, im)
+        if tile and fmt == "Q4_K":
+            layer.tile_()
+        setattr(parent, leaf, layer)
         report[name] = fmt
     return report
