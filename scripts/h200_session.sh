@@ -95,6 +95,9 @@
 #           blog's shapes, M 1/8/16/32 (no package build); wgmma_probe_bench adds
 #           bench_skinny_gemm.py --quick --no-mlp (ours and _scaled_mm in the same call);
 #           wgmma_all: the probe and bench_skinny_gemm.py --no-mlp at all 11 weight shapes
+#   s15a-d: EXPERIMENTS, modes on branch q4k-xsmem (BENCHMARKS.md, fifteenth session): x
+#           staged in shared memory, the Q4_K loads-only probes, interleaved blocks, SwiGLU
+#           variants against torch.compile
 #   s15g  : tiled Q4_K with fp16 x loading its qs as 8-byte halves (U = 4, no spill; s15f's
 #           U = 2 was 18% slower than rows at 14336 x 4096): k-quant tests, fp16 benchmark
 #           (ours only) twice, the gemv under compute-sanitizer
