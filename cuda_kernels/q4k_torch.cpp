@@ -42,7 +42,7 @@ void gemv(at::Tensor& out, const at::Tensor& x, const at::Tensor& q, KQuant form
   TORCH_CHECK(q.scalar_type() == at::kByte, "q must be uint8 (", fmt, " blocks), got ",
               c10::toString(q.scalar_type()));
   // Two layouts: ggml's rows of blocks [N, K / 256 * bytes], or for Q4_K the tiled one
-  // [ceil(N / 16), K / 256, 2304] (q4k_tile; N then comes from out).
+  // [ceil(N / 16), K / 256, 2304] (tile_q4k; N then comes from out).
   const bool tiled = q.dim() == 3;
   TORCH_CHECK(q.dim() == 2 || (q4 && tiled), "q must be 2-D [N, K / 256 * ", num(bytes), "] (", fmt,
               " blocks)", q4 ? " or Q4_K's tiled layout [ceil(N / 16), K / 256, 2304]" : "", ", got shape ",

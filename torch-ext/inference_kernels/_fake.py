@@ -133,7 +133,7 @@ def _register_kquant_fakes(fmt: str, gemv: str) -> None:
     @torch.library.register_fake(add_op_namespace_prefix(gemv))
     def _gemv_fake(out, x, q) -> None:
         _check_same_device(out, "out", x)
-        if q.dim() == 3 and fmt == "q4_k":  # the tiled layout: N from out (q4k_tile)
+        if q.dim() == 3 and fmt == "q4_k":  # the tiled layout: N from out (tile_q4k)
             torch._check(q.shape[2] == 2304, lambda: f"tiled Q4_K is [tiles, K / 256, 2304], got {tuple(q.shape)}")
             k = q.shape[1] * 256
             torch._check(out.dim() == 2 and out.shape[0] == x.shape[0] and q.shape[0] * 16 - 16 < out.shape[1]
