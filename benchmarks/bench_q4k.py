@@ -65,8 +65,9 @@ def bench_shape(ik, fmt, n, k, ms, dev, bw, log, dtype=torch.bfloat16, ours_only
     qbytes = n * k // 256 * BLOCK_BYTES[fmt]
     copies = max(8, harness.rotations_for(qbytes))
     qs = [random_q(n, k, fmt, dev) for _ in range(copies)]
-    # Q4_K: the same copies in the tiled layout (ik.tile_q4k), which CUDA reads natively.
-    qts = [ik.tile_q4k(q) for q in qs] if fmt == "Q4_K" and dev == "cuda" else None
+    # The same copies in the tiled layout (tile_q4k / tile_q6k), which CUDA reads natively.
+    tile = ik.tile_q4k if fmt == "Q4_K" else ik.tile_q6k
+    qts = [tile(q) for q in qs] if dev == "cuda" else None
     wd = ik.quant.dequantize(qs[0], fmt).double()  # the reference weight (copy 0)
     w16 = wd.to(dtype)  # cuBLAS's weight: one dequantisation, copied
     bf_copies = 1 if ours_only else max(8, harness.rotations_for(w16.numel() * 2))
@@ -146,7 +147,7 @@ def decode_model(ik, rows, bw, md, dname="bf16"):
         v = t.get((fmt, *shape), {}).get(impl)
         return v
 
-    # "ours tiled": Q4_K weights in the tiled layout, Q6_K in rows (it has no tiled one)
+    # "ours tiled": every weight in the tiled layout
     total = {"ours": 0.0, "ours tiled": 0.0, "cuBLAS": 0.0}
     qbytes = 0
     missing = []
@@ -156,7 +157,7 @@ def decode_model(ik, rows, bw, md, dname="bf16"):
             fmt = "Q6_K" if more and name in ("v", "down") else "Q4_K"
             qbytes += shape[0] * shape[1] // 256 * BLOCK_BYTES[fmt]
             for impl in total:
-                v = us(fmt, shape, "ours" if impl == "ours tiled" and fmt == "Q6_K" else impl)
+                v = us(fmt, shape, impl)
                 if v is None:
                     missing.append(f"{fmt} {shape} {impl}")
                 else:
@@ -164,7 +165,7 @@ def decode_model(ik, rows, bw, md, dname="bf16"):
     head = (VOCAB, HIDDEN)
     qbytes += VOCAB * HIDDEN // 256 * BLOCK_BYTES["Q6_K"]
     for impl in total:
-        v = us("Q6_K", head, "ours" if impl == "ours tiled" else impl)
+        v = us("Q6_K", head, impl)
         if v is None:
             missing.append(f"Q6_K {head} {impl}")
         else:
@@ -176,8 +177,8 @@ def decode_model(ik, rows, bw, md, dname="bf16"):
         f"v/down, Q6_K head): {qbytes / 1e9:.2f} GB of weights per token",
         f"  ours (q4k_gemv/q6k_gemv): {total['ours']:.0f} us/token -> {1e6 / total['ours']:.0f} tok/s"
         if total["ours"] else "  ours: -",
-        f"  ours, Q4_K tiled (tile_q4k; Q6_K rows): {total['ours tiled']:.0f} us/token -> "
-        f"{1e6 / total['ours tiled']:.0f} tok/s" if total["ours tiled"] else "  ours, Q4_K tiled: -",
+        f"  ours, tiled (tile_q4k / tile_q6k): {total['ours tiled']:.0f} us/token -> "
+        f"{1e6 / total['ours tiled']:.0f} tok/s" if total["ours tiled"] else "  ours, tiled: -",
         f"  cuBLAS {dname} (unquantised weights, same shapes): {total['cuBLAS']:.0f} us/token -> "
         f"{1e6 / total['cuBLAS']:.0f} tok/s" if total["cuBLAS"] else f"  cuBLAS {dname}: -",
         f"  roofline at the measured copy bandwidth ({bw / 1e12:.2f} TB/s): {roof_us:.0f} us -> "

@@ -68,9 +68,18 @@ struct BlockQ6K {
 //   bytes 512c + 16i .. 512c + 16i + 15 (chunk c = 0..3, lane i = 4g + t, g = 0..7,
 //     t = 0..3): qs[32c + 8t .. 32c + 8t + 7] of tile row g, then of tile row g + 8;
 //   bytes 2048 + 16r .. 2048 + 16r + 15: d, dmin and scales[12] of tile row r.
-constexpr int kQ4KTileRows = 16;
-constexpr int kQ4KTileBytes = kQ4KTileRows * 144;
+constexpr int kTileRows = 16;  // rows of a tile, both formats
+constexpr int kQ4KTileBytes = kTileRows * 144;
 constexpr int kQ4KTileHeads = 2048;  // offset of the 16 rows' heads
+// Q6_K's, the same way (tile_q6k): tensor uint8 [ceil(N / 16), K / 256, 3360]; lane i = 4g
+// + t reads 24 words a block, w = 12R + 6n + 3h + k for tile row 8R + g, half n, h and
+// kind k (0: ql bytes 64n + 16h + 4t .., 1: ql 64n + 32 + 16h + 4t .., 2: qh 128 + 32n +
+// 16h + 4t ..; the words q6k_row reads), at byte 512 (w / 4) + 16i + 4 (w % 4); then row
+// r's 16 scales at 3072 + 16r and its d at 3328 + 2r. 3360 = 16 x 210 keeps every tile
+// block 16-byte aligned, where ggml's 210-byte blocks are only 2-byte aligned.
+constexpr int kQ6KTileBytes = kTileRows * 210;
+constexpr int kQ6KTileScales = 3072;
+constexpr int kQ6KTileD = 3328;
 #endif
 
 static_assert(sizeof(BlockQ4K) == 144, "block_q4_K is 144 bytes in ggml");

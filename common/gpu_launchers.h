@@ -86,7 +86,7 @@ struct KQuantGemvParams {
   const void* q;
   void* out;
   int64_t m, n, k;
-  bool tiled;  // Q4_K only: q in the tiled layout (ggml_blocks.h), else ggml's rows
+  bool tiled;  // q in the tiled layout (ggml_blocks.h), else ggml's rows
 };
 
 // Returns the launch status (0 is success).

@@ -49,11 +49,12 @@
 // x goes through L1, where the CTA's warps and neighbouring CTAs re-read it. No atomics,
 // no workspace, CUDA-graph capturable; rows past N are clamped on load and not stored.
 //
-// Q4_K also comes in our tiled layout (ggml_blocks.h, p.tiled): a tile's 16 blocks of one
-// super-block are 2304 contiguous bytes in the lanes' order, so a warp's loads of a block
-// are five 16-byte loads of 512 (heads: 256) contiguous bytes instead of 32 bytes from
-// each of 8 rows a row apart. Same MMAs, same K split, same sums; the direct loops only
-// (tall matrices need no staging: the loads themselves were the limit there).
+// Both formats also come in our tiled layouts (ggml_blocks.h, p.tiled): a tile's 16
+// blocks of one super-block are 2304 (Q4_K) or 3360 (Q6_K) contiguous bytes in the lanes'
+// order, so a warp's loads of a block are 16-byte loads of 512 contiguous bytes (five for
+// Q4_K, six for Q6_K, and the heads) instead of 32 or 4 bytes from each of 8 rows a row
+// apart. Same MMAs, same K split, same sums; the direct loops only (tall matrices need no
+// staging: the loads themselves were the limit there).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -84,6 +85,9 @@ using inference_kernels::ggml::BlockQ4K;
 using inference_kernels::ggml::BlockQ6K;
 using inference_kernels::ggml::kQ4KTileBytes;
 using inference_kernels::ggml::kQ4KTileHeads;
+using inference_kernels::ggml::kQ6KTileBytes;
+using inference_kernels::ggml::kQ6KTileD;
+using inference_kernels::ggml::kQ6KTileScales;
 using inference_kernels::ggml::kQK;
 
 constexpr int kTile = 16;     // weight rows per CTA (the MMA's A rows)
@@ -248,6 +252,7 @@ struct Lane {
 };
 
 // a_lane: where in a block lane t's A bytes start (row_g and row_h point there).
+template <KQuant F>
 __device__ __forceinline__ Lane lane_rows(const KQuantGemvParams& p, int64_t row_bytes, int a_lane) {
   Lane l;
   l.lane = threadIdx.x & 31;
@@ -256,11 +261,15 @@ __device__ __forceinline__ Lane lane_rows(const KQuantGemvParams& p, int64_t row
   const int64_t row0 = int64_t(blockIdx.x) * kTile;
   const auto* q = static_cast<const uint8_t*>(p.q);
   if (p.tiled) {
-    // Q4_K tiled (ggml_blocks.h): row_g at the lane's 16 qs bytes of chunk 0 (rows g and
-    // g + 8 together), row_s at the head of row lane / 2; blocks kQ4KTileBytes apart.
-    const uint8_t* tile = q + int64_t(blockIdx.x) * (p.k / kQK) * kQ4KTileBytes;
-    l.row_g = l.row_h = tile + 16 * l.lane;
-    l.row_s = tile + kQ4KTileHeads + 16 * (l.lane >> 1);
+    // The tiled layouts (ggml_blocks.h): row_g at the lane's first 16 bytes (rows g and
+    // g + 8 together). Q4_K: row_s at the head of row lane / 2. Q6_K: row_s at half
+    // lane % 2 of that row's scales, row_h at its d. Tile blocks are kQ4KTileBytes or
+    // kQ6KTileBytes apart.
+    constexpr bool q4 = F == KQuant::kQ4K;
+    const uint8_t* tile = q + int64_t(blockIdx.x) * (p.k / kQK) * (q4 ? kQ4KTileBytes : kQ6KTileBytes);
+    l.row_g = tile + 16 * l.lane;
+    l.row_h = q4 ? l.row_g : tile + kQ6KTileD + 2 * (l.lane >> 1);
+    l.row_s = q4 ? tile + kQ4KTileHeads + 16 * (l.lane >> 1) : tile + kQ6KTileScales + 8 * l.lane;
     return l;
   }
   const auto row = [&](int64_t r) { return q + std::min(r, p.n - 1) * row_bytes; };
@@ -510,6 +519,43 @@ __device__ __forceinline__ Q6KRaw q6k_load(const Lane& l) {
   return r;
 }
 
+// The same from Q6_K's tiled layout (ggml_blocks.h): six 16-byte loads of 512 contiguous
+// bytes a warp, then the scales (8 bytes) and d. HALVES: as q4k_load_tiled.
+template <bool HALVES = false>
+__device__ __forceinline__ Q6KRaw q6k_load_tiled(const Lane& l) {
+  uint32_t w[24];
+#pragma unroll
+  for (int j = 0; j < 6; ++j) {
+    if constexpr (HALVES) {
+      const uint2 a = ld_stream8(l.row_g + 512 * j), b = ld_stream8(l.row_g + 512 * j + 8);
+      w[4 * j] = a.x, w[4 * j + 1] = a.y, w[4 * j + 2] = b.x, w[4 * j + 3] = b.y;
+    } else {
+      const uint4 v = ld_stream16(l.row_g + 512 * j);
+      w[4 * j] = v.x, w[4 * j + 1] = v.y, w[4 * j + 2] = v.z, w[4 * j + 3] = v.w;
+    }
+  }
+  Q6KRaw r;
+#pragma unroll
+  for (int R = 0; R < 2; ++R) {
+    Q6KRow& row = R ? r.h : r.g;
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int at = 12 * R + 6 * n + 3 * h;
+        row.ql[n][h][0] = w[at];
+        row.ql[n][h][1] = w[at + 1];
+        row.qh[n][h] = w[at + 2];
+      }
+    }
+  }
+  const uint2 sc = ld_stream8(l.row_s);
+  r.sc[0] = sc.x;
+  r.sc[1] = sc.y;
+  r.d = __ldg(reinterpret_cast<const unsigned short*>(l.row_h));
+  return r;
+}
+
 // Row lane / 2, half n = lane % 2: d * scales[8n + e] for e = 2j + h at table column
 // 8n + 4h + j, so that a lane reads one (n, h)'s four j as one float4.
 __device__ __forceinline__ void q6k_scales(const Lane& l, const Q6KRaw& r, float* table) {
@@ -605,12 +651,12 @@ __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* ta
 template <typename T, KQuant F, int MINB, int S, int U, bool TL = false>
 __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const KQuantGemvParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
-  static_assert(!TL || (F == KQuant::kQ4K && S <= 0), "tiled: Q4_K, direct loops");
+  static_assert(!TL || S <= 0, "tiled: direct loops");
   // Bytes from one of a row's blocks to the next (kRowBytes: a block's in its row).
   constexpr int64_t kRowBytes = F == KQuant::kQ4K ? sizeof(BlockQ4K) : sizeof(BlockQ6K);
-  constexpr int64_t kBytes = TL ? kQ4KTileBytes : kRowBytes;
+  constexpr int64_t kBytes = !TL ? kRowBytes : F == KQuant::kQ4K ? kQ4KTileBytes : kQ6KTileBytes;
   const int64_t nb = p.k / kQK;
-  Lane l = lane_rows(p, nb * kRowBytes, F == KQuant::kQ4K ? 16 + 8 * (threadIdx.x & 3) : 4 * (threadIdx.x & 3));
+  Lane l = lane_rows<F>(p, nb * kRowBytes, F == KQuant::kQ4K ? 16 + 8 * (threadIdx.x & 3) : 4 * (threadIdx.x & 3));
   const int warp = threadIdx.x >> 5, kw = blockDim.x >> 5;
   uint8_t* region = smem + warp * kWarpSmem<S>;
   float* table = reinterpret_cast<float*>(region + kWarpSmem<S> - kTableBytes);
@@ -688,7 +734,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
       if constexpr (F == KQuant::kQ4K) {
         return TL ? q4k_load_tiled<std::is_same_v<T, __half>>(l) : q4k_load(l);
       } else {
-        return q6k_load(l);
+        return TL ? q6k_load_tiled<std::is_same_v<T, __half>>(l) : q6k_load(l);
       }
     };
     Raw cur = load(l);
@@ -793,7 +839,8 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
 
 template <typename T>
 int launch_dtype(const KQuantGemvParams& p, cudaStream_t stream) {
-  if (p.format == KQuant::kQ6K) return launch<T, KQuant::kQ6K>(p, stream);
+  if (p.format == KQuant::kQ6K)
+    return p.tiled ? launch<T, KQuant::kQ6K, true>(p, stream) : launch<T, KQuant::kQ6K>(p, stream);
   return p.tiled ? launch<T, KQuant::kQ4K, true>(p, stream) : launch<T, KQuant::kQ4K>(p, stream);
 }
 
@@ -803,8 +850,7 @@ namespace inference_kernels {
 
 int kquant_gemv_launch(const KQuantGemvParams& p, void* stream) {
   if (p.n <= 0) return cudaSuccess;
-  if (p.m < 1 || p.m > 8 || p.k <= 0 || p.k % kQK != 0 || (p.n + kTile - 1) / kTile > INT32_MAX ||
-      (p.tiled && p.format != KQuant::kQ4K))
+  if (p.m < 1 || p.m > 8 || p.k <= 0 || p.k % kQK != 0 || (p.n + kTile - 1) / kTile > INT32_MAX)
     return cudaErrorInvalidValue;
   const auto s = static_cast<cudaStream_t>(stream);
   switch (p.dtype) {

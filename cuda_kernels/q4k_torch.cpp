@@ -41,22 +41,25 @@ void gemv(at::Tensor& out, const at::Tensor& x, const at::Tensor& q, KQuant form
   check_same_device(q, x, "q", "x");
   TORCH_CHECK(q.scalar_type() == at::kByte, "q must be uint8 (", fmt, " blocks), got ",
               c10::toString(q.scalar_type()));
-  // Two layouts: ggml's rows of blocks [N, K / 256 * bytes], or for Q4_K the tiled one
-  // [ceil(N / 16), K / 256, 2304] (tile_q4k; N then comes from out).
+  // Two layouts: ggml's rows of blocks [N, K / 256 * bytes], or the tiled one
+  // [ceil(N / 16), K / 256, 16 * bytes] (gguf_blocks.tile; N then comes from out).
   const bool tiled = q.dim() == 3;
-  TORCH_CHECK(q.dim() == 2 || (q4 && tiled), "q must be 2-D [N, K / 256 * ", num(bytes), "] (", fmt,
-              " blocks)", q4 ? " or Q4_K's tiled layout [ceil(N / 16), K / 256, 2304]" : "", ", got shape ",
+  const int64_t tile_bytes = q4 ? ggml::kQ4KTileBytes : ggml::kQ6KTileBytes;
+  TORCH_CHECK(q.dim() == 2 || tiled, "q must be 2-D [N, K / 256 * ", num(bytes), "] (", fmt,
+              " blocks) or the tiled layout [ceil(N / 16), K / 256, ", num(tile_bytes), "], got shape ",
               dims_str(q.sizes()));
   if (tiled) {
-    TORCH_CHECK(q.size(2) == ggml::kQ4KTileBytes, "tiled Q4_K must have shape [ceil(N / 16), K / 256, ",
-                num(ggml::kQ4KTileBytes), "], got ", dims_str(q.sizes()));
+    TORCH_CHECK(q.size(2) == tile_bytes, "tiled ", fmt, " must have shape [ceil(N / 16), K / 256, ",
+                num(tile_bytes), "], got ", dims_str(q.sizes()));
   } else {
     TORCH_CHECK(q.size(1) % bytes == 0, "q must have shape [N, K / 256 * ", num(bytes), "] (", fmt,
                 " blocks of ", num(bytes), " bytes), got ", dims_str(q.sizes()));
   }
   TORCH_CHECK(q.is_contiguous(), "q must be contiguous");
-  TORCH_CHECK(reinterpret_cast<uintptr_t>(q.const_data_ptr()) % q_align == 0, "q must start at an ",
-              "address aligned to ", num(q_align), " bytes (", fmt, " on CUDA)");
+  // Tiled blocks are read in 16-byte loads in either format.
+  const int64_t align = tiled ? 16 : q_align;
+  TORCH_CHECK(reinterpret_cast<uintptr_t>(q.const_data_ptr()) % align == 0, "q must start at an ",
+              "address aligned to ", num(align), " bytes (", fmt, tiled ? " tiled" : "", " on CUDA)");
   const int64_t blocks = tiled ? q.size(1) : q.size(1) / bytes;
   TORCH_CHECK(k == blocks * ggml::kQK, "x must have K = ", num(blocks * ggml::kQK), " columns (q holds ",
               num(blocks), " ", fmt, " blocks of 256 per row), got ", num(k));
@@ -65,9 +68,9 @@ void gemv(at::Tensor& out, const at::Tensor& x, const at::Tensor& q, KQuant form
   TORCH_CHECK(out.dim() == 2, "out must be 2-D [M, N], got shape ", dims_str(out.sizes()));
   const int64_t n = tiled ? out.size(1) : q.size(0);
   if (tiled) {
-    const int64_t tiles = (n + ggml::kQ4KTileRows - 1) / ggml::kQ4KTileRows;
-    TORCH_CHECK(q.size(0) == tiles, "tiled Q4_K for N = ", num(n), " (out's columns) must have ",
-                num(tiles), " tiles of ", num(ggml::kQ4KTileRows), " rows, got ", num(q.size(0)));
+    const int64_t tiles = (n + ggml::kTileRows - 1) / ggml::kTileRows;
+    TORCH_CHECK(q.size(0) == tiles, "tiled ", fmt, " for N = ", num(n), " (out's columns) must have ",
+                num(tiles), " tiles of ", num(ggml::kTileRows), " rows, got ", num(q.size(0)));
   }
   const std::vector<int64_t> want = {m, n};
   TORCH_CHECK(out.sizes() == c10::IntArrayRef(want), "out must have shape ", dims_str(want), ", got ",

@@ -98,6 +98,8 @@
 #   s15a-d: EXPERIMENTS, modes on branch q4k-xsmem (BENCHMARKS.md, fifteenth session): x
 #           staged in shared memory, the Q4_K loads-only probes, interleaved blocks, SwiGLU
 #           variants against torch.compile
+#   s15h  : Q6_K's tiled layout (tile_q6k): k-quant tests, the quick gemv benchmark (ours
+#           only: rows and tiled, both formats), the gemv under compute-sanitizer
 #   s15g  : tiled Q4_K with fp16 x loading its qs as 8-byte halves (U = 4, no spill; s15f's
 #           U = 2 was 18% slower than rows at 14336 x 4096): k-quant tests, fp16 benchmark
 #           (ours only) twice, the gemv under compute-sanitizer
@@ -788,6 +790,7 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1
           for i in $(seq 12); do python3 -m pytest tests/test_layer_norm.py -q -p no:cacheprovider -k "kernelize and cuda" 2>&1 \
             | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
+  s15h)   tests_q4k; pack; bench_q4k --quick --ours-only --name bench_q4k_s15h; pack; sanitizers_q4k ;;
   s15g)   tests_q4k; pack
           for run in a b; do
             timeout 60 python3 benchmarks/bench_q4k.py --quick --ours-only --dtype fp16 --formats Q4_K \

@@ -94,7 +94,7 @@ def kquant_gemvs(ik, dev):
     8195 and 17011 (partial last 16-row tiles; 17011 x 1280: more tiles than one wave holds,
     Q4_K's staged loop over 5 blocks), K of 1 block and 17 (Q6_K rows alternately 4-aligned
     and 2 mod 4), a Q6_K view starting 2 bytes into a word, a misaligned (copied) x, M from
-    1 to 8, every dtype; Q4_K also in the tiled layout. Random bytes with finite fp16
+    1 to 8, every dtype; each also in the tiled layout. Random bytes with finite fp16
     factors. Returns the launch count."""
     count = 0
     for fmt, size, op in (("Q4_K", 144, ik.ops.q4k_gemv), ("Q6_K", 210, ik.ops.q6k_gemv)):
@@ -110,9 +110,9 @@ def kquant_gemvs(ik, dev):
                     x = torch.randn(m, k, device=dev, dtype=dtype)
                     op(torch.empty(m, n, device=dev, dtype=dtype), x, q)
                     count += 1
-                    if fmt == "Q4_K":  # the tiled layout (zero rows pad the last tile)
-                        op(torch.empty(m, n, device=dev, dtype=dtype), x, ik.tile_q4k(q))
-                        count += 1
+                    # the tiled layout (zero rows pad the last tile)
+                    op(torch.empty(m, n, device=dev, dtype=dtype), x, (ik.tile_q4k if fmt == "Q4_K" else ik.tile_q6k)(q))
+                    count += 1
             wide = torch.randn(3, k + 1, device=dev)
             op(torch.empty(3, n, device=dev), wide[:, 1:], q)
             count += 1

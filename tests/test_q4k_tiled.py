@@ -1,6 +1,6 @@
-"""Q4_K's tiled layout (tile_q4k / untile_q4k, common/ggml_blocks.h): the byte map, the
-round trip, and q4k_gemv on tiled bytes, which must give the same sums as on Q4_K rows,
-bit for bit (CUDA reads them natively; the CPU backend untiles first).
+"""The tiled layouts (tile_q4k / tile_q6k and their inverses, common/ggml_blocks.h): the
+byte maps, the round trip, and the gemvs on tiled bytes, which must give the same sums as
+on ggml's rows, bit for bit (CUDA reads them natively; the CPU backend untiles first).
 
 On CUDA the sizes cover the launcher's paths (K splits with the x-ahead loop for bf16
 and the direct loop for fp16/fp32; one warp a tile when no split fits one wave, where
@@ -14,15 +14,37 @@ import torch
 from reference import POISON, assert_close
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+FMTS = ["Q4_K", "Q6_K"]
+SIZE = {"Q4_K": 144, "Q6_K": 210}
+
+
+def random_q(n, k, fmt="Q4_K"):
+    """Random blocks with finite, modest fp16 factors (every level/scale bit pattern)."""
+    nb = k // 256
+    q = torch.randint(0, 256, (n, nb, SIZE[fmt]), dtype=torch.uint8)
+    d = (torch.rand(n, nb, 1) * 2e-3 + 1e-4).half().view(torch.uint8)
+    if fmt == "Q4_K":
+        q[..., 0:2] = d
+        q[..., 2:4] = (torch.rand(n, nb, 1) * 2e-3).half().view(torch.uint8)
+    else:
+        q[..., 208:210] = d
+    return q.reshape(n, nb * SIZE[fmt])
 
 
 def random_q4k(n, k):
-    """Random Q4_K blocks with finite, modest d and dmin (every level/scale bit pattern)."""
-    nb = k // 256
-    q = torch.randint(0, 256, (n, nb, 144), dtype=torch.uint8)
-    q[..., 0:2] = (torch.rand(n, nb, 1) * 2e-3 + 1e-4).half().view(torch.uint8)
-    q[..., 2:4] = (torch.rand(n, nb, 1) * 2e-3).half().view(torch.uint8)
-    return q.reshape(n, nb * 144)
+    return random_q(n, k, "Q4_K")
+
+
+def tile(ik, q, fmt):
+    return ik.tile_q4k(q) if fmt == "Q4_K" else ik.tile_q6k(q)
+
+
+def untile(ik, qt, n, fmt):
+    return ik.untile_q4k(qt, n) if fmt == "Q4_K" else ik.untile_q6k(qt, n)
+
+
+def gemv(ik, fmt):
+    return ik.q4k_gemv if fmt == "Q4_K" else ik.q6k_gemv
 
 
 def test_byte_map(ik):
@@ -45,32 +67,58 @@ def test_byte_map(ik):
                         assert torch.equal(qt[tile, b, at:at + 8], src[16 + 32 * c + 8 * t:16 + 32 * c + 8 * t + 8])
 
 
+def test_byte_map_q6k(ik):
+    # ggml_blocks.h: lane i = 4g + t's word w = 12R + 6n + 3h + k of tile row 8R + g at
+    # 512 (w / 4) + 16i + 4 (w % 4); scales at 3072 + 16r, d at 3328 + 2r.
+    n, k = 21, 256
+    q = random_q(n, k, "Q6_K")
+    qt = ik.tile_q6k(q)
+    assert qt.shape == (2, 1, 3360)
+    for tile_ in range(2):
+        for r in range(16):
+            row = tile_ * 16 + r
+            src = q[row] if row < n else torch.zeros(210, dtype=torch.uint8)
+            assert torch.equal(qt[tile_, 0, 3072 + 16 * r:3088 + 16 * r], src[192:208])
+            assert torch.equal(qt[tile_, 0, 3328 + 2 * r:3330 + 2 * r], src[208:210])
+            big, g = divmod(r, 8)
+            for t in range(4):
+                for nn in range(2):
+                    for h in range(2):
+                        for kind, off in enumerate((64 * nn + 16 * h, 64 * nn + 32 + 16 * h, 128 + 32 * nn + 16 * h)):
+                            w = 12 * big + 6 * nn + 3 * h + kind
+                            at = 512 * (w // 4) + 16 * (4 * g + t) + 4 * (w % 4)
+                            assert torch.equal(qt[tile_, 0, at:at + 4], src[off + 4 * t:off + 4 * t + 4])
+
+
+@pytest.mark.parametrize("fmt", FMTS)
 @pytest.mark.parametrize("n", [1, 15, 16, 17, 300])
-def test_round_trip(ik, device, n):
-    q = random_q4k(n, 768).to(device)
-    qt = ik.tile_q4k(q)
-    assert qt.device == q.device and qt.shape == ((n + 15) // 16, 3, 2304)
-    assert torch.equal(ik.untile_q4k(qt, n), q)
+def test_round_trip(ik, device, fmt, n):
+    q = random_q(n, 768, fmt).to(device)
+    qt = tile(ik, q, fmt)
+    assert qt.device == q.device and qt.shape == ((n + 15) // 16, 3, 16 * SIZE[fmt])
+    assert torch.equal(untile(ik, qt, n, fmt), q)
 
 
+@pytest.mark.parametrize("fmt", FMTS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("m", [1, 3, 8])
 @pytest.mark.parametrize("n,k", [(1, 256), (17, 512), (129, 1280)])
-def test_gemv_tiled_equals_rows(ik, device, dtype, m, n, k):
-    q = random_q4k(n, k).to(device)
+def test_gemv_tiled_equals_rows(ik, device, fmt, dtype, m, n, k):
+    q = random_q(n, k, fmt).to(device)
     x = torch.randn(m, k, device=device).to(dtype)
-    rows = ik.q4k_gemv(x, q)
-    tiled = ik.q4k_gemv(x, ik.tile_q4k(q), n)
+    rows = gemv(ik, fmt)(x, q)
+    tiled = gemv(ik, fmt)(x, tile(ik, q, fmt), n)
     assert tiled.shape == (m, n) and tiled.dtype == dtype
     torch.testing.assert_close(tiled, rows, rtol=0, atol=0)
-    w = ik.dequantize_q4_k(q.cpu()).double()
+    w = (ik.dequantize_q4_k if fmt == "Q4_K" else ik.dequantize_q6_k)(q.cpu()).double()
     assert_close(tiled, x.double().cpu() @ w.T, dtype)
 
 
-def test_gemv_tiled_default_n_is_every_tile_row(ik, device):
-    q = random_q4k(32, 256).to(device)
+@pytest.mark.parametrize("fmt", FMTS)
+def test_gemv_tiled_default_n_is_every_tile_row(ik, device, fmt):
+    q = random_q(32, 256, fmt).to(device)
     x = torch.randn(2, 256, device=device)
-    torch.testing.assert_close(ik.q4k_gemv(x, ik.tile_q4k(q)), ik.q4k_gemv(x, q), rtol=0, atol=0)
+    torch.testing.assert_close(gemv(ik, fmt)(x, tile(ik, q, fmt)), gemv(ik, fmt)(x, q), rtol=0, atol=0)
 
 
 def test_tiled_rejects_bad_arguments(ik, device):
@@ -81,7 +129,7 @@ def test_tiled_rejects_bad_arguments(ik, device):
         ik.q4k_gemv(x, qt, 40)
     with pytest.raises(ValueError, match=r"tiled Q4_K bytes for N = 20 are uint8 \[2, K / 256, 2304\]"):
         ik.q4k_gemv(x, qt[..., :2000], 20)
-    with pytest.raises(ValueError, match="only Q4_K has a tiled layout"):
+    with pytest.raises(ValueError, match=r"tiled Q6_K bytes for N = 32 are uint8 \[2, K / 256, 3360\]"):
         ik.q6k_gemv(x, qt)
     with pytest.raises(ValueError, match="n=7 does not match the 20 rows"):
         ik.q4k_gemv(x, q, 7)
@@ -92,35 +140,36 @@ def test_tiled_rejects_bad_arguments(ik, device):
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here")
 
 
-def run_op(ik, x, qt, n):
+def run_op(ik, x, qt, n, fmt="Q4_K"):
     """The CUDA op itself into a poisoned output (every element must be written)."""
     out = torch.full((x.shape[0], n), POISON, dtype=x.dtype, device="cuda")
-    ik.ops.q4k_gemv(out, x, qt)
+    getattr(ik.ops, "q4k_gemv" if fmt == "Q4_K" else "q6k_gemv")(out, x, qt)
     return out
 
 
 @cuda
+@pytest.mark.parametrize("fmt", FMTS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("m", range(1, 9))
 @pytest.mark.parametrize("n,k", [(1, 256), (129, 4352), (1003, 256), (2051, 512), (4096, 4096)])
-def test_cuda_tiled_bit_equal_to_rows(ik, dtype, m, n, k):
-    q = random_q4k(n, k).cuda()
+def test_cuda_tiled_bit_equal_to_rows(ik, fmt, dtype, m, n, k):
+    q = random_q(n, k, fmt).cuda()
     x = torch.randn(m, k, device="cuda").to(dtype)
-    rows = torch.full((m, n), POISON, dtype=dtype, device="cuda")
-    ik.ops.q4k_gemv(rows, x, q)
-    torch.testing.assert_close(run_op(ik, x, ik.tile_q4k(q), n), rows, rtol=0, atol=0)
+    rows = run_op(ik, x, q, n, fmt)
+    torch.testing.assert_close(run_op(ik, x, tile(ik, q, fmt), n, fmt), rows, rtol=0, atol=0)
 
 
 @cuda
+@pytest.mark.parametrize("fmt", FMTS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("m", [1, 4, 8])
-def test_cuda_tiled_many_tiles(ik, dtype, m):
+def test_cuda_tiled_many_tiles(ik, fmt, dtype, m):
     # 1064 tiles over 5 blocks: no K split fits one wave, one warp a tile (direct loop).
     n, k = 17011, 1280
-    q = random_q4k(n, k)
+    q = random_q(n, k, fmt)
     x = torch.randn(m, k, device="cuda").to(dtype)
-    w = ik.dequantize_q4_k(q).double()
-    assert_close(run_op(ik, x, ik.tile_q4k(q.cuda()), n), x.double().cpu() @ w.T, dtype)
+    w = (ik.dequantize_q4_k if fmt == "Q4_K" else ik.dequantize_q6_k)(q).double()
+    assert_close(run_op(ik, x, tile(ik, q.cuda(), fmt), n, fmt), x.double().cpu() @ w.T, dtype)
 
 
 @cuda
@@ -156,17 +205,20 @@ def test_cuda_tiled_op_rejects_bad_arguments(ik):
     raises("q must be contiguous", out, qt.transpose(0, 1))
     raises("x must have K = 256 columns", out, ik.tile_q4k(random_q4k(20, 256).cuda()))
     raises("out must be 2-D", torch.empty(40, device="cuda"), qt)
-    raises(r"q must be 2-D \[N, K / 256 \* 210\] \(Q6_K blocks\), got shape", out, qt, ik.ops.q6k_gemv)
+    raises(r"tiled Q6_K must have shape \[ceil\(N / 16\), K / 256, 3360\]", out, qt, ik.ops.q6k_gemv)
+    raises(r"or the tiled layout \[ceil\(N / 16\), K / 256, 2304\], got shape", out, qt.reshape(-1))
     base = torch.empty(qt.numel() + 8, dtype=torch.uint8, device="cuda")
     raises("aligned to 16 bytes", out, base[8:].view(qt.shape))
 
 
 @cuda
-def test_cuda_tiled_opcheck(ik):
-    qt = ik.tile_q4k(random_q4k(21, 512).cuda())
+@pytest.mark.parametrize("fmt", FMTS)
+def test_cuda_tiled_opcheck(ik, fmt):
+    qt = tile(ik, random_q(21, 512, fmt).cuda(), fmt)
+    op = ik.ops.q4k_gemv if fmt == "Q4_K" else ik.ops.q6k_gemv
     for dtype in (torch.float32, torch.bfloat16):
         x = torch.randn(3, 512, device="cuda", dtype=dtype)
-        torch.library.opcheck(ik.ops.q4k_gemv, (torch.empty(3, 21, device="cuda", dtype=dtype), x, qt))
+        torch.library.opcheck(op, (torch.empty(3, 21, device="cuda", dtype=dtype), x, qt))
 
 
 def test_q4klinear_tile_(ik, device):
@@ -182,8 +234,10 @@ def test_q4klinear_tile_(ik, device):
     assert torch.equal(layer.rows_qweight(), rows) and torch.equal(layer.dequantized_weight(), weight)
     layer.tile_()  # twice: a no-op
     assert layer.qweight.shape == (3, 2, 2304)
-    with pytest.raises(ValueError, match="only Q4_K has a tiled layout, this layer is Q6_K"):
-        ik.quant.Q4KLinear.from_linear(lin, "Q6_K").tile_()
+    q6 = ik.quant.Q4KLinear.from_linear(lin, "Q6_K").to(device)
+    before = q6(x)
+    assert q6.tile_().qweight.shape == (3, 2, 3360)
+    torch.testing.assert_close(q6(x), before, rtol=0, atol=0)
 
 
 def test_quantize_model_q4_k_m_tile(ik, device):

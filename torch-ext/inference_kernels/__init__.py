@@ -34,6 +34,8 @@ __all__ = [
     "q6k_gemv",
     "tile_q4k",
     "untile_q4k",
+    "tile_q6k",
+    "untile_q6k",
     "matmul",
     "skinny_gemm_fp8",
     "fp8_linear",
@@ -220,22 +222,33 @@ def q4k_gemv(x: torch.Tensor, q: torch.Tensor, n: Optional[int] = None) -> torch
     return quant.gemv(x, q, "Q4_K", n)
 
 
+def q6k_gemv(x: torch.Tensor, q: torch.Tensor, n: Optional[int] = None) -> torch.Tensor:
+    """``x @ dequantize_q6_k(q).T``; as :func:`q4k_gemv` (tiled: :func:`tile_q6k`)."""
+    return quant.gemv(x, q, "Q6_K", n)
+
+
 def tile_q4k(q: torch.Tensor) -> torch.Tensor:
     """Q4_K rows [N, K / 256 * 144] -> the tiled layout [ceil(N / 16), K / 256, 2304] that
     :func:`q4k_gemv` reads fastest on CUDA (the same blocks regrouped: a tile of 16 rows'
     blocks of one super-block together; common/ggml_blocks.h has the byte map). Do it once,
     when the weight is loaded; .gguf files keep the rows (:func:`untile_q4k`)."""
-    return gguf_blocks.tile_q4k(q)
+    return gguf_blocks.tile(q, "Q4_K")
 
 
 def untile_q4k(qt: torch.Tensor, n: int) -> torch.Tensor:
     """The tiled layout back to Q4_K rows [n, K / 256 * 144], byte for byte."""
-    return gguf_blocks.untile_q4k(qt, n)
+    return gguf_blocks.untile(qt, n, "Q4_K")
 
 
-def q6k_gemv(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """``x @ dequantize_q6_k(q).T``; as :func:`q4k_gemv`."""
-    return quant.gemv(x, q, "Q6_K")
+def tile_q6k(q: torch.Tensor) -> torch.Tensor:
+    """Q6_K rows [N, K / 256 * 210] -> the tiled layout [ceil(N / 16), K / 256, 3360]; as
+    :func:`tile_q4k`."""
+    return gguf_blocks.tile(q, "Q6_K")
+
+
+def untile_q6k(qt: torch.Tensor, n: int) -> torch.Tensor:
+    """The tiled layout back to Q6_K rows [n, K / 256 * 210], byte for byte."""
+    return gguf_blocks.untile(qt, n, "Q6_K")
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:

@@ -133,8 +133,8 @@ def _register_kquant_fakes(fmt: str, gemv: str) -> None:
     @torch.library.register_fake(add_op_namespace_prefix(gemv))
     def _gemv_fake(out, x, q) -> None:
         _check_same_device(out, "out", x)
-        if q.dim() == 3 and fmt == "q4_k":  # the tiled layout: N from out (tile_q4k)
-            torch._check(q.shape[2] == 2304, lambda: f"tiled Q4_K is [tiles, K / 256, 2304], got {tuple(q.shape)}")
+        if q.dim() == 3:  # the tiled layout: N from out (gguf_blocks.tile)
+            torch._check(q.shape[2] == 16 * size, lambda: f"tiled q is [tiles, K / 256, {16 * size}], got {tuple(q.shape)}")
             k = q.shape[1] * 256
             torch._check(out.dim() == 2 and out.shape[0] == x.shape[0] and q.shape[0] * 16 - 16 < out.shape[1]
                          <= q.shape[0] * 16, lambda: f"out must be [M, N] with N in the tiles' rows, got {tuple(out.shape)}")

@@ -78,42 +78,82 @@ def dequantize(q: torch.Tensor, fmt: str) -> torch.Tensor:
     return (ds * levels).reshape(n, k)
 
 
-# Q4_K's tiled layout (common/ggml_blocks.h has the byte map and why): the same blocks,
-# a tile of 16 rows' blocks of one super-block in 2304 contiguous bytes, in the order
-# the CUDA mat-vec's lanes read them. Ours, not ggml's: .gguf files hold the rows.
-Q4K_TILE_ROWS = 16
-Q4K_TILE_BYTES = Q4K_TILE_ROWS * BLOCK_BYTES["Q4_K"]
-Q4K_TILE_HEADS = 2048  # offset of the 16 rows' d, dmin and scales in a tile's block
+# The tiled layouts (common/ggml_blocks.h has the byte maps and why): the same blocks, a
+# tile of 16 rows' blocks of one super-block together (2304 bytes for Q4_K, 3360 for
+# Q6_K), in the order the CUDA mat-vec's lanes read them. Ours, not ggml's: .gguf files
+# hold the rows. Each is a permutation of the tile's 16 blocks' bytes.
+TILE_ROWS = 16
+TILE_BYTES: Dict[str, int] = {fmt: TILE_ROWS * size for fmt, size in BLOCK_BYTES.items()}
+Q4K_TILE_ROWS, Q4K_TILE_BYTES = TILE_ROWS, TILE_BYTES["Q4_K"]
+_TILE_ORDER: Dict[str, torch.Tensor] = {}
+
+
+def _tile_order(fmt: str) -> torch.Tensor:
+    """order[j] = which byte of a tile's 16 blocks (row r's byte e at r * block + e) goes
+    to byte j of the tiled block."""
+    if fmt not in _TILE_ORDER:
+        size, order = BLOCK_BYTES[fmt], [0] * TILE_BYTES[fmt]
+        for r in range(TILE_ROWS):
+            big, g = divmod(r, 8)
+            for t in range(4):
+                i = 4 * g + t  # the lane that reads rows g and g + 8
+                if fmt == "Q4_K":
+                    for c in range(4):  # qs[32c + 8t ..] at 512c + 16i + 8 * big
+                        for e in range(8):
+                            order[512 * c + 16 * i + 8 * big + e] = r * size + 16 + 32 * c + 8 * t + e
+                else:
+                    for n in range(2):
+                        for h in range(2):
+                            offsets = (64 * n + 16 * h, 64 * n + 32 + 16 * h, 128 + 32 * n + 16 * h)
+                            for kind, off in enumerate(offsets):
+                                w = 12 * big + 6 * n + 3 * h + kind
+                                for e in range(4):
+                                    order[512 * (w // 4) + 16 * i + 4 * (w % 4) + e] = r * size + off + 4 * t + e
+            if fmt == "Q4_K":  # d, dmin, scales
+                for e in range(16):
+                    order[2048 + 16 * r + e] = r * size + e
+            else:  # scales, then d
+                for e in range(16):
+                    order[3072 + 16 * r + e] = r * size + 192 + e
+                for e in range(2):
+                    order[3328 + 2 * r + e] = r * size + 208 + e
+        assert sorted(order) == list(range(TILE_BYTES[fmt]))
+        _TILE_ORDER[fmt] = torch.tensor(order)
+    return _TILE_ORDER[fmt]
+
+
+def tile(q: torch.Tensor, fmt: str) -> torch.Tensor:
+    """``fmt`` rows ``[N, K / 256 * block]`` -> the tiled layout ``[ceil(N / 16), K / 256,
+    16 * block]`` (rows past N zero). Pure torch, on q's device."""
+    k = in_features(q, fmt)
+    n, nb, size = q.shape[0], k // QK_K, BLOCK_BYTES[fmt]
+    tiles = -(-n // TILE_ROWS)
+    if tiles * TILE_ROWS != n:
+        q = torch.cat([q, q.new_zeros(tiles * TILE_ROWS - n, q.shape[1])])
+    b = q.reshape(tiles, TILE_ROWS, nb, size).transpose(1, 2).reshape(tiles, nb, TILE_BYTES[fmt])
+    return b[..., _tile_order(fmt).to(q.device)].contiguous()
+
+
+def untile(qt: torch.Tensor, n: int, fmt: str) -> torch.Tensor:
+    """The tiled layout back to ``fmt`` rows ``[n, K / 256 * block]`` (:func:`tile`'s inverse)."""
+    check_tiled(qt, n, fmt)
+    tiles, nb, size = qt.shape[0], qt.shape[1], BLOCK_BYTES[fmt]
+    b = torch.empty_like(qt)
+    b[..., _tile_order(fmt).to(qt.device)] = qt
+    return b.reshape(tiles, nb, TILE_ROWS, size).transpose(1, 2).reshape(tiles * TILE_ROWS, nb * size)[:n].contiguous()
+
+
+def check_tiled(qt: torch.Tensor, n: int, fmt: str) -> None:
+    """Raises ValueError unless ``qt`` is tiled ``fmt`` bytes for ``n`` rows."""
+    tiles, size = -(-n // TILE_ROWS), TILE_BYTES[fmt]
+    if qt.dtype != torch.uint8 or qt.dim() != 3 or qt.shape[2] != size or qt.shape[0] != tiles:
+        raise ValueError(f"tiled {fmt} bytes for N = {n} are uint8 [{tiles}, K / 256, {size}], "
+                         f"got {qt.dtype} {tuple(qt.shape)}")
 
 
 def tile_q4k(q: torch.Tensor) -> torch.Tensor:
-    """Q4_K rows ``[N, K / 256 * 144]`` -> the tiled layout ``[ceil(N / 16), K / 256, 2304]``
-    (rows past N zero). Pure torch, on q's device."""
-    k = in_features(q, "Q4_K")
-    n, nb = q.shape[0], k // QK_K
-    tiles = -(-n // Q4K_TILE_ROWS)
-    if tiles * Q4K_TILE_ROWS != n:
-        q = torch.cat([q, q.new_zeros(tiles * Q4K_TILE_ROWS - n, q.shape[1])])
-    b = q.reshape(tiles, Q4K_TILE_ROWS, nb, 144).transpose(1, 2)  # [tile, block, row, byte]
-    heads = b[..., :16].reshape(tiles, nb, 256)
-    # qs of row 8h + g, byte 32c + 8t + e -> byte 512c + 16(4g + t) + 8h + e
-    qs = b[..., 16:].reshape(tiles, nb, 2, 8, 4, 4, 8).permute(0, 1, 4, 3, 5, 2, 6)
-    return torch.cat([qs.reshape(tiles, nb, Q4K_TILE_HEADS), heads], dim=2).contiguous()
+    return tile(q, "Q4_K")
 
 
 def untile_q4k(qt: torch.Tensor, n: int) -> torch.Tensor:
-    """The tiled layout back to Q4_K rows ``[n, K / 256 * 144]`` (:func:`tile_q4k`'s inverse)."""
-    check_tiled_q4k(qt, n)
-    tiles, nb = qt.shape[0], qt.shape[1]
-    qs = qt[..., :Q4K_TILE_HEADS].reshape(tiles, nb, 4, 8, 4, 2, 8).permute(0, 1, 5, 3, 2, 4, 6)
-    heads = qt[..., Q4K_TILE_HEADS:].reshape(tiles, nb, Q4K_TILE_ROWS, 16)
-    b = torch.cat([heads, qs.reshape(tiles, nb, Q4K_TILE_ROWS, 128)], dim=3)
-    return b.transpose(1, 2).reshape(tiles * Q4K_TILE_ROWS, nb * 144)[:n].contiguous()
-
-
-def check_tiled_q4k(qt: torch.Tensor, n: int) -> None:
-    """Raises ValueError unless ``qt`` is tiled Q4_K bytes for ``n`` rows."""
-    tiles = -(-n // Q4K_TILE_ROWS)
-    if qt.dtype != torch.uint8 or qt.dim() != 3 or qt.shape[2] != Q4K_TILE_BYTES or qt.shape[0] != tiles:
-        raise ValueError(f"tiled Q4_K bytes for N = {n} are uint8 [{tiles}, K / 256, {Q4K_TILE_BYTES}], "
-                         f"got {qt.dtype} {tuple(qt.shape)}")
+    return untile(qt, n, "Q4_K")

@@ -56,18 +56,16 @@ def dequantize(q: torch.Tensor, fmt: str, k: Optional[int] = None) -> torch.Tens
 def gemv(x: torch.Tensor, q: torch.Tensor, fmt: str, n: Optional[int] = None) -> torch.Tensor:
     """``x @ dequantize(q, fmt).T`` for ``x`` [M <= 8, K], in x's dtype.
 
-    ``q``: ``fmt`` rows [N, K / 256 * block bytes], or for Q4_K the tiled layout
-    (:func:`gguf_blocks.tile_q4k`) with ``n`` its rows (default: every row of its tiles).
+    ``q``: ``fmt`` rows [N, K / 256 * block bytes], or the tiled layout
+    (:func:`gguf_blocks.tile`) with ``n`` its rows (default: every row of its tiles).
     The CUDA kernel reads tiled bytes as they are; other backends untile them first (a
     copy of the weight per call).
     """
     if q.dim() == 3:
-        if fmt != "Q4_K":
-            raise ValueError(f"only Q4_K has a tiled layout, got a 3-D {fmt} tensor")
-        n = q.shape[0] * gguf_blocks.Q4K_TILE_ROWS if n is None else n
-        gguf_blocks.check_tiled_q4k(q, n)
+        n = q.shape[0] * gguf_blocks.TILE_ROWS if n is None else n
+        gguf_blocks.check_tiled(q, n, fmt)
         if not (q.device.type == "cuda" and torch.version.hip is None):
-            q = gguf_blocks.untile_q4k(q, n)
+            q = gguf_blocks.untile(q, n, fmt)
     elif n is not None and n != q.shape[0]:
         raise ValueError(f"n={n} does not match the {q.shape[0]} rows of the {fmt} bytes")
     out = torch.empty((x.shape[0], q.shape[0] if q.dim() == 2 else n), dtype=x.dtype, device=x.device)
@@ -81,8 +79,8 @@ class Q4KLinear(torch.nn.Module):
     forward: for inputs of at most 8 rows (tokens), the gemv (CPU or CUDA) dequantises
     the weight block by block as it multiplies; for more rows the weight is dequantised
     to fp32 once per call, cast to x's dtype and used in a matmul. The bias, if any,
-    is added in x's dtype. ``tile_()`` (Q4_K) keeps the weight in the tiled layout that
-    the CUDA gemv reads faster, with the same results (``qweight`` then holds tiled bytes).
+    is added in x's dtype. ``tile_()`` keeps the weight in the tiled layout that the CUDA
+    gemv reads faster, with the same results (``qweight`` then holds tiled bytes).
     """
 
     def __init__(self, qweight: torch.Tensor, fmt: str, in_features: int, out_features: int,
@@ -107,18 +105,16 @@ class Q4KLinear(torch.nn.Module):
                    linear.out_features, linear.bias)
 
     def tile_(self) -> "Q4KLinear":
-        """Q4_K: hold ``qweight`` in the tiled layout (:func:`gguf_blocks.tile_q4k`), once,
-        after the module is on its device. Returns the module."""
-        if self.fmt != "Q4_K":
-            raise ValueError(f"only Q4_K has a tiled layout, this layer is {self.fmt}")
+        """Hold ``qweight`` in the tiled layout (:func:`gguf_blocks.tile`), once, after the
+        module is on its device. Returns the module."""
         if not self.tiled:
-            self.qweight = gguf_blocks.tile_q4k(self.qweight)
+            self.qweight = gguf_blocks.tile(self.qweight, self.fmt)
             self.tiled = True
         return self
 
     def rows_qweight(self) -> torch.Tensor:
         """``qweight`` as ggml's rows (what a .gguf file holds), tiled or not."""
-        return gguf_blocks.untile_q4k(self.qweight, self.out_features) if self.tiled else self.qweight
+        return gguf_blocks.untile(self.qweight, self.out_features, self.fmt) if self.tiled else self.qweight
 
     def dequantized_weight(self) -> torch.Tensor:
         return dequantize(self.rows_qweight(), self.fmt, self.in_features)
@@ -196,8 +192,8 @@ def quantize_model_q4_k_m(model: torch.nn.Module,
                           tile: bool = False) -> Dict[str, str]:
     """Replace the model's nn.Linear layers by Q4KLinear, in place, with llama.cpp's
     Q4_K_M policy (:func:`q4_k_m_format`). ``imatrix``: from :func:`collect_imatrix`.
-    ``tile``: hold the Q4_K layers' weights in the tiled layout (``Q4KLinear.tile_``), on
-    the device the weights are on; the CUDA gemv reads it faster.
+    ``tile``: hold the layers' weights in the tiled layout (``Q4KLinear.tile_``), on the
+    device the weights are on; the CUDA gemv reads it faster.
 
     Layers whose in_features is not a multiple of 256 cannot be k-quantised: they stay
     as they are, with a warning. Returns ``{name: "Q4_K" | "Q6_K" | "kept: <why>"}``.
@@ -217,7 +213,7 @@ def quantize_model_q4_k_m(model: torch.nn.Module,
         parent_name, _, leaf = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
         layer = Q4KLinear.from_linear(linear, fmt, im)
-        if tile and fmt == "Q4_K":
+        if tile:
             layer.tile_()
         setattr(parent, leaf, layer)
         report[name] = fmt
