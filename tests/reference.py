@@ -15,6 +15,23 @@ TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 POISON = float("nan")
 
 
+KQUANT_BYTES = {"Q4_K": 144, "Q6_K": 210}
+
+
+def random_kquant(n: int, k: int, fmt: str) -> torch.Tensor:
+    """Random Q4_K / Q6_K bytes [n, k / 256 * block] with finite, modest fp16 factors (d,
+    and Q4_K's dmin): every bit pattern of levels, scales and mins, outputs stay finite."""
+    nb, size = k // 256, KQUANT_BYTES[fmt]
+    q = torch.randint(0, 256, (n, nb, size), dtype=torch.uint8)
+    d = (torch.rand(n, nb, 1) * 2e-3 + 1e-4).half().view(torch.uint8)
+    if fmt == "Q4_K":
+        q[..., 0:2] = d
+        q[..., 2:4] = (torch.rand(n, nb, 1) * 2e-3).half().view(torch.uint8)
+    else:
+        q[..., 208:210] = d
+    return q.reshape(n, nb * size)
+
+
 def rms_norm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     x64 = x.double()
     inv = torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + eps)

@@ -14,13 +14,13 @@ one wave of split tiles (> 16896 rows on an H200) take the staged one.
 import pytest
 import torch
 
-from reference import POISON, TOL, assert_close
+from reference import KQUANT_BYTES, POISON, TOL, assert_close, random_kquant
 
 if not torch.cuda.is_available():
     pytest.skip("no CUDA GPU here", allow_module_level=True)
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
-BYTES = {"Q4_K": 144, "Q6_K": 210}
+BYTES = KQUANT_BYTES
 GEMV = {"Q4_K": "q4k_gemv", "Q6_K": "q6k_gemv"}
 
 
@@ -31,22 +31,9 @@ def ik_cuda(ik):
     return ik
 
 
-def random_bytes(n, k, fmt):
-    """Random blocks with finite, modest fp16 factors (d, dmin) so outputs stay finite."""
-    nb = k // 256
-    q = torch.randint(0, 256, (n, nb, BYTES[fmt]), dtype=torch.uint8)
-    d = (torch.rand(n, nb, 1) * 2e-3 + 1e-4).half().view(torch.uint8)
-    if fmt == "Q4_K":
-        q[..., 0:2] = d
-        q[..., 2:4] = (torch.rand(n, nb, 1) * 2e-3).half().view(torch.uint8)
-    else:
-        q[..., 208:210] = d
-    return q.reshape(n, nb * BYTES[fmt])
-
-
 def make_q(ik, n, k, fmt, kind):
     if kind == "random bytes":
-        return random_bytes(n, k, fmt)
+        return random_kquant(n, k, fmt)
     quantize = ik.quantize_q4_k if fmt == "Q4_K" else ik.quantize_q6_k
     return quantize(torch.randn(n, k))  # CPU quantiser
 

@@ -11,24 +11,14 @@ are zero padding, never stored), every M, and the error paths.
 import pytest
 import torch
 
-from reference import POISON, assert_close
+from reference import KQUANT_BYTES as SIZE, POISON, assert_close, random_kquant
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 FMTS = ["Q4_K", "Q6_K"]
-SIZE = {"Q4_K": 144, "Q6_K": 210}
 
 
 def random_q(n, k, fmt="Q4_K"):
-    """Random blocks with finite, modest fp16 factors (every level/scale bit pattern)."""
-    nb = k // 256
-    q = torch.randint(0, 256, (n, nb, SIZE[fmt]), dtype=torch.uint8)
-    d = (torch.rand(n, nb, 1) * 2e-3 + 1e-4).half().view(torch.uint8)
-    if fmt == "Q4_K":
-        q[..., 0:2] = d
-        q[..., 2:4] = (torch.rand(n, nb, 1) * 2e-3).half().view(torch.uint8)
-    else:
-        q[..., 208:210] = d
-    return q.reshape(n, nb * SIZE[fmt])
+    return random_kquant(n, k, fmt)
 
 
 def random_q4k(n, k):
