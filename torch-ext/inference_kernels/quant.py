@@ -59,12 +59,15 @@ def gemv(x: torch.Tensor, q: torch.Tensor, fmt: str, n: Optional[int] = None) ->
     ``q``: ``fmt`` rows [N, K / 256 * block bytes], or the tiled layout
     (:func:`gguf_blocks.tile`) with ``n`` its rows (default: every row of its tiles).
     The CUDA kernel reads tiled bytes as they are; other backends untile them first (a
-    copy of the weight per call).
+    copy of the weight per call, with a warning: tile weights for CUDA only).
     """
     if q.dim() == 3:
         n = q.shape[0] * gguf_blocks.TILE_ROWS if n is None else n
         gguf_blocks.check_tiled(q, n, fmt)
         if not (q.device.type == "cuda" and torch.version.hip is None):
+            warnings.warn(f"tiled {fmt} weights are untiled on every call on {q.device.type}"
+                          f"{' (ROCm)' if torch.version.hip else ''}: only the CUDA kernel reads "
+                          "them as they are; keep ggml's rows here", stacklevel=2)
             q = gguf_blocks.untile(q, n, fmt)
     elif n is not None and n != q.shape[0]:
         raise ValueError(f"n={n} does not match the {q.shape[0]} rows of the {fmt} bytes")
