@@ -260,6 +260,8 @@ __device__ __forceinline__ Lane lane_rows(const KQuantGemvParams& p, int64_t row
   l.t = l.lane & 3;
   const int64_t row0 = int64_t(blockIdx.x) * kTile;
   const auto* q = static_cast<const uint8_t*>(p.q);
+  // A run-time test although the kernels know TL at compile time: `if constexpr (TL)`
+  // changed the register allocation of the kernels for rows (one spilled 8 bytes).
   if (p.tiled) {
     // The tiled layouts (ggml_blocks.h): row_g at the lane's first 16 bytes (rows g and
     // g + 8 together). Q4_K: row_s at the head of row lane / 2. Q6_K: row_s at half
@@ -298,24 +300,30 @@ __device__ __forceinline__ Q4KRaw q4k_load(const Lane& l) {
   return r;
 }
 
+// A lane's 16 bytes of a tiled block: one 16-byte load (512 contiguous bytes a warp),
+// or HALVES: two 8-byte ones, which keeps the fp16 loops' registers free of 16-byte load
+// quads (with them ptxas 13.0 spills 8 bytes).
+template <bool HALVES>
+__device__ __forceinline__ uint4 ld_tiled16(const uint8_t* p) {
+  if constexpr (HALVES) {
+    const uint2 a = ld_stream8(p), b = ld_stream8(p + 8);
+    return make_uint4(a.x, a.y, b.x, b.y);
+  } else {
+    return ld_stream16(p);
+  }
+}
+
 // The same from the tiled layout (ggml_blocks.h): five 16-byte loads, each of them
-// 512 contiguous bytes a warp (256 for the heads, two lanes a row). HALVES: the qs as
-// 8-byte halves (two loads a chunk, 256 of each 512 bytes a warp), which keeps the fp16
-// loop's registers free of 16-byte load quads (with them ptxas 13.0 spills 8 bytes).
+// 512 contiguous bytes a warp (256 for the heads, two lanes a row).
 template <bool HALVES = false>
 __device__ __forceinline__ Q4KRaw q4k_load_tiled(const Lane& l) {
   Q4KRaw r;
   r.head = ld_stream16(l.row_s);
 #pragma unroll
   for (int c = 0; c < 4; ++c) {
-    if constexpr (HALVES) {
-      r.wg[c] = ld_stream8(l.row_g + 512 * c);
-      r.wh[c] = ld_stream8(l.row_g + 512 * c + 8);
-    } else {
-      const uint4 v = ld_stream16(l.row_g + 512 * c);
-      r.wg[c] = make_uint2(v.x, v.y);
-      r.wh[c] = make_uint2(v.z, v.w);
-    }
+    const uint4 v = ld_tiled16<HALVES>(l.row_g + 512 * c);
+    r.wg[c] = make_uint2(v.x, v.y);
+    r.wh[c] = make_uint2(v.z, v.w);
   }
   return r;
 }
@@ -520,19 +528,14 @@ __device__ __forceinline__ Q6KRaw q6k_load(const Lane& l) {
 }
 
 // The same from Q6_K's tiled layout (ggml_blocks.h): six 16-byte loads of 512 contiguous
-// bytes a warp, then the scales (8 bytes) and d. HALVES: as q4k_load_tiled.
+// bytes a warp, then the scales (8 bytes) and d.
 template <bool HALVES = false>
 __device__ __forceinline__ Q6KRaw q6k_load_tiled(const Lane& l) {
   uint32_t w[24];
 #pragma unroll
   for (int j = 0; j < 6; ++j) {
-    if constexpr (HALVES) {
-      const uint2 a = ld_stream8(l.row_g + 512 * j), b = ld_stream8(l.row_g + 512 * j + 8);
-      w[4 * j] = a.x, w[4 * j + 1] = a.y, w[4 * j + 2] = b.x, w[4 * j + 3] = b.y;
-    } else {
-      const uint4 v = ld_stream16(l.row_g + 512 * j);
-      w[4 * j] = v.x, w[4 * j + 1] = v.y, w[4 * j + 2] = v.z, w[4 * j + 3] = v.w;
-    }
+    const uint4 v = ld_tiled16<HALVES>(l.row_g + 512 * j);
+    w[4 * j] = v.x, w[4 * j + 1] = v.y, w[4 * j + 2] = v.z, w[4 * j + 3] = v.w;
   }
   Q6KRaw r;
 #pragma unroll

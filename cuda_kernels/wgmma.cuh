@@ -59,7 +59,12 @@ __device__ __forceinline__ void fence_proxy_async_smem() {
 }
 
 // d (+)= A (64 x 32, the four registers of a) * B (32 x 8 NT, shared memory at desc).
-// ACC 0 ignores d's old value (scale-d 0).
+// ACC 0 ignores d's old value (scale-d 0). Inline asm names every accumulator register,
+// so each width is its own statement; IK_WG_D8 lists 8 of them from d[i].
+#define IK_WG_D8(i)                                                                            \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+      "+f"(d[i + 6]), "+f"(d[i + 7])
+#define IK_WG_A "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(desc), "n"(ACC)
 template <int NT, int ACC>
 __device__ __forceinline__ void wgmma_e4m3(float (&d)[4 * NT], uint4 a, uint64_t desc) {
 #if IK_WGMMA
@@ -69,43 +74,39 @@ __device__ __forceinline__ void wgmma_e4m3(float (&d)[4 * NT], uint4 a, uint64_t
         "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {"
         "%0,%1,%2,%3,%4,%5,%6,%7"
         "}, {%8,%9,%10,%11}, %12, %13, 1, 1;\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(desc), "n"(ACC));
+        : IK_WG_D8(0)
+        : IK_WG_A);
   } else if constexpr (NT == 4) {
     asm volatile(
         "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 {"
         "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15"
         "}, {%16,%17,%18,%19}, %20, %21, 1, 1;\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(desc), "n"(ACC));
+        : IK_WG_D8(0), IK_WG_D8(8)
+        : IK_WG_A);
   } else if constexpr (NT == 6) {
     asm volatile(
         "wgmma.mma_async.sync.aligned.m64n48k32.f32.e4m3.e4m3 {"
         "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
         "%16,%17,%18,%19,%20,%21,%22,%23"
         "}, {%24,%25,%26,%27}, %28, %29, 1, 1;\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
-        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(desc), "n"(ACC));
+        : IK_WG_D8(0), IK_WG_D8(8), IK_WG_D8(16)
+        : IK_WG_A);
   } else if constexpr (NT == 8) {
     asm volatile(
         "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {"
         "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
         "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
         "}, {%32,%33,%34,%35}, %36, %37, 1, 1;\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(desc), "n"(ACC));
+        : IK_WG_D8(0), IK_WG_D8(8), IK_WG_D8(16), IK_WG_D8(24)
+        : IK_WG_A);
   }
 #else
   (void)d, (void)a, (void)desc;
   __trap();
 #endif
 }
+#undef IK_WG_D8
+#undef IK_WG_A
 
 // 16 bytes read once (a weight), in program order with the other asm volatile statements:
 // the loop below relies on each refill being issued right after its slot's MMA is done.

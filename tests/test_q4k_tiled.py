@@ -24,10 +24,6 @@ def random_q(n, k, fmt="Q4_K"):
     return random_kquant(n, k, fmt)
 
 
-def random_q4k(n, k):
-    return random_q(n, k, "Q4_K")
-
-
 def tile(ik, q, fmt):
     return ik.tile_q4k(q) if fmt == "Q4_K" else ik.tile_q6k(q)
 
@@ -54,7 +50,7 @@ def test_byte_map(ik):
     # The map of ggml_blocks.h, one byte at a time: qs byte 32c + 8t + e of tile row
     # 8h + g at 512c + 16(4g + t) + 8h + e; row r's 16 head bytes at 2048 + 16r.
     n, k = 19, 512
-    q = random_q4k(n, k)
+    q = random_q(n, k)
     qt = ik.tile_q4k(q)
     assert qt.shape == (2, 2, 2304) and qt.dtype == torch.uint8
     for tile in range(2):
@@ -128,7 +124,7 @@ def test_gemv_tiled_default_n_is_every_tile_row(ik, device, fmt):
 
 
 def test_tiled_rejects_bad_arguments(ik, device):
-    q = random_q4k(20, 512).to(device)
+    q = random_q(20, 512).to(device)
     qt = ik.tile_q4k(q)
     x = torch.randn(2, 512, device=device)
     with pytest.raises(ValueError, match=r"tiled Q4_K bytes for N = 40 are uint8 \[3, K / 256, 2304\]"):
@@ -180,7 +176,7 @@ def test_cuda_tiled_many_tiles(ik, fmt, dtype, m):
 
 @cuda
 def test_cuda_tiled_graph_replay(ik):
-    q = random_q4k(300, 1024).cuda()
+    q = random_q(300, 1024).cuda()
     qt, x = ik.tile_q4k(q), torch.randn(2, 1024, device="cuda", dtype=torch.bfloat16)
     out = torch.empty(2, 300, device="cuda", dtype=torch.bfloat16)
     ik.ops.q4k_gemv(out, x, qt)
@@ -197,7 +193,7 @@ def test_cuda_tiled_graph_replay(ik):
 
 @cuda
 def test_cuda_tiled_op_rejects_bad_arguments(ik):
-    q = random_q4k(20, 512).cuda()
+    q = random_q(20, 512).cuda()
     qt, x = ik.tile_q4k(q), torch.randn(2, 512, device="cuda")
     op = ik.ops.q4k_gemv
 
@@ -209,7 +205,7 @@ def test_cuda_tiled_op_rejects_bad_arguments(ik):
     raises(r"for N = 20 \(out's columns\) must have 2 tiles of 16 rows, got 3", out, torch.cat([qt, qt[:1]]))
     raises(r"tiled Q4_K must have shape \[ceil\(N / 16\), K / 256, 2304\]", out, qt[..., :2288].contiguous())
     raises("q must be contiguous", out, qt.transpose(0, 1))
-    raises("x must have K = 256 columns", out, ik.tile_q4k(random_q4k(20, 256).cuda()))
+    raises("x must have K = 256 columns", out, ik.tile_q4k(random_q(20, 256).cuda()))
     raises("out must be 2-D", torch.empty(40, device="cuda"), qt)
     raises(r"tiled Q6_K must have shape \[ceil\(N / 16\), K / 256, 3360\]", out, qt, ik.ops.q6k_gemv)
     raises(r"or the tiled layout \[ceil\(N / 16\), K / 256, 2304\], got shape", out, qt.reshape(-1))

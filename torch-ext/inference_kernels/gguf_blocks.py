@@ -84,7 +84,6 @@ def dequantize(q: torch.Tensor, fmt: str) -> torch.Tensor:
 # hold the rows. Each is a permutation of the tile's 16 blocks' bytes.
 TILE_ROWS = 16
 TILE_BYTES: Dict[str, int] = {fmt: TILE_ROWS * size for fmt, size in BLOCK_BYTES.items()}
-Q4K_TILE_ROWS, Q4K_TILE_BYTES = TILE_ROWS, TILE_BYTES["Q4_K"]
 _TILE_ORDER: Dict[str, torch.Tensor] = {}
 
 
@@ -150,10 +149,3 @@ def check_tiled(qt: torch.Tensor, n: int, fmt: str) -> None:
         raise ValueError(f"tiled {fmt} bytes for N = {n} are uint8 [{tiles}, K / 256, {size}], "
                          f"got {qt.dtype} {tuple(qt.shape)}")
 
-
-def tile_q4k(q: torch.Tensor) -> torch.Tensor:
-    return tile(q, "Q4_K")
-
-
-def untile_q4k(qt: torch.Tensor, n: int) -> torch.Tensor:
-    return untile(qt, n, "Q4_K")
