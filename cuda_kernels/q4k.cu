@@ -53,8 +53,9 @@
 // blocks of one super-block are 2304 (Q4_K) or 3360 (Q6_K) contiguous bytes in the lanes'
 // order, so a warp's loads of a block are 16-byte loads of 512 contiguous bytes (five for
 // Q4_K, six for Q6_K, and the heads) instead of 32 or 4 bytes from each of 8 rows a row
-// apart. Same MMAs, same K split, same sums; the direct loops only (tall matrices need no
-// staging: the loads themselves were the limit there).
+// apart. Same MMAs, same K split, same sums. Where no K split fits one wave (the
+// vocabulary head), Q4_K tiles are staged as ggml's rows are: whole tile blocks copied by
+// the lanes' cp.async, 512 contiguous bytes an instruction.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -302,10 +303,12 @@ __device__ __forceinline__ Q4KRaw q4k_load(const Lane& l) {
 
 // A lane's 16 bytes of a tiled block: one 16-byte load (512 contiguous bytes a warp),
 // or HALVES: two 8-byte ones, which keeps the fp16 loops' registers free of 16-byte load
-// quads (with them ptxas 13.0 spills 8 bytes).
-template <bool HALVES>
+// quads (with them ptxas 13.0 spills 8 bytes). SMEM: p is in a stage (shared memory).
+template <bool HALVES, bool SMEM = false>
 __device__ __forceinline__ uint4 ld_tiled16(const uint8_t* p) {
-  if constexpr (HALVES) {
+  if constexpr (SMEM) {
+    return *reinterpret_cast<const uint4*>(p);
+  } else if constexpr (HALVES) {
     const uint2 a = ld_stream8(p), b = ld_stream8(p + 8);
     return make_uint4(a.x, a.y, b.x, b.y);
   } else {
@@ -314,14 +317,15 @@ __device__ __forceinline__ uint4 ld_tiled16(const uint8_t* p) {
 }
 
 // The same from the tiled layout (ggml_blocks.h): five 16-byte loads, each of them
-// 512 contiguous bytes a warp (256 for the heads, two lanes a row).
-template <bool HALVES = false>
+// 512 contiguous bytes a warp (256 for the heads, two lanes a row). SMEM: l points
+// into a stage holding the tile block.
+template <bool HALVES = false, bool SMEM = false>
 __device__ __forceinline__ Q4KRaw q4k_load_tiled(const Lane& l) {
   Q4KRaw r;
-  r.head = ld_stream16(l.row_s);
+  r.head = SMEM ? *reinterpret_cast<const uint4*>(l.row_s) : ld_stream16(l.row_s);
 #pragma unroll
   for (int c = 0; c < 4; ++c) {
-    const uint4 v = ld_tiled16<HALVES>(l.row_g + 512 * c);
+    const uint4 v = ld_tiled16<HALVES, SMEM>(l.row_g + 512 * c);
     r.wg[c] = make_uint2(v.x, v.y);
     r.wh[c] = make_uint2(v.z, v.w);
   }
@@ -616,10 +620,12 @@ __device__ __forceinline__ void q6k_block(const Lane& l, const Q6KRaw& r, const 
 
 // Shared memory a warp uses: Q4_K's stages, then the scale table. The partial sums of
 // the end (kPartialBytes) reuse the start once the warp's blocks are done.
+// A stage holds one block of the warp's 16 rows: rows kStageRow apart (ggml's rows), or
+// the tile block as it is (tiled).
 constexpr int kTableBytes = kTile * kScaleStride * 4;
 constexpr int kPartialBytes = 4 * 32 * 4;
-template <int S>
-constexpr int kWarpSmem = (S > 0 ? S * kStageBytes : kPartialBytes) + kTableBytes;
+template <int S, bool TL>
+constexpr int kWarpSmem = (S > 0 ? S * (TL ? kQ4KTileBytes : kStageBytes) : kPartialBytes) + kTableBytes;
 
 // One block: its scales into the warp's table, then its MMAs. Src: the block's bytes
 // (Q4KRaw, Q6KRaw: registers; const uint8_t*: a Q4_K stage).
@@ -648,21 +654,26 @@ __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* ta
 // - staged (S >= 2, Q4_K only): S - 1 blocks ahead in shared memory through cp.async,
 //   which holds no registers in flight. Best when each warp streams a whole row range
 //   (the 128256-row head: 146 us against 197 us). Q6_K's 210-byte blocks are only
-//   2-byte aligned: no 16-byte copies, so Q6_K is direct only.
-// MINB: blocks per SM asked of ptxas; U: Q4_K chunks unrolled; TL: Q4_K in the tiled
-// layout (p.tiled; direct loops only).
+//   2-byte aligned: no 16-byte copies, so Q6_K is direct only. Tiled Q4_K (TL) is
+//   staged S blocks ahead instead: a block is read into registers at once, freeing its
+//   stage for the copy of block i + S before its arithmetic (H200, the head: 92 against
+//   97 us with bf16 x, 89 against 97 with fp16; BENCHMARKS.md, sixteenth session). The
+//   same loop was slower than the direct one where a K split fits one wave (15.3
+//   against 14.1 us at 14336 x 4096), as were 3 stages, and the copy engine's bulk
+//   copies (cp.async.bulk) at 2-4 stages.
+// MINB: blocks per SM asked of ptxas; U: Q4_K chunks unrolled; TL: the tiled layout
+// (p.tiled).
 template <typename T, KQuant F, int MINB, int S, int U, bool TL = false>
 __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const KQuantGemvParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
-  static_assert(!TL || S <= 0, "tiled: direct loops");
   // Bytes from one of a row's blocks to the next (kRowBytes: a block's in its row).
   constexpr int64_t kRowBytes = F == KQuant::kQ4K ? sizeof(BlockQ4K) : sizeof(BlockQ6K);
   constexpr int64_t kBytes = !TL ? kRowBytes : F == KQuant::kQ4K ? kQ4KTileBytes : kQ6KTileBytes;
   const int64_t nb = p.k / kQK;
   Lane l = lane_rows<F>(p, nb * kRowBytes, F == KQuant::kQ4K ? 16 + 8 * (threadIdx.x & 3) : 4 * (threadIdx.x & 3));
   const int warp = threadIdx.x >> 5, kw = blockDim.x >> 5;
-  uint8_t* region = smem + warp * kWarpSmem<S>;
-  float* table = reinterpret_cast<float*>(region + kWarpSmem<S> - kTableBytes);
+  uint8_t* region = smem + warp * kWarpSmem<S, TL>;
+  float* table = reinterpret_cast<float*>(region + kWarpSmem<S, TL> - kTableBytes);
   // Lane t's activation elements start at 8t (Q4_K) or 4t (Q6_K) of each range. B
   // columns past m read the last row again: a column only reaches its own outputs,
   // which are not stored.
@@ -674,7 +685,43 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
   const int64_t end = (warp + 1) * nb / kw;
   l.advance(b * kBytes);
   x += b * kQK;
-  if constexpr (S > 0) {
+  if constexpr (S > 0 && TL) {
+    static_assert(F == KQuant::kQ4K, "only Q4_K blocks are staged");
+    // One commit group a block (empty past the end): S groups in flight at the wait,
+    // which leaves S - 1, so block i has landed.
+    const uint8_t* const src = l.row_g - 16 * l.lane;  // the first tile block's start
+    const auto issue = [&](uint8_t* stage, int64_t i) {
+      constexpr int kPieces = kQ4KTileBytes / 16;  // 144: 4.5 a lane
+#pragma unroll
+      for (int j = 0; j < (kPieces + 31) / 32; ++j) {
+        const int piece = l.lane + 32 * j;
+        if (j < kPieces / 32 || piece < kPieces) cp_async16(stage + 16 * piece, src + i * kBytes + 16 * piece);
+      }
+    };
+    const int n = int(end - b);
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      if (s < n) issue(region + s * kQ4KTileBytes, s);
+      cp_async_commit();
+    }
+    const int head = int(l.row_s - src);  // the lane's head within a tile block
+    int s = 0;
+    for (int i = 0; i < n; ++i) {
+      uint8_t* const stage = region + s * kQ4KTileBytes;
+      cp_async_wait<S - 1>();
+      __syncwarp();  // every lane's pieces of block i visible to the warp
+      Lane at = l;   // the lane's bytes in the stage
+      at.row_g = at.row_h = stage + 16 * l.lane;
+      at.row_s = stage + head;
+      const Q4KRaw cur = q4k_load_tiled<std::is_same_v<T, __half>, true>(at);
+      __syncwarp();  // every lane has read the stage: refill it
+      if (i + S < n) issue(stage, i + S);
+      cp_async_commit();
+      compute<T, F, U>(l, cur, table, x, acc);
+      x += kQK;
+      s = s + 1 == S ? 0 : s + 1;
+    }
+  } else if constexpr (S > 0) {
     static_assert(F == KQuant::kQ4K, "only Q4_K blocks can be staged");
     const int n = int(end - b);
     // One commit per block, empty past the end, so the wait below always leaves the
@@ -766,7 +813,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
     const int64_t m = 2 * (j % 4) + i % 2;
     if (row >= p.n || m >= p.m) continue;
     float sum = 0.0f;
-    for (int w = 0; w < kw; ++w) sum += reinterpret_cast<const float*>(smem + w * kWarpSmem<S>)[i * 32 + j];
+    for (int w = 0; w < kw; ++w) sum += reinterpret_cast<const float*>(smem + w * kWarpSmem<S, TL>)[i * 32 + j];
     static_cast<T*>(p.out)[m * p.n + row] = from_float<T>(sum);
   }
 }
@@ -779,7 +826,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
 template <typename T, KQuant F, int MINB, int S, int U, bool TL = false>
 struct Shape {
   static constexpr auto kernel = kquant_gemv_kernel<T, F, MINB, S, U, TL>;
-  static constexpr int kSmem = kWarpSmem<S>;  // shared memory a warp
+  static constexpr int kSmem = kWarpSmem<S, TL>;  // shared memory a warp
 
   static int warps(const KQuantGemvParams& p) {
     static int resident[kMaxWarps + 1] = {};  // blocks of kw warps per SM, asked once
@@ -806,11 +853,10 @@ struct Shape {
   }
 };
 
-// TL (tiled Q4_K) takes the K split the kernels for ggml's rows would: its kernels use
-// no more registers, so the split fits one wave as well, and the sums are the same, bit
-// for bit, whichever layout the weight is in. (Where rows go through the staged loop,
-// tiles take the direct loop's split; by registers both fit the same CTAs of 2-8 warps
-// an SM, so both are one warp a tile there.)
+// TL (the tiled layouts) takes the K split the kernels for ggml's rows would, loop for
+// loop: its kernels use no more registers (nor, staged, more shared memory), so the
+// split fits one wave as well, and the sums are the same, bit for bit, whichever layout
+// the weight is in.
 template <typename T, KQuant F, bool TL = false>
 int launch(const KQuantGemvParams& p, cudaStream_t stream) {
   if constexpr (std::is_same_v<T, float>) {
@@ -832,10 +878,11 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
         if (kx > 1) return XAhead::launch(p, kx, stream);
       }
     }
-    if (F == KQuant::kQ6K || kw > 1 || TL) return Direct::launch(p, kw, stream);
-    // No K split fits one wave: each warp streams its rows' whole K, and from ggml's rows
-    // staging pays (the tiled layout's loads need no staging).
+    if (F == KQuant::kQ6K || kw > 1) return Direct::launch(p, kw, stream);
+    // No K split fits one wave: each warp streams its rows' whole K, and staging pays.
+    // Tiles take the split of ggml's rows, as above.
     using Staged = Shape<T, KQuant::kQ4K, 2, 2, 4>;
+    if constexpr (TL) return Shape<T, KQuant::kQ4K, 2, 2, 4, true>::launch(p, Staged::warps(p), stream);
     return Staged::launch(p, Staged::warps(p), stream);
   }
 }

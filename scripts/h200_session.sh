@@ -95,6 +95,13 @@
 #           blog's shapes, M 1/8/16/32 (no package build); wgmma_probe_bench adds
 #           bench_skinny_gemm.py --quick --no-mlp (ours and _scaled_mm in the same call);
 #           wgmma_all: the probe and bench_skinny_gemm.py --no-mlp at all 11 weight shapes
+#   s16a-e: EXPERIMENTS, modes on branch q4k-bulk (BENCHMARKS.md, sixteenth session): tiled
+#           blocks through bulk copies (cp.async.bulk, 2-4 stages) or lanes' cp.async (2, 3
+#           stages), register caps, x prefetched into L1, x ahead in the staged loop
+#           (benchmarks/ab_q4k.py there), Nsight Compute of the tiled kernel
+#   s16f  : the sixteenth session's final code (tiled Q4_K staged where no K split fits one
+#           wave): k-quant tests, the quick gemv benchmark (bf16 with cuBLAS; fp16 ours
+#           only, Q4_K), the gemv under compute-sanitizer
 #   s15a-d: EXPERIMENTS, modes on branch q4k-xsmem (BENCHMARKS.md, fifteenth session): x
 #           staged in shared memory, the Q4_K loads-only probes, interleaved blocks, SwiGLU
 #           variants against torch.compile
@@ -790,6 +797,9 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1
           for i in $(seq 12); do python3 -m pytest tests/test_layer_norm.py -q -p no:cacheprovider -k "kernelize and cuda" 2>&1 \
             | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
+  s16f)   tests_q4k; pack; bench_q4k --quick --name bench_q4k_s16f; pack
+          timeout 60 python3 benchmarks/bench_q4k.py --quick --ours-only --dtype fp16 --formats Q4_K \
+            --name bench_q4k_fp16_s16f 2>&1 | grep -A8 "^Q4_K gemv"; pack; sanitizers_q4k ;;
   s15h)   tests_q4k; pack; bench_q4k --quick --ours-only --name bench_q4k_s15h; pack; sanitizers_q4k ;;
   s15g)   tests_q4k; pack
           for run in a b; do

@@ -4,8 +4,9 @@ on ggml's rows, bit for bit (CUDA reads them natively; the CPU backend untiles f
 
 On CUDA the sizes cover the launcher's paths (K splits with the x-ahead loop for bf16
 and the direct loop for fp16/fp32; one warp a tile when no split fits one wave, where
-rows go through the direct loop instead of the staged one), odd N (the last tile's rows
-are zero padding, never stored), every M, and the error paths.
+Q4_K tiles with fp16/bf16 x go through the staged loop as rows do, with fewer blocks
+than stages at K = 256), odd N (the last tile's rows are zero padding, never stored),
+every M, and the error paths.
 """
 
 import contextlib
@@ -166,12 +167,15 @@ def test_cuda_tiled_bit_equal_to_rows(ik, fmt, dtype, m, n, k):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("m", [1, 4, 8])
 def test_cuda_tiled_many_tiles(ik, fmt, dtype, m):
-    # 1064 tiles over 5 blocks: no K split fits one wave, one warp a tile (direct loop).
+    # 1064 tiles over 5 blocks: no K split fits one wave, one warp a tile (Q4_K with
+    # fp16/bf16 x: the staged loop, two tile blocks ahead; otherwise the direct one).
     n, k = 17011, 1280
     q = random_q(n, k, fmt)
     x = torch.randn(m, k, device="cuda").to(dtype)
     w = (ik.dequantize_q4_k if fmt == "Q4_K" else ik.dequantize_q6_k)(q).double()
-    assert_close(run_op(ik, x, tile(ik, q.cuda(), fmt), n, fmt), x.double().cpu() @ w.T, dtype)
+    got = run_op(ik, x, tile(ik, q.cuda(), fmt), n, fmt)
+    assert_close(got, x.double().cpu() @ w.T, dtype)
+    torch.testing.assert_close(got, run_op(ik, x, q.cuda(), n, fmt), rtol=0, atol=0)
 
 
 @cuda
