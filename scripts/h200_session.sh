@@ -98,7 +98,8 @@
 #   s16a-e: EXPERIMENTS, modes on branch q4k-bulk (BENCHMARKS.md, sixteenth session): tiled
 #           blocks through bulk copies (cp.async.bulk, 2-4 stages) or lanes' cp.async (2, 3
 #           stages), register caps, x prefetched into L1, x ahead in the staged loop
-#           (benchmarks/ab_q4k.py there), Nsight Compute of the tiled kernel
+#           (benchmarks/ab_q4k.py there), Nsight Compute of the tiled kernel; s16g on
+#           branch q4k-l2pf: tiled blocks asked into L2 ahead of the register loads
 #   s16f  : the sixteenth session's final code (tiled Q4_K staged where no K split fits one
 #           wave): k-quant tests, the quick gemv benchmark (bf16 with cuBLAS; fp16 ours
 #           only, Q4_K), the gemv under compute-sanitizer
