@@ -657,7 +657,7 @@ __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* ta
 //   2-byte aligned: no 16-byte copies, so Q6_K is direct only. Tiled Q4_K (TL) is
 //   staged S blocks ahead instead: a block is read into registers at once, freeing its
 //   stage for the copy of block i + S before its arithmetic (H200, the head: 92 against
-//   97 us with bf16 x, 89 against 97 with fp16; BENCHMARKS.md, sixteenth session). The
+//   97 us with bf16 x, 90 against 97 with fp16; BENCHMARKS.md, sixteenth session). The
 //   same loop was slower than the direct one where a K split fits one wave (15.3
 //   against 14.1 us at 14336 x 4096), as were 3 stages, and the copy engine's bulk
 //   copies (cp.async.bulk) at 2-4 stages.
