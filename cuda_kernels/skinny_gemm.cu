@@ -532,10 +532,12 @@ __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyG
   const auto load = [&](int c) { return ld_stream16_ordered(std::min(pw + std::min(c, cn - 1) * kChunk, last16)); };
 
   uint4 w[G * kWgU];
-  if (cn > 0) {
+  const auto load_weights = [&] {
+    if (cn > 0) {
 #pragma unroll
-    for (int u = 0; u < G * kWgU; ++u) w[u] = load(u);
-  }
+      for (int u = 0; u < G * kWgU; ++u) w[u] = load(u);
+    }
+  };
 
   // B: slots 0..cn-1 the chunks (zeros past K), cn..cpad-1 zeros (the loop's padding
   // multiplies them with weights it already had). 16 bytes at 16 tt of a row: word q goes
@@ -543,18 +545,30 @@ __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyG
   uint8_t* xs = wsm;
   const auto* a = static_cast<const uint8_t*>(p.a);
   const int items = cpad * 8 * NH * 4;
+  // Item i: word group tt of chunk s of activation row m, rows fastest, so that a warp's 8
+  // rows x 4 words land on 128 consecutive bytes (chunks fastest put a warp's 8 chunks
+  // 256 NT bytes apart: 8-way bank conflicts). Copied by cp.async: loaded into registers,
+  // the copy's stores waited on the scoreboard ptxas gives every global load, the
+  // weights' included, so the copy's latency came after the weights' instead of beside it
+  // (s17a). At M <= 8 the weights' loads go out first, above that the copy's (s17c: 2-8%
+  // and 4-14% faster than the other order there).
+  constexpr bool kCopyFirst = NH > 1;
+  const uint32_t xsa = smem_addr(xs);
+  if constexpr (!kCopyFirst) load_weights();
   for (int i = threadIdx.x; i < items; i += kThreads) {
-    const int tt = i & 3, s = (i >> 2) % cpad, m = (i >> 2) / cpad;
+    const int tt = i & 3, m = (i >> 2) % (8 * NH), s = (i >> 2) / (8 * NH);
     const int64_t off = (c0 + s) * kChunk + 16 * tt;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (s < cn && m < M && off < K) v = __ldg(reinterpret_cast<const uint4*>(a + m * p.lda + off));
-    const uint32_t q[4] = {v.x, v.y, v.z, v.w};
+    const bool valid = s < cn && m < M && off < K;
+    const uint8_t* src = valid ? a + m * p.lda + off : a;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int col = (j & 1) * 8 * NH + m, h = j >> 1;
-      *reinterpret_cast<uint32_t*>(xs + ((s * 2 + h) * NT + (col >> 3)) * 128 + (col & 7) * 16 + 4 * tt) = q[j];
+      cp_async4_zfill(xsa + ((s * 2 + h) * NT + (col >> 3)) * 128 + (col & 7) * 16 + 4 * tt, src + 4 * j, valid);
     }
   }
+  if constexpr (kCopyFirst) load_weights();
+  cp_async_commit();  // wait_group counts committed groups only
+  cp_async_wait<0>();
   fence_proxy_async_smem();
   __syncthreads();
 
@@ -674,11 +688,14 @@ int wgmma_min_cluster(const SkinnyGemmParams& p) {
 //     8192 it lost at M 1 too (4096 x 14336 20.0 against 19.0, s14a / s13f).
 //   * M 17-32 up to 16 MiB (s14h, M 17 / 24 / 32): 4096 x 4096 11.76 / 12.36 / 13.67
 //     against 14.23 / 14.60 / 16.24; 1024 x 8192 8.25 / 8.39 / 9.44 against 10.70 /
-//     10.97 / 12.17; 1280 x 8192 8.78 / 8.93 / 9.97 against 11.13 / 11.46 / 12.60. (Past
-//     16 MiB it won little or lost: 6144 x 4096 14.55 / 14.57 / 16.56 against 14.92 /
-//     15.07 / 16.78; 8192 x 3584 15.43 / 15.71 / 17.65 against 14.83 / 15.09 / 16.54;
-//     2304 x 16384 at M 32 28.10 against 22.24.)
-// - M > 8 and weights under 64 MiB with K past 8192 (past 36 MiB, or M > 16), or M > 16
+//     10.97 / 12.17; 1280 x 8192 8.78 / 8.93 / 9.97 against 11.13 / 11.46 / 12.60.
+//   * M 17-24 up to 36 MiB, and M 25-32 there at K <= 8192, since the activation's copy
+//     went to cp.async (s17c, M 17 / 24 / 32 against the default then, convert 1 or 3):
+//     6144 x 4096 12.99 / 14.65 / 14.71 against 14.57 / 14.77 / 16.48; 8192 x 3584 14.10
+//     / 14.71 / 16.04 against 14.57 / 14.75 / 16.08; 2304 x 16384 16.95 / 17.90 at M 17 /
+//     24 against 20.14 / 20.46, but 26.83 against 22.27 at M 32. Past 36 MiB it lost
+//     (7168 x 8192 33.1-35.5 against 23.6-25.9).
+// - M > 8 and weights under 64 MiB with K past 8192 (past 36 MiB, or M > 24), or M > 16
 //   at 4096 x 4096 where convert 4 cannot run (N >= 4096 and N x K <= 16 MiB): the f16
 //   copy (3). 2304 x 16384 at M 32: 22.45 against 30.53 with the instruction; 4096 x
 //   4096 at M 32: 16.30 against 19.24. Elsewhere below 64 MiB the instruction wins (8192 x 3584 at M 32: 16.44
@@ -690,8 +707,8 @@ int convert_for(const SkinnyGemmParams& p, int nt) {
   if (p.convert > 0) return p.convert;
   const int64_t bytes = p.N * p.K, MiB = int64_t{1} << 20;
   const bool small = bytes <= 16 * MiB, mid = bytes <= 36 * MiB;  // small: the f16 copy's rule
-  const bool wgmma_wins = (nt <= 2 && (mid || (p.M == 1 && bytes <= 64 * MiB && p.K <= 8192))) ||
-                          (p.M <= kMaxM && small);
+  const bool wgmma_wins = (nt <= 2 && p.M == 1 && bytes <= 64 * MiB && p.K <= 8192) ||
+                          (p.M <= kMaxM && (small || (mid && (nt <= 3 || p.K <= 8192))));
   if (wgmma_wins && p.N >= 512 && vector_path(p) && device_attribute_once<cudaDevAttrComputeCapabilityMajor>() == 9 &&
       wgmma_min_cluster(p) > 0) {
     return kWgmma;

@@ -100,6 +100,16 @@
 #           stages), register caps, x prefetched into L1, x ahead in the staged loop
 #           (benchmarks/ab_q4k.py there), Nsight Compute of the tiled kernel; s16g on
 #           branch q4k-l2pf: tiled blocks asked into L2 ahead of the register loads
+#   s17f  : the seventeenth session's final code (convert 4's activation copied by cp.async,
+#           convert 4 by default at M 17-24 up to 36 MiB and M 25-32 there at K <= 8192): the
+#           skinny GEMM tests, bench_skinny_gemm.py --no-mlp at M 1/8/16/17/24/32, the GEMM
+#           under compute-sanitizer, then every CUDA test case
+#   s17a-c: EXPERIMENTS, modes on branch wg-xstage (BENCHMARKS.md, seventeenth session):
+#           convert 4's activation copy variants (IK_WG_XSTAGE, benchmarks/ab_gemm.py there),
+#           Nsight Compute source pages of convert 4 at 4096 x 4096 M = 1 / 32; s17a also ran
+#           probe_silu_src
+#   probe_silu_src: Nsight Compute source pages of SwiGLU at 1 / 32 rows, ours and
+#           torch.compile's kernel
 #   s16f  : the sixteenth session's final code (tiled Q4_K staged where no K split fits one
 #           wave): k-quant tests, the quick gemv benchmark (bf16 with cuBLAS; fp16 ours
 #           only, Q4_K), the gemv under compute-sanitizer
@@ -373,6 +383,29 @@ probe_ln() {
     --section LaunchStats --section Occupancy --section WarpStateStats --section SchedulerStats
   grep -E "^---|^  [^ ].*\(|Duration|DRAM Throughput|L2 Hit|L1/TEX Hit|Registers Per|Block Size|Grid Size|Achieved Occ|Theoretical Occ|Waves Per SM|Warp Cycles Per Issued|Issued Warp|No Eligible|Stall Long|Stall Barrier|Stall Short" \
     "$OUT/ncu_ln.txt" | head -80
+}
+# Nsight Compute source pages (stall samples per SASS instruction) of one kernel:
+# ncu_src NAME FILTER CMD... (NAME.details.txt, NAME.csv under $OUT)
+ncu_src() {
+  local name=$1 filter=$2; shift 2
+  export PATH="$PATH:/usr/local/cuda/bin"
+  timeout 120 ncu --clock-control none --profile-from-start off --kernel-name "$filter" \
+    --launch-skip 1 --launch-count 1 --section SpeedOfLight --section LaunchStats --section WarpStateStats \
+    --section SourceCounters -f -o "/tmp/$name" "$@" > "$OUT/$name.run.txt" 2>&1
+  ncu --import "/tmp/$name.ncu-rep" --page details > "$OUT/$name.details.txt" 2>&1
+  ncu --import "/tmp/$name.ncu-rep" --page source --csv --print-source sass > "$OUT/$name.csv" 2>&1
+  grep -E "Duration|Grid Size|Block Size|Registers Per|Warp Cycles Per Issued|Executed Ipc A" "$OUT/$name.details.txt" | head -8
+}
+# SwiGLU at decode rows, ours and torch.compile's kernel (s17a)
+probe_silu_src() {
+  step "Nsight Compute: silu_and_mul_fp8 / silu_mul at 1 and 32 rows, ours and torch.compile"
+  local pt impl
+  for pt in silu_and_mul_fp8:1x13312 silu_and_mul_fp8:32x13312 silu_mul:1x14336; do
+    for impl in ours compile; do
+      ncu_src "ncu_src_${pt%%:*}_${pt##*:}_$impl" "regex:silu|triton" python3 benchmarks/profile_latency.py \
+        --ncu-driver --points "$pt" --impls "$impl"
+    done
+  done
 }
 tests_norms() {
   step "norm and activation tests"
@@ -798,6 +831,11 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1
           for i in $(seq 12); do python3 -m pytest tests/test_layer_norm.py -q -p no:cacheprovider -k "kernelize and cuda" 2>&1 \
             | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
+  s17f)   tests_cuda tests/test_skinny_gemm.py; pack
+          bench_gemm --no-mlp --ms 1,8,16,17,24,32; pack
+          sanitizers_gemm; pack
+          tests_gpu ;;
+  probe_silu_src) probe_silu_src ;;
   s16f)   tests_q4k; pack; bench_q4k --quick --name bench_q4k_s16f; pack
           timeout 60 python3 benchmarks/bench_q4k.py --quick --ours-only --dtype fp16 --formats Q4_K \
             --name bench_q4k_fp16_s16f 2>&1 | grep -A8 "^Q4_K gemv"; pack; sanitizers_q4k ;;
