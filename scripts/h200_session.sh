@@ -104,6 +104,8 @@
 #           convert 4 by default at M 17-24 up to 36 MiB and M 25-32 there at K <= 8192): the
 #           skinny GEMM tests, bench_skinny_gemm.py --no-mlp at M 1/8/16/17/24/32, the GEMM
 #           under compute-sanitizer, then every CUDA test case
+#   s17g  : convert 4's groups in flight (config warps_per_tile 1 and 2, each twice) beside
+#           the default at 7 weights, M 1/8/16 (bench_skinny_gemm.py --tune)
 #   s17a-c: EXPERIMENTS, modes on branch wg-xstage (BENCHMARKS.md, seventeenth session):
 #           convert 4's activation copy variants (IK_WG_XSTAGE, benchmarks/ab_gemm.py there),
 #           Nsight Compute source pages of convert 4 at 4096 x 4096 M = 1 / 32; s17a also ran
@@ -831,6 +833,10 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1
           for i in $(seq 12); do python3 -m pytest tests/test_layer_norm.py -q -p no:cacheprovider -k "kernelize and cuda" 2>&1 \
             | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
+  s17g)   step "convert 4 with one and two groups of chunks in flight, after the cp.async copy"
+          timeout 300 python3 benchmarks/bench_skinny_gemm.py --tune --out "$OUT" --no-mlp \
+            --shapes 4096x4096,1024x8192,1280x8192,6144x4096,8192x3584,2304x16384,7168x8192 --ms 1,8,16 \
+            --configs "0,1,0,4;0,2,0,4;0,1,0,4;0,2,0,4" 2>&1 | tee "$OUT/tune_groups.log" | grep -E "tune:|auto|\[0, [12], 0, 4\]" ;;
   s17f)   tests_cuda tests/test_skinny_gemm.py; pack
           bench_gemm --no-mlp --ms 1,8,16,17,24,32; pack
           sanitizers_gemm; pack
