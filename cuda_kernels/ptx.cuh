@@ -85,12 +85,16 @@ __device__ __forceinline__ void cp_async4_zfill(uint32_t dst, const void* src, b
 // Closes this thread's current group of cp.async copies.
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 
-// Waits until at most N of this thread's groups are still in flight (its own copies
-// only: other threads see the bytes after a barrier, __syncwarp for a warp's buffer).
+// Waits until at most N of this thread's committed groups are still in flight (its own
+// copies only: other threads see the bytes after a barrier, __syncwarp for a warp's
+// buffer). Copies not yet committed are not waited for.
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
+// Commits the open group and waits for every copy of this thread: the safe form where
+// nothing is left in flight (a bare wait_group 0 left an uncommitted copy racing, s17b).
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 __device__ __forceinline__ uint4 lds16(uint32_t addr) {
   uint4 v;
   asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"

@@ -567,8 +567,7 @@ __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyG
     }
   }
   if constexpr (kCopyFirst) load_weights();
-  cp_async_commit();  // wait_group counts committed groups only
-  cp_async_wait<0>();
+  cp_async_wait_all();
   fence_proxy_async_smem();
   __syncthreads();
 
