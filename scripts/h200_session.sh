@@ -104,6 +104,9 @@
 #           convert 4 by default at M 17-24 up to 36 MiB and M 25-32 there at K <= 8192): the
 #           skinny GEMM tests, bench_skinny_gemm.py --no-mlp at M 1/8/16/17/24/32, the GEMM
 #           under compute-sanitizer, then every CUDA test case
+#   s17h  : EXPERIMENT, mode on branch q4k-xstage: tiled Q4_K through the staged loop with x
+#           staged by cp.async too (IK_Q4K_XSTAGE=1; benchmarks/ab_q4k_xs.py there): A/B,
+#           the k-quant tests and the gemv under compute-sanitizer with it
 #   s17g  : convert 4's groups in flight (config warps_per_tile 1 and 2, each twice) beside
 #           the default at 7 weights, M 1/8/16 (bench_skinny_gemm.py --tune)
 #   s17a-c: EXPERIMENTS, modes on branch wg-xstage (BENCHMARKS.md, seventeenth session):
