@@ -683,12 +683,14 @@ int wgmma_min_cluster(const SkinnyGemmParams& p) {
 //     / 18.64; 6144 x 4096 10.58 / 11.17 / 12.97 against 11.40 / 11.91 / 13.81; 8192 x
 //     3584 10.85 / 11.83 / 14.06 against 11.50 / 11.87 / 14.05. (With one group a lane,
 //     s13h, it lost at 6144 x 4096 M 8: 12.22 against 11.94.)
-//   * M = 1 up to 64 MiB with K <= 8192: 7168 x 8192 19.82 against 20.76 (s14b); at M 8
-//     / 16 it did not win then (20.90 / 23.12 against 20.96 / 21.36), but at M 2-8 it
-//     does since the activation's copy went to cp.async, with one group a lane (s17g:
-//     7168 x 8192 M 8 19.62 against 20.83; s17i has M 2 / 4 and three more weights).
-//     From 56 MiB at K past 8192 it lost at M 1 too (4096 x 14336 20.0 against 19.0,
-//     s14a / s13f).
+//   * M <= 8 up to 64 MiB with K <= 8192 and N <= K, one group a lane past 36 MiB (s17i,
+//     us at M 1 / 2 / 4 / 8 against convert 1): 7168 x 8192 18.68 / 18.62 / 18.77 / 19.68
+//     against 20.90 / 21.04 / 21.08 / 21.09; 6144 x 8192 16.77 / 16.77 / 17.21 / 18.13
+//     against 18.36 / 18.56 / 18.59 / 18.57; 5120 x 8192 14.38 / 14.36 / 14.25 / 14.75
+//     against 15.33 / 15.41 / 15.45 / 15.55. Taller than wide it lost: 8192 x 7168 18.51-
+//     20.64 against 18.06-18.22 (the rule N <= K is fitted to these four weights). Before
+//     the activation's copy went to cp.async it won at M = 1 only (s14b). From 56 MiB at
+//     K past 8192 it lost at M 1 too (4096 x 14336 20.0 against 19.0, s14a / s13f).
 //   * M 17-32 up to 16 MiB (s14h, M 17 / 24 / 32): 4096 x 4096 11.76 / 12.36 / 13.67
 //     against 14.23 / 14.60 / 16.24; 1024 x 8192 8.25 / 8.39 / 9.44 against 10.70 /
 //     10.97 / 12.17; 1280 x 8192 8.78 / 8.93 / 9.97 against 11.13 / 11.46 / 12.60.
@@ -710,7 +712,7 @@ int convert_for(const SkinnyGemmParams& p, int nt) {
   if (p.convert > 0) return p.convert;
   const int64_t bytes = p.N * p.K, MiB = int64_t{1} << 20;
   const bool small = bytes <= 16 * MiB, mid = bytes <= 36 * MiB;  // small: the f16 copy's rule
-  const bool wgmma_wins = (nt == 1 && bytes <= 64 * MiB && p.K <= 8192) ||
+  const bool wgmma_wins = (nt == 1 && bytes <= 64 * MiB && p.K <= 8192 && p.N <= p.K) ||
                           (p.M <= kMaxM && (small || (mid && (nt <= 3 || p.K <= 8192))));
   if (wgmma_wins && p.N >= 512 && vector_path(p) && device_attribute_once<cudaDevAttrComputeCapabilityMajor>() == 9 &&
       wgmma_min_cluster(p) > 0) {
@@ -728,12 +730,13 @@ int convert_for(const SkinnyGemmParams& p, int nt) {
 // One group won below 16 MiB (1280 x 8192 6.81 / 7.17 / 8.11 against 7.09 / 7.77 /
 // 8.70; 4096 x 4096 at M 1 8.17 against 8.49) and at K past 8192 for M <= 8 (2304 x
 // 16384 13.56 / 15.08 against 14.34 / 15.53).
-// Past 36 MiB at M 2-8 (convert 4 there since s17i) one group: 7168 x 8192 at M 8 19.62
-// against 20.29 (s17g).
+// Past 36 MiB at M <= 8 one group (s17i, one against two at M 1 / 8): 5120 x 8192 14.38
+// / 14.75 against 15.19 / 16.65; 6144 x 8192 16.77 / 18.13 against 17.16 / 18.08; 7168 x
+// 8192 18.68 / 19.68 against 18.68 / 19.92.
 int wgmma_groups(const SkinnyGemmParams& p, int nt) {
   if (p.warps_per_tile > 0) return p.warps_per_tile;
   const int64_t bytes = p.N * p.K;
-  if (bytes > (int64_t{36} << 20) && p.M > 1 && nt == 1) return 1;
+  if (bytes > (int64_t{36} << 20) && nt == 1) return 1;
   return bytes > (int64_t{16} << 20) && (p.K <= 8192 || nt == 2) ? 2 : 1;
 }
 

@@ -104,6 +104,9 @@
 #           convert 4 by default at M 17-24 up to 36 MiB and M 25-32 there at K <= 8192): the
 #           skinny GEMM tests, bench_skinny_gemm.py --no-mlp at M 1/8/16/17/24/32, the GEMM
 #           under compute-sanitizer, then every CUDA test case
+#   s17j  : the rule as landed (N <= K added, one group past 36 MiB at M 1 too): the skinny
+#           GEMM tests; the default beside convert 1 and convert 4 at 7168 x 8192 and 8192 x
+#           7168, M 1/8
 #   s17i  : convert 4 by default at M 2-8 up to 64 MiB with K <= 8192 (one group): the skinny
 #           GEMM tests; the default beside convert 1 and convert 4 with one and two groups at
 #           four weights of 40-56 MiB, M 1/2/4/8 (bench_skinny_gemm.py --tune)
@@ -839,6 +842,10 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1
           for i in $(seq 12); do python3 -m pytest tests/test_layer_norm.py -q -p no:cacheprovider -k "kernelize and cuda" 2>&1 \
             | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
+  s17j)   tests_cuda tests/test_skinny_gemm.py; pack
+          timeout 120 python3 benchmarks/bench_skinny_gemm.py --tune --out "$OUT" --no-mlp \
+            --shapes 7168x8192,8192x7168 --ms 1,8 --configs "0,0,0,1;0,1,0,4" 2>&1 | tee "$OUT/tune_m8.log" \
+            | grep -E "tune:|auto|\[0, [01], 0, [14]\]" ;;
   s17i)   tests_cuda tests/test_skinny_gemm.py; pack
           step "convert 4 at M 1-8 past 36 MiB (K <= 8192): the new default against convert 1 and convert 4 with 1 / 2 groups"
           timeout 300 python3 benchmarks/bench_skinny_gemm.py --tune --out "$OUT" --no-mlp \

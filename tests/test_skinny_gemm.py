@@ -248,13 +248,13 @@ def test_wgmma_path(ik, device, m, n, k):
 @pytest.mark.parametrize("m,n,k", [(m, n, k) for m in (1, 8, 16) for n, k in ((4500, 4096), (2100, 8256))] +
                          [(m, n, k) for m in (17, 24, 32) for n, k in ((600, 4096 + 64 * 3 + 16), (1024, 8192),
                                                                       (4500, 4096))] + [(24, 2100, 8256)] +
-                         [(m, 7168, 8192) for m in (2, 8)])
+                         [(m, 7168, 8192) for m in (1, 2, 8)])
 def test_wgmma_default_choices(ik, device, m, n, k):
     """The launcher's own choices where convert 4 runs by default: past 16 MiB of weight at
     M <= 16 (two groups of chunks in flight at K <= 8192 or M 9-16, one at M 2-8 with K >
     8192), up to 16 MiB at M 17-32 (n = 48 or 64; a K tail and N not a multiple of the
     block's 64 rows), past it up to 36 MiB at M 17-24, or at M 25-32 with K <= 8192, and
-    up to 64 MiB at M 2-8 with K <= 8192 (one group)."""
+    up to 64 MiB at M <= 8 with K <= 8192 and N <= K (one group)."""
     cuda_only(device)
     a = rand_fp8((m, k), device)
     b = rand_fp8((n, k), device)
