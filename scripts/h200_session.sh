@@ -104,7 +104,8 @@
 #           convert 4 by default at M 17-24 up to 36 MiB and M 25-32 there at K <= 8192): the
 #           skinny GEMM tests, bench_skinny_gemm.py --no-mlp at M 1/8/16/17/24/32, the GEMM
 #           under compute-sanitizer, then every CUDA test case
-#   s17j  : the rule as landed (N <= K added, one group past 36 MiB at M 1 too): the skinny
+#   s17j  : (prepared, not run: no device time left) the rule as landed (N <= K added, one
+#           group past 36 MiB at M 1 too): the skinny
 #           GEMM tests; the default beside convert 1 and convert 4 at 7168 x 8192 and 8192 x
 #           7168, M 1/8
 #   s17i  : convert 4 by default at M 2-8 up to 64 MiB with K <= 8192 (one group): the skinny
