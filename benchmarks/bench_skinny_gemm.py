@@ -163,6 +163,12 @@ def tune_sweep(k, shapes, ms, bw, dev, md, results, configs=None):
                              f"{err:.1e}" + (" FAIL" if err > 1e-2 else "")])
                 results.append({"op": "skinny_gemm_fp8_tune", "M": m, "N": n, "K": kk, "config": cfg,
                                 "us": t.us if t else None, "worst_row_rel_err": err, **log})
+            log = {"errors": [], "notes": []}
+            t = harness.measure("_scaled_mm", lambda i: scaled_mm(a, ws[i], sa, sb), n_rot, dev, log)
+            rows.append(["_scaled_mm", harness.fmt_us(t),
+                         f"{100 * n * kk / (t.us * 1e-6) / bw:.0f}%" if t else "-", "-"])
+            results.append({"op": "skinny_gemm_fp8_tune", "M": m, "N": n, "K": kk, "config": "_scaled_mm",
+                            "us": t.us if t else None, **log})
             harness.print_table(["config [rb, kw, cluster, convert]", "us", "%copy", "worst row err"],
                                 rows, f"tune: M={m}, N={n}, K={kk}", md)
 

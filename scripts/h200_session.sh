@@ -104,6 +104,10 @@
 #           convert 4 by default at M 17-24 up to 36 MiB and M 25-32 there at K <= 8192): the
 #           skinny GEMM tests, bench_skinny_gemm.py --no-mlp at M 1/8/16/17/24/32, the GEMM
 #           under compute-sanitizer, then every CUDA test case
+#   s18h  : main's skinny GEMM tests and s17j's timing (the M <= 8 rule as landed: default, convert 1,
+#           convert 4 and _scaled_mm at 7168 x 8192 and 8192 x 7168, M 1/8)
+#   s18a-g: EXPERIMENTS, modes on branch wg-staged (BENCHMARKS.md, eighteenth session): convert 5,
+#           the fp8 warpgroup MMA with the weight staged in shared memory
 #   s17j  : (prepared, not run: no device time left) the rule as landed (N <= K added, one
 #           group past 36 MiB at M 1 too): the skinny
 #           GEMM tests; the default beside convert 1 and convert 4 at 7168 x 8192 and 8192 x
@@ -843,6 +847,11 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1
           for i in $(seq 12); do python3 -m pytest tests/test_layer_norm.py -q -p no:cacheprovider -k "kernelize and cuda" 2>&1 \
             | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
+  s18h)   tests_cuda tests/test_skinny_gemm.py; pack
+          step "s17j on main: the default beside convert 1 and 4 at 7168 x 8192 and 8192 x 7168, M 1/8"
+          timeout 120 python3 benchmarks/bench_skinny_gemm.py --tune --out "$OUT" --name tune_m8 --no-mlp \
+            --shapes 7168x8192,8192x7168 --ms 1,8 --configs "0,0,0,1;0,1,0,4" 2>&1 | tee "$OUT/tune_m8.log" \
+            | grep -E "tune:|auto|_scaled|\[0, [01], 0, [14]\]" ;;
   s17j)   tests_cuda tests/test_skinny_gemm.py; pack
           timeout 120 python3 benchmarks/bench_skinny_gemm.py --tune --out "$OUT" --no-mlp \
             --shapes 7168x8192,8192x7168 --ms 1,8 --configs "0,0,0,1;0,1,0,4" 2>&1 | tee "$OUT/tune_m8.log" \
