@@ -106,6 +106,8 @@
 #           under compute-sanitizer, then every CUDA test case
 #   s18h  : main's skinny GEMM tests and s17j's timing (the M <= 8 rule as landed: default, convert 1,
 #           convert 4 and _scaled_mm at 7168 x 8192 and 8192 x 7168, M 1/8)
+#   s18i  : EXPERIMENT, mode on branch wg-xmap: convert 4's activation copy in whole sectors
+#           (IK_WG_XMAP=1): tests with it, A/B (benchmarks/ab_gemm.py there)
 #   s18a-g: EXPERIMENTS, modes on branch wg-staged (BENCHMARKS.md, eighteenth session): convert 5,
 #           the fp8 warpgroup MMA with the weight staged in shared memory
 #   s17j  : (prepared, not run: no device time left) the rule as landed (N <= K added, one
