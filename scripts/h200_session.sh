@@ -110,7 +110,7 @@
 #           (IK_WG_XMAP=1): tests with it, A/B (benchmarks/ab_gemm.py there)
 #   s18a-g: EXPERIMENTS, modes on branch wg-staged (BENCHMARKS.md, eighteenth session): convert 5,
 #           the fp8 warpgroup MMA with the weight staged in shared memory
-#   s17j  : (prepared, not run: no device time left) the rule as landed (N <= K added, one
+#   s17j  : (prepared in the seventeenth session, not run then; run as s18h) the rule as landed (N <= K added, one
 #           group past 36 MiB at M 1 too): the skinny
 #           GEMM tests; the default beside convert 1 and convert 4 at 7168 x 8192 and 8192 x
 #           7168, M 1/8
