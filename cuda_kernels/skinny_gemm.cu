@@ -547,10 +547,10 @@ __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyG
   const int items = cpad * 8 * NH * 4;
   // Item i: word group tt of chunk s of activation row m, rows fastest, so that a warp's 8
   // rows x 4 words land on 128 consecutive bytes (chunks fastest put a warp's 8 chunks
-  // 256 NT bytes apart: 8-way bank conflicts). Copied by cp.async: loaded into registers,
-  // the copy's stores waited on the scoreboard ptxas gives every global load, the
-  // weights' included, so the copy's latency came after the weights' instead of beside it
-  // (s17a). At M <= 8 the weights' loads go out first, above that the copy's (s17c,
+  // 256 NT bytes apart: 8-way bank conflicts). Copied by cp.async, which holds no
+  // registers: when the copy went through registers, its stores waited on the scoreboard
+  // ptxas gives every global load, the weights' included, so the copy's latency came
+  // after the weights' instead of beside it (s17a). At M <= 8 the weights' loads go out first, above that the copy's (s17c,
   // against the other order: up to 6% faster at M <= 8 and up to 14% above, with one
   // point of each 0.5-1% behind).
   constexpr bool kCopyFirst = NH > 1;
@@ -708,17 +708,21 @@ int wgmma_min_cluster(const SkinnyGemmParams& p) {
 //   16384 at M 16 / 32, twelfth session: 59.2 / 72.9 us against 74.2 / 85.1 with the copy).
 // - else the conversion instruction in every warp (1).
 // The integer conversion (2) lost everywhere and reads an fp8 NaN as 480: caller's only.
+// The weight sizes the rules below (convert_for, wgmma_groups) turn on.
+constexpr int64_t kMiB = int64_t{1} << 20, kSmallWeight = 16 * kMiB, kMidWeight = 36 * kMiB,
+                  kLargeWeight = 64 * kMiB;
+
 int convert_for(const SkinnyGemmParams& p, int nt) {
   if (p.convert > 0) return p.convert;
-  const int64_t bytes = p.N * p.K, MiB = int64_t{1} << 20;
-  const bool small = bytes <= 16 * MiB, mid = bytes <= 36 * MiB;  // small: the f16 copy's rule
-  const bool wgmma_wins = (nt == 1 && bytes <= 64 * MiB && p.K <= 8192 && p.N <= p.K) ||
+  const int64_t bytes = p.N * p.K;
+  const bool small = bytes <= kSmallWeight, mid = bytes <= kMidWeight;  // small: the f16 copy's rule
+  const bool wgmma_wins = (nt == 1 && bytes <= kLargeWeight && p.K <= 8192 && p.N <= p.K) ||
                           (p.M <= kMaxM && (small || (mid && (nt <= 3 || p.K <= 8192))));
   if (wgmma_wins && p.N >= 512 && vector_path(p) && device_attribute_once<cudaDevAttrComputeCapabilityMajor>() == 9 &&
       wgmma_min_cluster(p) > 0) {
     return kWgmma;
   }
-  const bool copy = bytes < 64 * MiB && (p.K > 8192 || (nt >= 3 && small && p.N >= 4096));
+  const bool copy = bytes < kLargeWeight && (p.K > 8192 || (nt >= 3 && small && p.N >= 4096));
   return nt >= 2 && copy ? kF16Copy : kCvt;
 }
 
@@ -736,8 +740,8 @@ int convert_for(const SkinnyGemmParams& p, int nt) {
 int wgmma_groups(const SkinnyGemmParams& p, int nt) {
   if (p.warps_per_tile > 0) return p.warps_per_tile;
   const int64_t bytes = p.N * p.K;
-  if (bytes > (int64_t{36} << 20) && nt == 1) return 1;
-  return bytes > (int64_t{16} << 20) && (p.K <= 8192 || nt == 2) ? 2 : 1;
+  if (bytes > kMidWeight && nt == 1) return 1;
+  return bytes > kSmallWeight && (p.K <= 8192 || nt == 2) ? 2 : 1;
 }
 
 // Programmatic dependent launch between the pre-pass and the GEMM: on unless
