@@ -76,12 +76,14 @@ using inference_kernels::DType;
 using inference_kernels::KQuant;
 using inference_kernels::KQuantGemvParams;
 using inference_kernels::cuda::cp_async16;
+using inference_kernels::cuda::cp_async16_ca;
 using inference_kernels::cuda::cp_async_commit;
 using inference_kernels::cuda::cp_async_wait;
 using inference_kernels::cuda::from_float;
 using inference_kernels::cuda::ld_stream16;
 using inference_kernels::cuda::ld_stream8;
 using inference_kernels::cuda::mma_m16n8k16;
+using inference_kernels::cuda::smem_addr;
 using inference_kernels::ggml::BlockQ4K;
 using inference_kernels::ggml::BlockQ6K;
 using inference_kernels::ggml::kQ4KTileBytes;
@@ -209,6 +211,29 @@ __device__ __forceinline__ XPairs<T, N> load_x(const T* p) {
     r.v[0][0] = w.x;
     r.v[0][1] = w.y;
   }
+  return r;
+}
+
+// x in shared memory (the staged loop with x in its stages): the same elements, read
+// with plain shared-memory loads.
+template <typename T>
+struct SharedX {
+  const T* p;
+};
+template <typename T>
+__device__ __forceinline__ SharedX<T> operator+(SharedX<T> s, int64_t i) {
+  return {s.p + i};
+}
+
+template <typename T, int N>
+__device__ __forceinline__ XPairs<T, N> load_x(SharedX<T> s) {
+  static_assert(!std::is_same_v<T, float> && N == 8, "shared x: fp16/bf16, 8 elements");
+  const uint4 w = *reinterpret_cast<const uint4*>(s.p);
+  XPairs<T, N> r;
+  r.v[0][0] = w.x;
+  r.v[0][1] = w.y;
+  r.v[0][2] = w.z;
+  r.v[0][3] = w.w;
   return r;
 }
 
@@ -437,9 +462,9 @@ __device__ __forceinline__ void q4k_chunk(const Lane& l, uint2 wg, uint2 wh, con
 
 // One block (its scales already in the table). U: chunks unrolled (a staged block
 // can be read a chunk at a time; registers hold all of it anyway).
-template <typename T, int U, typename Src>
+template <typename T, int U, typename Src, typename X>
 __device__ __forceinline__ void q4k_block(const Lane& l, const Src& src, const float* table,
-                                          const T* x, float (&acc)[4]) {
+                                          const X& x, float (&acc)[4]) {
 #pragma unroll U
   for (int c = 0; c < 4; ++c)
     q4k_chunk<T>(l, q4k_qs(l, src, 0, c), q4k_qs(l, src, 1, c), load_x<T, 8>(x + 64 * c),
@@ -621,16 +646,24 @@ __device__ __forceinline__ void q6k_block(const Lane& l, const Q6KRaw& r, const 
 // Shared memory a warp uses: Q4_K's stages, then the scale table. The partial sums of
 // the end (kPartialBytes) reuse the start once the warp's blocks are done.
 // A stage holds one block of the warp's 16 rows: rows kStageRow apart (ggml's rows), or
-// the tile block as it is (tiled).
+// the tile block as it is (tiled). XS (x in the stages) adds, after the S tile blocks,
+// S x slots of m rows kXRow bytes apart: a block's 256 elements of each row (512
+// bytes), padded so that a quarter warp's 16-byte reads of rows g and g + 1 fall in
+// different bank halves.
 constexpr int kTableBytes = kTile * kScaleStride * 4;
 constexpr int kPartialBytes = 4 * 32 * 4;
+constexpr int kXRow = 2 * kQK + 64;
 template <int S, bool TL>
 constexpr int kWarpSmem = (S > 0 ? S * (TL ? kQ4KTileBytes : kStageBytes) : kPartialBytes) + kTableBytes;
+template <int S, bool TL, bool XS>
+__host__ __device__ constexpr int64_t warp_smem(int64_t m) {
+  return kWarpSmem<S, TL> + (XS ? S * m * kXRow : 0);
+}
 
 // One block: its scales into the warp's table, then its MMAs. Src: the block's bytes
 // (Q4KRaw, Q6KRaw: registers; const uint8_t*: a Q4_K stage).
-template <typename T, KQuant F, int U, typename Src>
-__device__ __forceinline__ void compute(const Lane& l, const Src& src, float* table, const T* x,
+template <typename T, KQuant F, int U, typename Src, typename X>
+__device__ __forceinline__ void compute(const Lane& l, const Src& src, float* table, const X& x,
                                         float (&acc)[4]) {
   if constexpr (F == KQuant::kQ4K) {
     q4k_scales<T>(l, q4k_head(l, src), table);
@@ -661,19 +694,32 @@ __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* ta
 //   same loop was slower than the direct one where a K split fits one wave (15.3
 //   against 14.1 us at 14336 x 4096), as were 3 stages, and the copy engine's bulk
 //   copies (cp.async.bulk) at 2-4 stages.
+// - staged with x in the stages (XS, tiled Q4_K, fp16/bf16 x): each block's x (m rows)
+//   is copied with its tile block, by cp.async through L1 (the tiles sharing an SM read
+//   the same x), and read from the stage; the stage is refilled after the block's
+//   arithmetic. The loop then has no global load into registers, whose scoreboards
+//   ptxas shares with the weights' (BENCHMARKS.md, seventeenth session). With fp16 x
+//   where a K split fits one wave, 5-10% faster than the direct loop at m = 1, 2 (H200,
+//   14336 x 4096, m = 1: 13.61 against 14.74 us; nineteenth session); with bf16 x
+//   slower than the x-ahead loop, so unused there. x copied once a CTA instead, all K
+//   before the loop, was slower (every CTA of the wave asks L2 for the same bytes at
+//   the start).
 // MINB: blocks per SM asked of ptxas; U: Q4_K chunks unrolled; TL: the tiled layout
 // (p.tiled).
-template <typename T, KQuant F, int MINB, int S, int U, bool TL = false>
+template <typename T, KQuant F, int MINB, int S, int U, bool TL = false, bool XS = false>
 __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const KQuantGemvParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
+  static_assert(!XS || (S > 0 && TL && F == KQuant::kQ4K && !std::is_same_v<T, float>),
+                "x in the stages: staged tiled Q4_K, fp16/bf16 x");
   // Bytes from one of a row's blocks to the next (kRowBytes: a block's in its row).
   constexpr int64_t kRowBytes = F == KQuant::kQ4K ? sizeof(BlockQ4K) : sizeof(BlockQ6K);
   constexpr int64_t kBytes = !TL ? kRowBytes : F == KQuant::kQ4K ? kQ4KTileBytes : kQ6KTileBytes;
   const int64_t nb = p.k / kQK;
   Lane l = lane_rows<F>(p, nb * kRowBytes, F == KQuant::kQ4K ? 16 + 8 * (threadIdx.x & 3) : 4 * (threadIdx.x & 3));
   const int warp = threadIdx.x >> 5, kw = blockDim.x >> 5;
-  uint8_t* region = smem + warp * kWarpSmem<S, TL>;
-  float* table = reinterpret_cast<float*>(region + kWarpSmem<S, TL> - kTableBytes);
+  const int wsm = int(warp_smem<S, TL, XS>(p.m));
+  uint8_t* region = smem + warp * wsm;
+  float* table = reinterpret_cast<float*>(region + wsm - kTableBytes);
   // Lane t's activation elements start at 8t (Q4_K) or 4t (Q6_K) of each range. B
   // columns past m read the last row again: a column only reaches its own outputs,
   // which are not stored.
@@ -690,18 +736,26 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
     // One commit group a block (empty past the end): S groups in flight at the wait,
     // which leaves S - 1, so block i has landed.
     const uint8_t* const src = l.row_g - 16 * l.lane;  // the first tile block's start
-    const auto issue = [&](uint8_t* stage, int64_t i) {
+    // XS: lane j copies x elements 8j..8j+7 of each row of a block into the stage's slot.
+    [[maybe_unused]] const T* const xsrc = static_cast<const T*>(p.x) + b * kQK + 8 * l.lane;
+    [[maybe_unused]] uint8_t* const xslots = region + S * kQ4KTileBytes;
+    // Block i into stage si (at region + si * kQ4KTileBytes).
+    const auto issue = [&](uint8_t* stage, [[maybe_unused]] int si, int64_t i) {
       constexpr int kPieces = kQ4KTileBytes / 16;  // 144: 4.5 a lane
 #pragma unroll
       for (int j = 0; j < (kPieces + 31) / 32; ++j) {
         const int piece = l.lane + 32 * j;
         if (j < kPieces / 32 || piece < kPieces) cp_async16(stage + 16 * piece, src + i * kBytes + 16 * piece);
       }
+      if constexpr (XS) {
+        const uint32_t slot = smem_addr(xslots + (si * p.m * kXRow + 16 * l.lane));
+        for (int r = 0; r < p.m; ++r) cp_async16_ca(slot + r * kXRow, xsrc + r * p.x_stride + i * kQK);
+      }
     };
     const int n = int(end - b);
 #pragma unroll
     for (int s = 0; s < S; ++s) {
-      if (s < n) issue(region + s * kQ4KTileBytes, s);
+      if (s < n) issue(region + s * kQ4KTileBytes, s, s);
       cp_async_commit();
     }
     const int head = int(l.row_s - src);  // the lane's head within a tile block
@@ -714,10 +768,19 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
       at.row_g = at.row_h = stage + 16 * l.lane;
       at.row_s = stage + head;
       const Q4KRaw cur = q4k_load_tiled<std::is_same_v<T, __half>, true>(at);
-      __syncwarp();  // every lane has read the stage: refill it
-      if (i + S < n) issue(stage, i + S);
-      cp_async_commit();
-      compute<T, F, U>(l, cur, table, x, acc);
+      if constexpr (XS) {
+        // x is read from the stage during the arithmetic, so the refill waits for it
+        // (compute ends with __syncwarp).
+        const auto* xrow = xslots + (s * p.m + std::min<int64_t>(l.g, p.m - 1)) * kXRow;
+        compute<T, F, U>(l, cur, table, SharedX<T>{reinterpret_cast<const T*>(xrow) + 8 * l.t}, acc);
+        if (i + S < n) issue(stage, s, i + S);
+        cp_async_commit();
+      } else {
+        __syncwarp();  // every lane has read the stage: refill it
+        if (i + S < n) issue(stage, s, i + S);
+        cp_async_commit();
+        compute<T, F, U>(l, cur, table, x, acc);
+      }
       x += kQK;
       s = s + 1 == S ? 0 : s + 1;
     }
@@ -813,7 +876,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
     const int64_t m = 2 * (j % 4) + i % 2;
     if (row >= p.n || m >= p.m) continue;
     float sum = 0.0f;
-    for (int w = 0; w < kw; ++w) sum += reinterpret_cast<const float*>(smem + w * kWarpSmem<S, TL>)[i * 32 + j];
+    for (int w = 0; w < kw; ++w) sum += reinterpret_cast<const float*>(smem + w * wsm)[i * 32 + j];
     static_cast<T*>(p.out)[m * p.n + row] = from_float<T>(sum);
   }
 }
@@ -823,10 +886,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
 // kw = 3 at 14336 x 4096 (896 tiles, 5 blocks of 3 warps per SM by registers) it took
 // 1.36 waves and Nsight Compute put the tail at up to half the time. Huge N (the
 // 128256-row head) runs in waves at kw = 1 anyway. 1 when no split fits.
-template <typename T, KQuant F, int MINB, int S, int U, bool TL = false>
+template <typename T, KQuant F, int MINB, int S, int U, bool TL = false, bool XS = false>
 struct Shape {
-  static constexpr auto kernel = kquant_gemv_kernel<T, F, MINB, S, U, TL>;
-  static constexpr int kSmem = kWarpSmem<S, TL>;  // shared memory a warp
+  static constexpr auto kernel = kquant_gemv_kernel<T, F, MINB, S, U, TL, XS>;
 
   static int warps(const KQuantGemvParams& p) {
     static int resident[kMaxWarps + 1] = {};  // blocks of kw warps per SM, asked once
@@ -834,21 +896,43 @@ struct Shape {
     const int64_t sms = inference_kernels::cuda::sm_count();
     for (int w = int(std::min<int64_t>(kMaxWarps, nb)); w > 1; --w) {
       if (!resident[w] &&
-          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident[w], kernel, w * 32, w * kSmem) != cudaSuccess)
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident[w], kernel, w * 32, w * kWarpSmem<S, TL>) !=
+              cudaSuccess)
         resident[w] = 1;
       if (tiles <= sms * std::max(resident[w], 1)) return w;
     }
     return 1;
   }
 
-  static int launch(const KQuantGemvParams& p, int kw, cudaStream_t stream) {
-    constexpr int kMaxSmem = kMaxWarps * kSmem;
-    if constexpr (kMaxSmem > 48 * 1024) {
-      const cudaError_t e = inference_kernels::cuda::max_dynamic_smem_once<kernel>(kMaxSmem);
-      if (e != cudaSuccess) return e;
+  // XS: its x slots take m rows a stage; the kernel may use what the device allows.
+  static cudaError_t allow_smem() {
+    if constexpr (XS) {
+      const int optin = inference_kernels::cuda::device_attribute_once<cudaDevAttrMaxSharedMemoryPerBlockOptin>();
+      return inference_kernels::cuda::max_dynamic_smem_once<kernel>(std::max(optin, 48 * 1024));
+    } else if constexpr (kMaxWarps * kWarpSmem<S, TL> > 48 * 1024) {
+      return inference_kernels::cuda::max_dynamic_smem_once<kernel>(kMaxWarps * kWarpSmem<S, TL>);
     }
+    return cudaSuccess;
+  }
+
+  // Whether kw warps a tile fit the whole grid in one wave (XS's choice: see launch).
+  static bool one_wave(const KQuantGemvParams& p, int kw) {
+    static int resident[9][kMaxWarps + 1] = {};  // [m][kw]: blocks per SM, asked once
+    int& r = resident[p.m][kw];
+    if (!r && (allow_smem() != cudaSuccess ||
+               cudaOccupancyMaxActiveBlocksPerMultiprocessor(&r, kernel, kw * 32, kw * warp_smem<S, TL, XS>(p.m)) !=
+                   cudaSuccess)) {
+      (void)cudaGetLastError();
+      r = -1;
+    }
+    return r > 0 && (p.n + kTile - 1) / kTile <= int64_t(r) * inference_kernels::cuda::sm_count();
+  }
+
+  static int launch(const KQuantGemvParams& p, int kw, cudaStream_t stream) {
+    const cudaError_t e = allow_smem();
+    if (e != cudaSuccess) return e;
     const unsigned tiles = unsigned((p.n + kTile - 1) / kTile);
-    kernel<<<tiles, kw * 32, kw * kSmem, stream>>>(p);
+    kernel<<<tiles, kw * 32, kw * warp_smem<S, TL, XS>(p.m), stream>>>(p);
     return cudaGetLastError();
   }
 };
@@ -866,6 +950,16 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
   } else {
     using Direct = Shape<T, F, 2, 0, 4, TL>;
     const int kw = Shape<T, F, 2, 0, 4>::warps(p);
+    if constexpr (TL && F == KQuant::kQ4K && std::is_same_v<T, __half>) {
+      // fp16 x, m <= 4, where a K split fits one wave: staged with x in the stages, at
+      // the direct loop's split (the same sums), 3 stages at m <= 2 and 2 above (the
+      // best of 2-4 at m = 1, 2, 4 over four weights; BENCHMARKS.md, nineteenth
+      // session). Where the slots' shared memory breaks the one wave, the direct loop.
+      if (kw > 1 && p.m <= 2 && Shape<T, F, 2, 3, 4, true, true>::one_wave(p, kw))
+        return Shape<T, F, 2, 3, 4, true, true>::launch(p, kw, stream);
+      if (kw > 1 && p.m <= 4 && Shape<T, F, 2, 2, 4, true, true>::one_wave(p, kw))
+        return Shape<T, F, 2, 2, 4, true, true>::launch(p, kw, stream);
+    }
     if constexpr (F == KQuant::kQ4K && std::is_same_v<T, __nv_bfloat16>) {
       // bf16 x: the direct loop with chunk 0's x a block ahead (q4k_block_xahead, A = 1),
       // 2-5% faster where the direct loop runs (H200: 16.5 against 17.3 us at

@@ -117,6 +117,10 @@
 #   s17i  : convert 4 by default at M 2-8 up to 64 MiB with K <= 8192 (one group): the skinny
 #           GEMM tests; the default beside convert 1 and convert 4 with one and two groups at
 #           four weights of 40-56 MiB, M 1/2/4/8 (bench_skinny_gemm.py --tune)
+#   s19f  : tiled Q4_K with fp16 x staged with x in the stages (m <= 4, one wave): the
+#           k-quant tests, the fp16 gemv benchmark twice (ours), the sanitizers
+#   s19b-e: EXPERIMENTS, modes on branches wg-staged (s19b: convert 5's second form) and
+#           q4k-xcta (s19c-e: x in shared memory, the read-order probe)
 #   s17h  : EXPERIMENT, mode on branch q4k-xstage: tiled Q4_K through the staged loop with x
 #           staged by cp.async too (IK_Q4K_XSTAGE=1; benchmarks/ab_q4k_xs.py there): A/B,
 #           the k-quant tests and the gemv under compute-sanitizer with it
@@ -872,6 +876,12 @@ case "$MODE" in
           sanitizers_gemm; pack
           tests_gpu ;;
   probe_silu_src) probe_silu_src ;;
+  s19f)   tests_q4k; pack
+          for run in a b; do
+            timeout 60 python3 benchmarks/bench_q4k.py --quick --ours-only --dtype fp16 --formats Q4_K \
+              --name bench_q4k_fp16_s19f_$run 2>&1 | grep -A8 "^Q4_K gemv"; pack
+          done
+          sanitizers_q4k ;;
   s16f)   tests_q4k; pack; bench_q4k --quick --name bench_q4k_s16f; pack
           timeout 60 python3 benchmarks/bench_q4k.py --quick --ours-only --dtype fp16 --formats Q4_K \
             --name bench_q4k_fp16_s16f 2>&1 | grep -A8 "^Q4_K gemv"; pack; sanitizers_q4k ;;

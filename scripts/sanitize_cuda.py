@@ -93,7 +93,8 @@ def kquant_gemvs(ik, dev):
     """q4k_gemv / q6k_gemv at odd sizes: N = 1, 37 (8 warps split 17 blocks), 2051 and
     8195 and 17011 (partial last 16-row tiles; 17011 x 1280: more tiles than one wave holds,
     Q4_K's staged loop over 5 blocks), K of 1 block and 17 (Q6_K rows alternately 4-aligned
-    and 2 mod 4), a Q6_K view starting 2 bytes into a word, a misaligned (copied) x, M from
+    and 2 mod 4), a Q6_K view starting 2 bytes into a word, a misaligned (copied) x, a strided
+    fp16 x on tiled Q4_K, M from
     1 to 8, every dtype; each also in the tiled layout. Random bytes with finite fp16
     factors. Returns the launch count."""
     count = 0
@@ -116,6 +117,10 @@ def kquant_gemvs(ik, dev):
             wide = torch.randn(3, k + 1, device=dev)
             op(torch.empty(3, n, device=dev), wide[:, 1:], q)
             count += 1
+            if fmt == "Q4_K":  # fp16 x rows a stride apart, read in place (tiled: into the stages)
+                xs = torch.randn(2, k + 64, device=dev, dtype=torch.float16)[:, 32:32 + k]
+                op(torch.empty(2, n, device=dev, dtype=torch.float16), xs, ik.tile_q4k(q))
+                count += 1
             if fmt == "Q6_K" and n > 1 and nb % 2:
                 op(torch.empty(2, n - 1, device=dev), torch.randn(2, k, device=dev), q[1:])
                 count += 1

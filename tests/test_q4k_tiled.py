@@ -179,6 +179,29 @@ def test_cuda_tiled_many_tiles(ik, fmt, dtype, m):
 
 
 @cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_cuda_tiled_strided_x(ik, dtype):
+    # x rows a stride apart, read in place (fp16, m <= 4: each block's x copied into the
+    # stages from its rows), equal to ggml's rows bit for bit and close to fp64.
+    n, k = 300, 2048
+    q = random_q(n, k).cuda()
+    qt = ik.tile_q4k(q)
+    w = ik.dequantize_q4_k(q.cpu()).double()
+    views = {
+        "aligned row stride": torch.randn(3, k + 64, device="cuda").to(dtype)[:, 32:32 + k],
+        "every other row": torch.randn(4, k, device="cuda").to(dtype)[::2],
+        "row stride k + 8, four rows": torch.randn(4, k + 8, device="cuda").to(dtype)[:, :k],
+    }
+    for name, x in views.items():
+        got = run_op(ik, x, qt, n)
+        try:
+            torch.testing.assert_close(got, run_op(ik, x, q, n), rtol=0, atol=0)
+            assert_close(got, x.double().cpu() @ w.T, dtype)
+        except AssertionError as e:
+            raise AssertionError(f"{name}: {e}") from None
+
+
+@cuda
 def test_cuda_tiled_graph_replay(ik):
     q = random_q(300, 1024).cuda()
     qt, x = ik.tile_q4k(q), torch.randn(2, 1024, device="cuda", dtype=torch.bfloat16)
