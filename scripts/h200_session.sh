@@ -117,6 +117,8 @@
 #   s17i  : convert 4 by default at M 2-8 up to 64 MiB with K <= 8192 (one group): the skinny
 #           GEMM tests; the default beside convert 1 and convert 4 with one and two groups at
 #           four weights of 40-56 MiB, M 1/2/4/8 (bench_skinny_gemm.py --tune)
+#   s19h  : every test on the GPU at the final code; the fp16 gemv benchmark with cuBLAS and
+#           both formats (the fp16 decode estimate)
 #   s19f  : tiled Q4_K with fp16 x staged with x in the stages (m <= 4, one wave): the
 #           k-quant tests, the fp16 gemv benchmark twice (ours), the sanitizers
 #   s19b-e: EXPERIMENTS, modes on branches wg-staged (s19b: convert 5's second form) and
@@ -876,6 +878,9 @@ case "$MODE" in
           sanitizers_gemm; pack
           tests_gpu ;;
   probe_silu_src) probe_silu_src ;;
+  s19h)   tests; pack
+          timeout 120 python3 benchmarks/bench_q4k.py --quick --dtype fp16 --name bench_q4k_fp16_s19h 2>&1 \
+            | grep -A12 -E "^Q4_K gemv|^Q6_K gemv|tok/s"; pack ;;
   s19f)   tests_q4k; pack
           for run in a b; do
             timeout 60 python3 benchmarks/bench_q4k.py --quick --ours-only --dtype fp16 --formats Q4_K \
