@@ -44,8 +44,9 @@
 // in shared memory at the end (fixed order: deterministic). The launcher takes the most
 // K splits (up to 8) whose grid still runs in one wave. Each warp keeps the next block's
 // loads in flight while it works on the current one: in registers, or for Q4_K tiles
-// that run in several waves (the vocabulary head), in shared memory through cp.async
-// (the kernel's comment says why). Weight loads skip L1 (read once);
+// that run in several waves (the vocabulary head), in shared memory through cp.async;
+// tiled Q4_K with fp16 x at m <= 4 stages x with the weights (the kernel's comment says
+// why). Weight loads skip L1 (read once);
 // x goes through L1, where the CTA's warps and neighbouring CTAs re-read it. No atomics,
 // no workspace, CUDA-graph capturable; rows past N are clamped on load and not stored.
 //
@@ -700,8 +701,9 @@ __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* ta
 //   arithmetic. The loop then has no global load into registers, whose scoreboards
 //   ptxas shares with the weights' (BENCHMARKS.md, seventeenth session). With fp16 x
 //   where a K split fits one wave, 5-10% faster than the direct loop at m = 1, 2 (H200,
-//   14336 x 4096, m = 1: 13.61 against 14.74 us; nineteenth session); with bf16 x
-//   slower than the x-ahead loop, so unused there. x copied once a CTA instead, all K
+//   14336 x 4096, m = 1: 13.61 against 14.74 us in the experiment's A/B, 13.8-13.9 as
+//   landed; nineteenth session); with bf16 x slower than the x-ahead loop (14.41
+//   against 14.08), so unused there. x copied once a CTA instead, all K
 //   before the loop, was slower (every CTA of the wave asks L2 for the same bytes at
 //   the start).
 // MINB: blocks per SM asked of ptxas; U: Q4_K chunks unrolled; TL: the tiled layout
