@@ -700,7 +700,7 @@ __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* ta
 //   the same x), and read from the stage; the stage is refilled after the block's
 //   arithmetic. The loop then has no global load into registers, whose scoreboards
 //   ptxas shares with the weights' (BENCHMARKS.md, seventeenth session). With fp16 x
-//   where a K split fits one wave, 5-10% faster than the direct loop at m = 1, 2 (H200,
+//   where a K split fits one wave, 6-10% faster than the direct loop at m = 1, 2 (H200,
 //   14336 x 4096, m = 1: 13.61 against 14.74 us in the experiment's A/B, 13.8-13.9 as
 //   landed; nineteenth session); with bf16 x slower than the x-ahead loop (14.41
 //   against 14.08), so unused there. x copied once a CTA instead, all K
