@@ -190,6 +190,17 @@ __device__ __forceinline__ void split3(float x0, float x1, uint32_t& h, uint32_t
   l = *reinterpret_cast<uint32_t*>(&p);
 }
 
+// 8 fp16/bf16 elements as they lie in 16 bytes: B pairs 0..3.
+template <typename T>
+__device__ __forceinline__ XPairs<T, 8> pairs8(uint4 w) {
+  XPairs<T, 8> r;
+  r.v[0][0] = w.x;
+  r.v[0][1] = w.y;
+  r.v[0][2] = w.z;
+  r.v[0][3] = w.w;
+  return r;
+}
+
 // N = 4 or 8 elements at p (8- or 16-byte aligned).
 template <typename T, int N>
 __device__ __forceinline__ XPairs<T, N> load_x(const T* p) {
@@ -202,11 +213,7 @@ __device__ __forceinline__ XPairs<T, N> load_x(const T* p) {
       split3(f.z, f.w, r.v[0][2 * i + 1], r.v[1][2 * i + 1], r.v[2][2 * i + 1]);
     }
   } else if constexpr (N == 8) {
-    const uint4 w = __ldg(reinterpret_cast<const uint4*>(p));
-    r.v[0][0] = w.x;
-    r.v[0][1] = w.y;
-    r.v[0][2] = w.z;
-    r.v[0][3] = w.w;
+    r = pairs8<T>(__ldg(reinterpret_cast<const uint4*>(p)));
   } else {
     const uint2 w = __ldg(reinterpret_cast<const uint2*>(p));
     r.v[0][0] = w.x;
@@ -229,13 +236,7 @@ __device__ __forceinline__ SharedX<T> operator+(SharedX<T> s, int64_t i) {
 template <typename T, int N>
 __device__ __forceinline__ XPairs<T, N> load_x(SharedX<T> s) {
   static_assert(!std::is_same_v<T, float> && N == 8, "shared x: fp16/bf16, 8 elements");
-  const uint4 w = *reinterpret_cast<const uint4*>(s.p);
-  XPairs<T, N> r;
-  r.v[0][0] = w.x;
-  r.v[0][1] = w.y;
-  r.v[0][2] = w.z;
-  r.v[0][3] = w.w;
-  return r;
+  return pairs8<T>(*reinterpret_cast<const uint4*>(s.p));
 }
 
 // One k16 step of a sub-block: the level pairs of rows g and g + 8 (k 2t.. in [0], 2t +
