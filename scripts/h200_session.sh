@@ -117,6 +117,8 @@
 #   s17i  : convert 4 by default at M 2-8 up to 64 MiB with K <= 8192 (one group): the skinny
 #           GEMM tests; the default beside convert 1 and convert 4 with one and two groups at
 #           four weights of 40-56 MiB, M 1/2/4/8 (bench_skinny_gemm.py --tune)
+#   s20a  : Nsight Compute source pages (stalls per SASS instruction) of the tiled Q4_K gemv
+#           at M = 1: 14336 x 4096 fp16 and bf16 x, 4096 x 14336 fp16
 #   s19h  : every test on the GPU at the final code; the fp16 gemv benchmark with cuBLAS and
 #           both formats (the fp16 decode estimate)
 #   s19f  : tiled Q4_K with fp16 x staged with x in the stages (m <= 4, one wave): the
@@ -419,6 +421,19 @@ ncu_src() {
   ncu --import "/tmp/$name.ncu-rep" --page details > "$OUT/$name.details.txt" 2>&1
   ncu --import "/tmp/$name.ncu-rep" --page source --csv --print-source sass > "$OUT/$name.csv" 2>&1
   grep -E "Duration|Grid Size|Block Size|Registers Per|Warp Cycles Per Issued|Executed Ipc A" "$OUT/$name.details.txt" | head -8
+}
+# Where the tiled Q4_K gemv's warps stall at M = 1 (s20a): fp16 x (the XS loop) and bf16
+# x (x ahead), stall samples per SASS instruction and the memory/scheduler pages.
+profile_q4k_tiled() {
+  step "Nsight Compute: tiled Q4_K gemv, M = 1, stalls per SASS instruction"
+  local args name
+  for args in "14336 4096 1 tiled fp16" "14336 4096 1 tiled" "4096 14336 1 tiled fp16"; do
+    name=ncu_q4k_$(echo "$args" | tr ' ' _)
+    ncu_src "$name" regex:kquant --section MemoryWorkloadAnalysis --section SchedulerStats --section Occupancy \
+      python3 benchmarks/profile_q4k.py Q4_K $args
+    grep -E "DRAM Throughput|Issue Slots Busy|No Eligible|Active Warps Per|Achieved Occ|Theoretical Occ|Eligible Warps" \
+      "$OUT/$name.details.txt" | head -12
+  done
 }
 # SwiGLU at decode rows, ours and torch.compile's kernel (s17a)
 probe_silu_src() {
@@ -878,6 +893,7 @@ case "$MODE" in
           sanitizers_gemm; pack
           tests_gpu ;;
   probe_silu_src) probe_silu_src ;;
+  s20a)   profile_q4k_tiled ;;
   s19h)   tests; pack
           timeout 120 python3 benchmarks/bench_q4k.py --quick --dtype fp16 --name bench_q4k_fp16_s19h 2>&1 \
             | grep -A12 -E "^Q4_K gemv|^Q6_K gemv|tok/s"; pack ;;
