@@ -254,13 +254,15 @@ __device__ __forceinline__ void mma_step(float (&s)[4], float (&xs)[4], const ui
 }
 
 // acc += ds S - dc X for a finished sub-block: fragment elements 0, 1 are row g's (ds
-// and dc from sc_g), 2, 3 row g + 8's.
+// and dc from sc_g), 2, 3 row g + 8's. M1 (m = 1): elements 1 and 3 are activation
+// column 2t + 1, never stored, so they are not summed (elements 0 and 2 keep their bits).
+template <bool M1>
 __device__ __forceinline__ void apply(float (&acc)[4], const float (&s)[4], const float (&xs)[4],
                                       float ds_g, float dc_g, float ds_h, float dc_h) {
   acc[0] = fmaf(ds_g, s[0], fmaf(-dc_g, xs[0], acc[0]));
-  acc[1] = fmaf(ds_g, s[1], fmaf(-dc_g, xs[1], acc[1]));
+  if constexpr (!M1) acc[1] = fmaf(ds_g, s[1], fmaf(-dc_g, xs[1], acc[1]));
   acc[2] = fmaf(ds_h, s[2], fmaf(-dc_h, xs[2], acc[2]));
-  acc[3] = fmaf(ds_h, s[3], fmaf(-dc_h, xs[3], acc[3]));
+  if constexpr (!M1) acc[3] = fmaf(ds_h, s[3], fmaf(-dc_h, xs[3], acc[3]));
 }
 
 // ---- where a lane reads -----------------------------------------------------------------
@@ -390,6 +392,16 @@ __device__ __forceinline__ uint2 q4k_qs(const Lane& l, const uint8_t* stage, int
   return *reinterpret_cast<const uint2*>(stage + (l.g + 8 * h) * kStageRow + 16 + 8 * l.t + 32 * c);
 }
 
+// A tiled block in its stage (XS), read a chunk at a time: the lane's 16 bytes of chunk
+// c at at + 512 c, its row's head at head. Fewer registers live than the whole block.
+struct TiledStage {
+  const uint8_t* at;
+  const uint8_t* head;
+};
+__device__ __forceinline__ uint4 q4k_head(const Lane&, const TiledStage& s) {
+  return *reinterpret_cast<const uint4*>(s.head);
+}
+
 // Lane pair half h = lane % 2 of row lane / 2: ds and dc = offset ds + dm of sub-blocks
 // 4h..4h+3 (ggml's get_scale_min_k4, four at a time) into the row's table entry.
 template <typename T>
@@ -441,7 +453,7 @@ __device__ __forceinline__ void q4k_pairs(uint32_t v, uint32_t (&lo)[2], uint32_
 
 // Chunk c of a block: sub-blocks 2c (low nibbles, B pairs xl: x at 64c + 8t) and 2c + 1
 // (high, xh: x at 64c + 32 + 8t), rows g (wg) and g + 8 (wh).
-template <typename T>
+template <typename T, bool M1>
 __device__ __forceinline__ void q4k_chunk(const Lane& l, uint2 wg, uint2 wh, const XPairs<T, 8>& xl,
                                           const XPairs<T, 8>& xh, const float* table, int c,
                                           float (&acc)[4]) {
@@ -458,19 +470,26 @@ __device__ __forceinline__ void q4k_chunk(const Lane& l, uint2 wg, uint2 wh, con
   const float2 dcg = *reinterpret_cast<const float2*>(table + l.g * kScaleStride + 8 + 2 * c);
   const float2 dsh = *reinterpret_cast<const float2*>(table + (l.g + 8) * kScaleStride + 2 * c);
   const float2 dch = *reinterpret_cast<const float2*>(table + (l.g + 8) * kScaleStride + 8 + 2 * c);
-  apply(acc, sl, xsl, dsg.x, dcg.x, dsh.x, dch.x);
-  apply(acc, sh, xsh, dsg.y, dcg.y, dsh.y, dch.y);
+  apply<M1>(acc, sl, xsl, dsg.x, dcg.x, dsh.x, dch.x);
+  apply<M1>(acc, sh, xsh, dsg.y, dcg.y, dsh.y, dch.y);
 }
 
 // One block (its scales already in the table). U: chunks unrolled (a staged block
 // can be read a chunk at a time; registers hold all of it anyway).
-template <typename T, int U, typename Src, typename X>
+template <typename T, int U, bool M1, typename Src, typename X>
 __device__ __forceinline__ void q4k_block(const Lane& l, const Src& src, const float* table,
                                           const X& x, float (&acc)[4]) {
 #pragma unroll U
-  for (int c = 0; c < 4; ++c)
-    q4k_chunk<T>(l, q4k_qs(l, src, 0, c), q4k_qs(l, src, 1, c), load_x<T, 8>(x + 64 * c),
-                 load_x<T, 8>(x + 64 * c + 32), table, c, acc);
+  for (int c = 0; c < 4; ++c) {
+    if constexpr (std::is_same_v<Src, TiledStage>) {
+      const uint4 w = *reinterpret_cast<const uint4*>(src.at + 512 * c);
+      q4k_chunk<T, M1>(l, make_uint2(w.x, w.y), make_uint2(w.z, w.w), load_x<T, 8>(x + 64 * c),
+                       load_x<T, 8>(x + 64 * c + 32), table, c, acc);
+    } else {
+      q4k_chunk<T, M1>(l, q4k_qs(l, src, 0, c), q4k_qs(l, src, 1, c), load_x<T, 8>(x + 64 * c),
+                       load_x<T, 8>(x + 64 * c + 32), table, c, acc);
+    }
+  }
 }
 
 // The same block with the x of its first A chunks already
@@ -481,7 +500,7 @@ __device__ __forceinline__ void q4k_block(const Lane& l, const Src& src, const f
 // does. The launcher uses A = 1 for bf16 x (see there); all 4 chunks ahead spills 36
 // bytes at 128 registers (ptxas 13.0). Same MMAs and sums in the same order: the same
 // results as q4k_block, bit for bit (measured on the H200 before it became the default).
-template <typename T, int A>
+template <typename T, int A, bool M1>
 __device__ __forceinline__ void q4k_block_xahead(const Lane& l, const Q4KRaw& r, const float* table,
                                                  XPairs<T, 8> (&xa)[2 * A], const T* x, const T* xn,
                                                  float (&acc)[4]) {
@@ -494,11 +513,11 @@ __device__ __forceinline__ void q4k_block_xahead(const Lane& l, const Q4KRaw& r,
 #pragma unroll
   for (int c = 0; c < 4; ++c) {
     if (c < A) {
-      q4k_chunk<T>(l, r.wg[c], r.wh[c], xa[2 * c], xa[2 * c + 1], table, c, acc);
+      q4k_chunk<T, M1>(l, r.wg[c], r.wh[c], xa[2 * c], xa[2 * c + 1], table, c, acc);
       xa[2 * c] = load_x<T, 8>(xn + 64 * c);
       xa[2 * c + 1] = load_x<T, 8>(xn + 64 * c + 32);
     } else {
-      q4k_chunk<T>(l, r.wg[c], r.wh[c], xr[2 * (c - A)], xr[2 * (c - A) + 1], table, c, acc);
+      q4k_chunk<T, M1>(l, r.wg[c], r.wh[c], xr[2 * (c - A)], xr[2 * (c - A) + 1], table, c, acc);
     }
   }
 }
@@ -616,7 +635,7 @@ __device__ __forceinline__ void q6k_pairs(const Q6KRow& r, int n, int j, int h, 
   a[1] = level_pair<T>(q, 1);
 }
 
-template <typename T>
+template <typename T, bool M1>
 __device__ __forceinline__ void q6k_block(const Lane& l, const Q6KRaw& r, const float* table,
                                           const T* x, float (&acc)[4]) {
   // weight = ds (q - 32): sum w x = ds (S - (offset + 32) X).
@@ -637,7 +656,7 @@ __device__ __forceinline__ void q6k_block(const Lane& l, const Q6KRaw& r, const 
         q6k_pairs<T>(r.h, n, j, h, ah);
         float s[4] = {}, xs[4] = {};
         mma_step<T, 4>(s, xs, ag, ah, xv, 0);
-        apply(acc, s, xs, fg[j], kShift * fg[j], fh[j], kShift * fh[j]);
+        apply<M1>(acc, s, xs, fg[j], kShift * fg[j], fh[j], kShift * fh[j]);
       }
     }
   }
@@ -664,7 +683,7 @@ __host__ __device__ constexpr int64_t warp_smem(int64_t m) {
 
 // One block: its scales into the warp's table, then its MMAs. Src: the block's bytes
 // (Q4KRaw, Q6KRaw: registers; const uint8_t*: a Q4_K stage).
-template <typename T, KQuant F, int U, typename Src, typename X>
+template <typename T, KQuant F, int U, bool M1, typename Src, typename X>
 __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* table, const X& x,
                                         float (&acc)[4]) {
   if constexpr (F == KQuant::kQ4K) {
@@ -674,9 +693,9 @@ __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* ta
   }
   __syncwarp();
   if constexpr (F == KQuant::kQ4K) {
-    q4k_block<T, U>(l, src, table, x, acc);
+    q4k_block<T, U, M1>(l, src, table, x, acc);
   } else {
-    q6k_block<T>(l, src, table, x, acc);
+    q6k_block<T, M1>(l, src, table, x, acc);
   }
   __syncwarp();  // the table (and Q4_K's stage) is rewritten for a later block
 }
@@ -698,7 +717,8 @@ __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* ta
 //   copies (cp.async.bulk) at 2-4 stages.
 // - staged with x in the stages (XS, tiled Q4_K, fp16/bf16 x): each block's x (m rows)
 //   is copied with its tile block, by cp.async through L1 (the tiles sharing an SM read
-//   the same x), and read from the stage; the stage is refilled after the block's
+//   the same x), and both are read from the stage a chunk at a time (TiledStage: fewer
+//   registers live than the whole block); the stage is refilled after the block's
 //   arithmetic. The loop then has no global load into registers, whose scoreboards
 //   ptxas shares with the weights' (BENCHMARKS.md, seventeenth session). With fp16 x
 //   where a K split fits one wave, 6-10% faster than the direct loop at m = 1, 2 (H200,
@@ -708,8 +728,11 @@ __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* ta
 //   before the loop, was slower (every CTA of the wave asks L2 for the same bytes at
 //   the start).
 // MINB: blocks per SM asked of ptxas; U: Q4_K chunks unrolled; TL: the tiled layout
-// (p.tiled).
-template <typename T, KQuant F, int MINB, int S, int U, bool TL = false, bool XS = false>
+// (p.tiled); M1: m = 1 only, the fragments' second activation column (never stored) is
+// not summed: a quarter fewer instructions a block in the XS loop, 7% faster at 14336 x
+// 4096 with fp16 x, 2-3% with bf16 (BENCHMARKS.md, twentieth session). The direct
+// loop's M1 kernels spill (ptxas 13.0), so m = 1 takes M1 in the XS and x-ahead loops.
+template <typename T, KQuant F, int MINB, int S, int U, bool TL = false, bool XS = false, bool M1 = false>
 __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const KQuantGemvParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   static_assert(!XS || (S > 0 && TL && F == KQuant::kQ4K && !std::is_same_v<T, float>),
@@ -739,26 +762,35 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
     // One commit group a block (empty past the end): S groups in flight at the wait,
     // which leaves S - 1, so block i has landed.
     const uint8_t* const src = l.row_g - 16 * l.lane;  // the first tile block's start
-    // XS: lane j copies x elements 8j..8j+7 of each row of a block into the stage's slot.
-    [[maybe_unused]] const T* const xsrc = static_cast<const T*>(p.x) + b * kQK + 8 * l.lane;
+    // Blocks are copied in order, from pointers moved a block at a time: lane j copies
+    // pieces j, j + 32, ... (16 bytes each) of the tile block and, XS, x elements
+    // 8j..8j+7 of each of the block's m rows into the stage's x slot.
+    const uint8_t* wsrc = src + 16 * l.lane;
+    [[maybe_unused]] const T* xsrc = static_cast<const T*>(p.x) + b * kQK + 8 * l.lane;
     [[maybe_unused]] uint8_t* const xslots = region + S * kQ4KTileBytes;
-    // Block i into stage si (at region + si * kQ4KTileBytes).
-    const auto issue = [&](uint8_t* stage, [[maybe_unused]] int si, int64_t i) {
-      constexpr int kPieces = kQ4KTileBytes / 16;  // 144: 4.5 a lane
+    const uint32_t lane_stage = smem_addr(region) + 16 * l.lane;
+    const auto issue = [&](int si) {  // the next block into stage si
+      const uint32_t dst = lane_stage + si * kQ4KTileBytes;
+      constexpr int kWhole = kQ4KTileBytes / 512;  // 4 pieces every lane, then 16 lanes one more
 #pragma unroll
-      for (int j = 0; j < (kPieces + 31) / 32; ++j) {
-        const int piece = l.lane + 32 * j;
-        if (j < kPieces / 32 || piece < kPieces) cp_async16(stage + 16 * piece, src + i * kBytes + 16 * piece);
-      }
+      for (int j = 0; j < kWhole; ++j) cp_async16(dst + 512 * j, wsrc + 512 * j);
+      if (l.lane < kQ4KTileBytes % 512 / 16) cp_async16(dst + 512 * kWhole, wsrc + 512 * kWhole);
+      wsrc += kBytes;
       if constexpr (XS) {
-        const uint32_t slot = smem_addr(xslots + (si * p.m * kXRow + 16 * l.lane));
-        for (int r = 0; r < p.m; ++r) cp_async16_ca(slot + r * kXRow, xsrc + r * p.x_stride + i * kQK);
+        const uint32_t slot = smem_addr(xslots) + si * (M1 ? 1 : int(p.m)) * kXRow + 16 * l.lane;
+        if constexpr (M1) {
+          cp_async16_ca(slot, xsrc);
+        } else {
+          const T* xr = xsrc;
+          for (int r = 0; r < p.m; ++r, xr += p.x_stride) cp_async16_ca(slot + r * kXRow, xr);
+        }
+        xsrc += kQK;
       }
     };
     const int n = int(end - b);
 #pragma unroll
     for (int s = 0; s < S; ++s) {
-      if (s < n) issue(region + s * kQ4KTileBytes, s, s);
+      if (s < n) issue(s);
       cp_async_commit();
     }
     const int head = int(l.row_s - src);  // the lane's head within a tile block
@@ -767,22 +799,24 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
       uint8_t* const stage = region + s * kQ4KTileBytes;
       cp_async_wait<S - 1>();
       __syncwarp();  // every lane's pieces of block i visible to the warp
-      Lane at = l;   // the lane's bytes in the stage
-      at.row_g = at.row_h = stage + 16 * l.lane;
-      at.row_s = stage + head;
-      const Q4KRaw cur = q4k_load_tiled<std::is_same_v<T, __half>, true>(at);
       if constexpr (XS) {
-        // x is read from the stage during the arithmetic, so the refill waits for it
-        // (compute ends with __syncwarp).
-        const auto* xrow = xslots + (s * p.m + std::min<int64_t>(l.g, p.m - 1)) * kXRow;
-        compute<T, F, U>(l, cur, table, SharedX<T>{reinterpret_cast<const T*>(xrow) + 8 * l.t}, acc);
-        if (i + S < n) issue(stage, s, i + S);
+        // The block is read from the stage a chunk at a time, x too, during the
+        // arithmetic, so the refill waits for it (compute ends with __syncwarp).
+        const uint8_t* const xrow =
+            xslots + (M1 ? s : s * p.m + std::min<int64_t>(l.g, p.m - 1)) * kXRow;
+        compute<T, F, U, M1>(l, TiledStage{stage + 16 * l.lane, stage + head}, table,
+                             SharedX<T>{reinterpret_cast<const T*>(xrow) + 8 * l.t}, acc);
+        if (i + S < n) issue(s);
         cp_async_commit();
       } else {
+        Lane at = l;  // the lane's bytes in the stage
+        at.row_g = at.row_h = stage + 16 * l.lane;
+        at.row_s = stage + head;
+        const Q4KRaw cur = q4k_load_tiled<std::is_same_v<T, __half>, true>(at);
         __syncwarp();  // every lane has read the stage: refill it
-        if (i + S < n) issue(stage, s, i + S);
+        if (i + S < n) issue(s);
         cp_async_commit();
-        compute<T, F, U>(l, cur, table, x, acc);
+        compute<T, F, U, M1>(l, cur, table, x, acc);
       }
       x += kQK;
       s = s + 1 == S ? 0 : s + 1;
@@ -814,7 +848,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
       cp_async_commit();
       cp_async_wait<S - 1>();
       __syncwarp();  // every lane's copies of block i visible to the warp
-      compute<T, F, U>(l, rd, table, x, acc);  // ends with __syncwarp: the stage is free
+      compute<T, F, U, M1>(l, rd, table, x, acc);  // ends with __syncwarp: the stage is free
       rd = rd == last ? region : rd + kStageBytes;
       x += kQK;
     }
@@ -837,7 +871,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
         if (more) next = TL ? q4k_load_tiled(l) : q4k_load(l);
         q4k_scales<T>(l, cur.head, table);
         __syncwarp();
-        q4k_block_xahead<T, A>(l, cur, table, xa, x, more ? x + kQK : x, acc);
+        q4k_block_xahead<T, A, M1>(l, cur, table, xa, x, more ? x + kQK : x, acc);
         __syncwarp();
         x += kQK;
         if (!more) break;
@@ -859,7 +893,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
       const bool more = ++b < end;
       Raw next;
       if (more) next = load(l);
-      compute<T, F, U>(l, cur, table, x, acc);
+      compute<T, F, U, M1>(l, cur, table, x, acc);
       x += kQK;
       if (!more) break;
       cur = next;
@@ -889,9 +923,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
 // kw = 3 at 14336 x 4096 (896 tiles, 5 blocks of 3 warps per SM by registers) it took
 // 1.36 waves and Nsight Compute put the tail at up to half the time. Huge N (the
 // 128256-row head) runs in waves at kw = 1 anyway. 1 when no split fits.
-template <typename T, KQuant F, int MINB, int S, int U, bool TL = false, bool XS = false>
+template <typename T, KQuant F, int MINB, int S, int U, bool TL = false, bool XS = false, bool M1 = false>
 struct Shape {
-  static constexpr auto kernel = kquant_gemv_kernel<T, F, MINB, S, U, TL, XS>;
+  static constexpr auto kernel = kquant_gemv_kernel<T, F, MINB, S, U, TL, XS, M1>;
 
   static int warps(const KQuantGemvParams& p) {
     static int resident[kMaxWarps + 1] = {};  // blocks of kw warps per SM, asked once
@@ -958,8 +992,10 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
       // the direct loop's split (the same sums), 3 stages at m <= 2 and 2 above (the
       // best of 2-4 at m = 1, 2, 4 over four weights; BENCHMARKS.md, nineteenth
       // session). Where the slots' shared memory breaks the one wave, the direct loop.
+      // m = 1 takes the kernel that skips the unstored column (M1).
       if (kw > 1 && p.m <= 2 && Shape<T, F, 2, 3, 4, true, true>::one_wave(p, kw))
-        return Shape<T, F, 2, 3, 4, true, true>::launch(p, kw, stream);
+        return p.m == 1 ? Shape<T, F, 2, 3, 4, true, true, true>::launch(p, kw, stream)
+                        : Shape<T, F, 2, 3, 4, true, true>::launch(p, kw, stream);
       if (kw > 1 && p.m <= 4 && Shape<T, F, 2, 2, 4, true, true>::one_wave(p, kw))
         return Shape<T, F, 2, 2, 4, true, true>::launch(p, kw, stream);
     }
@@ -969,10 +1005,12 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
       // 14336 x 4096, m = 1; BENCHMARKS.md, ninth session). Not for fp16 x: ptxas 13.0
       // spills 16 bytes there at 128 registers. A = 2 compiles without spills, but ptxas
       // then sinks the next block's weight loads below the block's MMAs (no overlap).
+      // m = 1: M1, as above.
       if (kw > 1) {
-        using XAhead = Shape<T, F, 2, -1, 4, TL>;
         const int kx = Shape<T, F, 2, -1, 4>::warps(p);
-        if (kx > 1) return XAhead::launch(p, kx, stream);
+        if (kx > 1)
+          return p.m == 1 ? Shape<T, F, 2, -1, 4, TL, false, true>::launch(p, kx, stream)
+                          : Shape<T, F, 2, -1, 4, TL>::launch(p, kx, stream);
       }
     }
     if (F == KQuant::kQ6K || kw > 1) return Direct::launch(p, kw, stream);

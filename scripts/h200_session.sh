@@ -119,6 +119,11 @@
 #           four weights of 40-56 MiB, M 1/2/4/8 (bench_skinny_gemm.py --tune)
 #   s20a  : Nsight Compute source pages (stalls per SASS instruction) of the tiled Q4_K gemv
 #           at M = 1: 14336 x 4096 fp16 and bf16 x, 4096 x 14336 fp16
+#   s20b-c: EXPERIMENTS, modes on branch q4k-m1: m = 1 kernels (M1), the XS loop's copies
+#           from moving pointers, the stage read a chunk at a time, more warps a tile at m = 1
+#   s20d  : every test on the GPU at the final code (M1 kernels); the k-quant sanitizers; the
+#           quick Q4_K/Q6_K benchmarks, fp16 and bf16, with cuBLAS; Nsight Compute source
+#           page of the m = 1 fp16 kernel at 14336 x 4096
 #   s19h  : every test on the GPU at the final code; the fp16 gemv benchmark with cuBLAS and
 #           both formats (the fp16 decode estimate)
 #   s19f  : tiled Q4_K with fp16 x staged with x in the stages (m <= 4, one wave): the
@@ -894,6 +899,10 @@ case "$MODE" in
           tests_gpu ;;
   probe_silu_src) probe_silu_src ;;
   s20a)   profile_q4k_tiled ;;
+  s20d)   tests; pack; sanitizers_q4k; pack
+          bench_q4k --quick --dtype fp16 --name bench_q4k_fp16_s20d; pack
+          bench_q4k --quick --name bench_q4k_bf16_s20d; pack
+          ncu_src ncu_q4k_m1_fp16 regex:kquant python3 benchmarks/profile_q4k.py Q4_K 14336 4096 1 tiled fp16 ;;
   s19h)   tests; pack
           timeout 120 python3 benchmarks/bench_q4k.py --quick --dtype fp16 --name bench_q4k_fp16_s19h 2>&1 \
             | grep -A12 -E "^Q4_K gemv|^Q6_K gemv|tok/s"; pack ;;
