@@ -14,7 +14,7 @@ one wave of split tiles (> 16896 rows on an H200) take the staged one.
 import pytest
 import torch
 
-from reference import KQUANT_BYTES, POISON, TOL, assert_close, random_kquant
+from reference import KQUANT_BYTES, POISON, TOL, assert_close, assert_close_dot, random_kquant
 
 if not torch.cuda.is_available():
     pytest.skip("no CUDA GPU here", allow_module_level=True)
@@ -60,7 +60,7 @@ def test_gemv_matches_fp64(ik_cuda, fmt, dtype, m, n, k):
     x = torch.randn(m, k, device="cuda").to(dtype)
     out = run(ik_cuda, fmt, x, q.cuda())
     assert out.shape == (m, n) and out.dtype == dtype
-    assert_close(out, x.double().cpu() @ w.T, dtype)
+    assert_close_dot(out, x, w, dtype)
     # The public wrapper allocates the output itself.
     fn = ik_cuda.q4k_gemv if fmt == "Q4_K" else ik_cuda.q6k_gemv
     torch.testing.assert_close(fn(x, q.cuda()), out, rtol=0, atol=0)
@@ -76,7 +76,7 @@ def test_many_tiles(ik_cuda, dtype, m):
         q = make_q(ik_cuda, n, k, fmt, "random bytes")
         w = dequant_cpu(ik_cuda, q, fmt).double()
         x = torch.randn(m, k, device="cuda").to(dtype)
-        assert_close(run(ik_cuda, fmt, x, q.cuda()), x.double().cpu() @ w.T, dtype)
+        assert_close_dot(run(ik_cuda, fmt, x, q.cuda()), x, w, dtype)
 
 
 @pytest.mark.parametrize("fmt", ["Q4_K", "Q6_K"])
@@ -86,7 +86,7 @@ def test_gemv_large_n_all_row_paths(ik_cuda, fmt, m):
     q = make_q(ik_cuda, 8195, 256, fmt, "random bytes")
     w = dequant_cpu(ik_cuda, q, fmt).double()
     x = torch.randn(m, 256, device="cuda")
-    assert_close(run(ik_cuda, fmt, x, q.cuda()), x.double().cpu() @ w.T, torch.float32)
+    assert_close_dot(run(ik_cuda, fmt, x, q.cuda()), x, w, torch.float32)
 
 
 @pytest.mark.parametrize("fmt", ["Q4_K", "Q6_K"])
@@ -118,7 +118,7 @@ def test_strided_and_misaligned_x(ik_cuda, fmt, dtype):
     for name, x in views.items():
         out = run(ik_cuda, fmt, x, q.cuda())
         try:
-            assert_close(out, x.double().cpu() @ w.T, dtype)
+            assert_close_dot(out, x, w, dtype)
         except AssertionError as e:
             raise AssertionError(f"{name}: {e}") from None
 
@@ -130,7 +130,7 @@ def test_q6k_view_starting_two_bytes_into_a_word(ik_cuda):
     assert view.data_ptr() % 4 == 2
     x = torch.randn(2, 256, device="cuda")
     w = dequant_cpu(ik_cuda, view, "Q6_K").double()
-    assert_close(run(ik_cuda, "Q6_K", x, view), x.double().cpu() @ w.T, torch.float32)
+    assert_close_dot(run(ik_cuda, "Q6_K", x, view), x, w, torch.float32)
 
 
 @pytest.mark.parametrize("fmt", ["Q4_K", "Q6_K"])
@@ -152,7 +152,7 @@ def test_cuda_graph_replay(ik_cuda, fmt):
     out.fill_(POISON)
     g.replay()
     torch.cuda.synchronize()
-    assert_close(out, x.double().cpu() @ w.T, torch.bfloat16)
+    assert_close_dot(out, x, w, torch.bfloat16)
 
 
 @pytest.mark.parametrize("fmt", ["Q4_K", "Q6_K"])

@@ -15,7 +15,7 @@ import warnings
 import pytest
 import torch
 
-from reference import KQUANT_BYTES as SIZE, POISON, assert_close, random_kquant
+from reference import KQUANT_BYTES as SIZE, POISON, assert_close_dot, random_kquant
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 FMTS = ["Q4_K", "Q6_K"]
@@ -112,7 +112,7 @@ def test_gemv_tiled_equals_rows(ik, device, fmt, dtype, m, n, k):
     assert tiled.shape == (m, n) and tiled.dtype == dtype
     torch.testing.assert_close(tiled, rows, rtol=0, atol=0)
     w = (ik.dequantize_q4_k if fmt == "Q4_K" else ik.dequantize_q6_k)(q.cpu()).double()
-    assert_close(tiled, x.double().cpu() @ w.T, dtype)
+    assert_close_dot(tiled, x, w, dtype)
 
 
 @pytest.mark.parametrize("fmt", FMTS)
@@ -174,7 +174,7 @@ def test_cuda_tiled_many_tiles(ik, fmt, dtype, m):
     x = torch.randn(m, k, device="cuda").to(dtype)
     w = (ik.dequantize_q4_k if fmt == "Q4_K" else ik.dequantize_q6_k)(q).double()
     got = run_op(ik, x, tile(ik, q.cuda(), fmt), n, fmt)
-    assert_close(got, x.double().cpu() @ w.T, dtype)
+    assert_close_dot(got, x, w, dtype)
     torch.testing.assert_close(got, run_op(ik, x, q.cuda(), n, fmt), rtol=0, atol=0)
 
 
@@ -196,7 +196,7 @@ def test_cuda_tiled_strided_x(ik, dtype):
         got = run_op(ik, x, qt, n)
         try:
             torch.testing.assert_close(got, run_op(ik, x, q, n), rtol=0, atol=0)
-            assert_close(got, x.double().cpu() @ w.T, dtype)
+            assert_close_dot(got, x, w, dtype)
         except AssertionError as e:
             raise AssertionError(f"{name}: {e}") from None
 
