@@ -121,6 +121,7 @@
 #           at M = 1: 14336 x 4096 fp16 and bf16 x, 4096 x 14336 fp16
 #   s20b-c: EXPERIMENTS, modes on branch q4k-m1: m = 1 kernels (M1), the XS loop's copies
 #           from moving pointers, the stage read a chunk at a time, more warps a tile at m = 1
+#   s20e  : EXPERIMENT, mode on branch q4k-s4: the m = 1 fp16 XS loop at 3 and 4 stages
 #   s20d  : every test on the GPU at the final code (M1 kernels); the k-quant sanitizers; the
 #           quick Q4_K/Q6_K benchmarks, fp16 and bf16, with cuBLAS; Nsight Compute source
 #           page of the m = 1 fp16 kernel at 14336 x 4096
