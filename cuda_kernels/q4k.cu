@@ -730,7 +730,7 @@ __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* ta
 // MINB: blocks per SM asked of ptxas; U: Q4_K chunks unrolled; TL: the tiled layout
 // (p.tiled); M1: m = 1 only, the fragments' second activation column (never stored) is
 // not summed: a quarter fewer instructions a block in the XS loop, 7% faster at 14336 x
-// 4096 with fp16 x, 2-3% with bf16 (BENCHMARKS.md, twentieth session). The direct
+// 4096 with fp16 x, 2-5% with bf16 (BENCHMARKS.md, twentieth session). The direct
 // loop's M1 kernels spill (ptxas 13.0), so m = 1 takes M1 in the XS and x-ahead loops.
 template <typename T, KQuant F, int MINB, int S, int U, bool TL = false, bool XS = false, bool M1 = false>
 __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const KQuantGemvParams p) {
