@@ -379,27 +379,34 @@ __device__ __forceinline__ void q4k_issue(const Lane& l, uint8_t* stage) {
     if (i < 4 || first == 0) cp_async16(dst + 16 * i, src + 16 * i);
 }
 
-// A block's bytes as q4k_block reads them, from registers or from a stage: the head of
-// row lane / 2, and qs bytes 32c + 8t .. + 7 of rows g (h = 0) and g + 8 (h = 1).
-__device__ __forceinline__ uint4 q4k_head(const Lane&, const Q4KRaw& r) { return r.head; }
-__device__ __forceinline__ uint4 q4k_head(const Lane& l, const uint8_t* stage) {
-  return *reinterpret_cast<const uint4*>(stage + (l.lane >> 1) * kStageRow);
-}
-__device__ __forceinline__ uint2 q4k_qs(const Lane&, const Q4KRaw& r, int h, int c) {
-  return h ? r.wh[c] : r.wg[c];
-}
-__device__ __forceinline__ uint2 q4k_qs(const Lane& l, const uint8_t* stage, int h, int c) {
-  return *reinterpret_cast<const uint2*>(stage + (l.g + 8 * h) * kStageRow + 16 + 8 * l.t + 32 * c);
-}
-
 // A tiled block in its stage (XS), read a chunk at a time: the lane's 16 bytes of chunk
 // c at at + 512 c, its row's head at head. Fewer registers live than the whole block.
 struct TiledStage {
   const uint8_t* at;
   const uint8_t* head;
 };
+
+// A block's bytes as q4k_block reads them, from registers, a stage of ggml's rows or a
+// tiled stage: the head of row lane / 2, and chunk c's qs bytes 32c + 8t .. + 7 of rows
+// g and g + 8.
+struct Q4KQs {
+  uint2 g, h;
+};
+__device__ __forceinline__ uint4 q4k_head(const Lane&, const Q4KRaw& r) { return r.head; }
+__device__ __forceinline__ uint4 q4k_head(const Lane& l, const uint8_t* stage) {
+  return *reinterpret_cast<const uint4*>(stage + (l.lane >> 1) * kStageRow);
+}
 __device__ __forceinline__ uint4 q4k_head(const Lane&, const TiledStage& s) {
   return *reinterpret_cast<const uint4*>(s.head);
+}
+__device__ __forceinline__ Q4KQs q4k_qs(const Lane&, const Q4KRaw& r, int c) { return {r.wg[c], r.wh[c]}; }
+__device__ __forceinline__ Q4KQs q4k_qs(const Lane& l, const uint8_t* stage, int c) {
+  const uint8_t* p = stage + l.g * kStageRow + 16 + 8 * l.t + 32 * c;
+  return {*reinterpret_cast<const uint2*>(p), *reinterpret_cast<const uint2*>(p + 8 * kStageRow)};
+}
+__device__ __forceinline__ Q4KQs q4k_qs(const Lane&, const TiledStage& s, int c) {
+  const uint4 w = *reinterpret_cast<const uint4*>(s.at + 512 * c);  // one 16-byte read
+  return {make_uint2(w.x, w.y), make_uint2(w.z, w.w)};
 }
 
 // Lane pair half h = lane % 2 of row lane / 2: ds and dc = offset ds + dm of sub-blocks
@@ -481,14 +488,8 @@ __device__ __forceinline__ void q4k_block(const Lane& l, const Src& src, const f
                                           const X& x, float (&acc)[4]) {
 #pragma unroll U
   for (int c = 0; c < 4; ++c) {
-    if constexpr (std::is_same_v<Src, TiledStage>) {
-      const uint4 w = *reinterpret_cast<const uint4*>(src.at + 512 * c);
-      q4k_chunk<T, M1>(l, make_uint2(w.x, w.y), make_uint2(w.z, w.w), load_x<T, 8>(x + 64 * c),
-                       load_x<T, 8>(x + 64 * c + 32), table, c, acc);
-    } else {
-      q4k_chunk<T, M1>(l, q4k_qs(l, src, 0, c), q4k_qs(l, src, 1, c), load_x<T, 8>(x + 64 * c),
-                       load_x<T, 8>(x + 64 * c + 32), table, c, acc);
-    }
+    const Q4KQs w = q4k_qs(l, src, c);
+    q4k_chunk<T, M1>(l, w.g, w.h, load_x<T, 8>(x + 64 * c), load_x<T, 8>(x + 64 * c + 32), table, c, acc);
   }
 }
 

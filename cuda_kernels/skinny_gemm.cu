@@ -550,9 +550,9 @@ __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyG
   // 256 NT bytes apart: 8-way bank conflicts). Copied by cp.async, which holds no
   // registers: when the copy went through registers, its stores waited on the scoreboard
   // ptxas gives every global load, the weights' included, so the copy's latency came
-  // after the weights' instead of beside it (s17a). At M <= 8 the weights' loads go out first, above that the copy's (s17c,
-  // against the other order: up to 6% faster at M <= 8 and up to 14% above, with one
-  // point of each 0.5-1% behind).
+  // after the weights' instead of beside it (s17a). At M <= 8 the weights' loads go out
+  // first, above that the copy's (s17c, against the other order: up to 6% faster at
+  // M <= 8 and up to 14% above, with one point of each 0.5-1% behind).
   constexpr bool kCopyFirst = NH > 1;
   const uint32_t xsa = smem_addr(xs);
   if constexpr (!kCopyFirst) load_weights();

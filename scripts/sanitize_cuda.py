@@ -93,10 +93,9 @@ def kquant_gemvs(ik, dev):
     """q4k_gemv / q6k_gemv at odd sizes: N = 1, 37 (8 warps split 17 blocks), 2051 and
     8195 and 17011 (partial last 16-row tiles; 17011 x 1280: more tiles than one wave holds,
     Q4_K's staged loop over 5 blocks), K of 1 block and 17 (Q6_K rows alternately 4-aligned
-    and 2 mod 4), a Q6_K view starting 2 bytes into a word, a misaligned (copied) x, a strided
-    fp16 x on tiled Q4_K, M from
-    1 to 8, every dtype; each also in the tiled layout. Random bytes with finite fp16
-    factors. Returns the launch count."""
+    and 2 mod 4), a Q6_K view starting 2 bytes into a word, a misaligned (copied) x, a
+    strided fp16 x on tiled Q4_K, M from 1 to 8, every dtype; each also in the tiled
+    layout. Random bytes with finite fp16 factors. Returns the launch count."""
     count = 0
     for fmt, size, op in (("Q4_K", 144, ik.ops.q4k_gemv), ("Q6_K", 210, ik.ops.q6k_gemv)):
         for n, k in [(1, 256), (37, 4352), (2051, 256), (8195, 256), (17011, 1280)]:
