@@ -1,0 +1,151 @@
+"""One decode layer of a Q4_K Llama-3-8B (M = 1) as the chain of kernels it launches, and
+where its time goes.
+
+bench_q4k.py times each gemv against copies of itself. Here the seven gemvs run in a
+layer's order with the kernels a layer has between them:
+
+    residual copy, rms_norm, q, k, v, (attention: a torch multiply stands in), o,
+    fused_add_rms_norm, gate, up, silu_and_mul, down
+
+and the chain is timed whole, its gemvs alone (the same seven, in order) and the rest
+alone. Every gemv reads our tiled Q4_K (tile_q4k; ggml's rows on the CPU); the layer's weights rotate over copies
+(> 200 MB in all), as in bench_q4k.py; harness.time_us (CUDA-graph replays). The floor
+is the layer's quantised weight bytes at the measured copy bandwidth (the activations,
+< 0.2 MB, are left out). Each gemv's output of one eager run is checked against an fp64
+product of its own input and the dequantised weight first.
+
+    python benchmarks/bench_q4k_layer.py            # on the GPU; --dtype fp16
+    python benchmarks/bench_q4k_layer.py --cpu-smoke
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402
+from bench_q4k import BLOCK_BYTES, DTYPES, HIDDEN, KV, MLP, random_q  # noqa: E402
+
+GEMVS = ("q", "k", "v", "o", "gate", "up", "down")
+
+
+def shapes(hidden, kv, mlp):
+    return {"q": (hidden, hidden), "k": (kv, hidden), "v": (kv, hidden), "o": (hidden, hidden),
+            "gate": (mlp, hidden), "up": (mlp, hidden), "down": (hidden, mlp)}
+
+
+def main(argv=None) -> int:
+    p = harness.bench_parser(__doc__, "bench_q4k_layer")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16", help="activations (default bf16)")
+    args = p.parse_args(argv)
+    dev = harness.bench_device(args.cpu_smoke, "bench_q4k_layer")
+    if dev is None:
+        return 0
+    ik = harness.load_kernel()
+    dtype = DTYPES[args.dtype]
+    hidden, kv, mlp = (HIDDEN, KV, MLP) if dev == "cuda" else (512, 256, 1024)
+    shp = shapes(hidden, kv, mlp)
+    torch.manual_seed(0)
+    bw = harness.copy_bandwidth(device=dev)
+    layer_bytes = sum(n * k // 256 * BLOCK_BYTES["Q4_K"] for n, k in shp.values())
+    copies = max(2, harness.rotations_for(layer_bytes))
+    tile = ik.tile_q4k if dev == "cuda" else (lambda q: q)  # the CPU kernel reads rows
+    rows0 = {name: random_q(n, k, "Q4_K", dev) for name, (n, k) in shp.items()}
+    layers = [{name: tile(q) for name, q in rows0.items()}]
+    layers += [{name: tile(random_q(n, k, "Q4_K", dev)) for name, (n, k) in shp.items()}
+               for _ in range(copies - 1)]
+    # Small norm weights keep the chain's values finite (the random blocks have a mean).
+    w1 = (torch.rand(hidden, device=dev) * 1e-2).to(dtype)
+    w2 = (torch.rand(hidden, device=dev) * 1e-2).to(dtype)
+    res0 = torch.randn(1, hidden, device=dev).to(dtype)
+    res, h, a = (torch.empty(1, hidden, device=dev, dtype=dtype) for _ in range(3))
+    gu = torch.empty(1, 2 * mlp, device=dev, dtype=dtype)
+    s = torch.empty(1, mlp, device=dev, dtype=dtype)
+    out = {name: torch.empty(1, shp[name][0], device=dev, dtype=dtype) for name in ("q", "k", "v", "o", "down")}
+    out["gate"], out["up"] = gu[:, :mlp], gu[:, mlp:]
+    inp = {"q": h, "k": h, "v": h, "o": a, "gate": out["o"], "up": out["o"], "down": s}
+    gemv = ik.ops.q4k_gemv
+
+    def gemvs(w, names):
+        for name in names:
+            gemv(out[name], inp[name], w[name])
+
+    def glue(step):
+        if step == 0:
+            res.copy_(res0)
+            ik.rms_norm(res, w1, 1e-5, out=h)
+        elif step == 1:
+            torch.mul(out["q"], 0.5, out=a)
+        elif step == 2:
+            ik.fused_add_rms_norm(out["o"], res, w2, 1e-5)
+        else:
+            ik.silu_and_mul(gu, out=s)
+
+    def layer(i):
+        w = layers[i % copies]
+        glue(0)
+        gemvs(w, ("q", "k", "v"))
+        glue(1)
+        gemvs(w, ("o",))
+        glue(2)
+        gemvs(w, ("gate", "up"))
+        glue(3)
+        gemvs(w, ("down",))
+
+    log = {"errors": [], "notes": []}
+    # One eager layer on copy 0, every gemv checked on the inputs it was given.
+    for t in (*out.values(), h, a, s):
+        t.fill_(float("nan"))
+    inputs, outputs = {}, {}  # o is normalised in place later: keep copies
+    w = layers[0]
+    glue(0)
+    for name in GEMVS:
+        if name == "o":
+            glue(1)
+        if name == "gate":
+            glue(2)
+        if name == "down":
+            glue(3)
+        inputs[name] = inp[name].clone()
+        gemv(out[name], inp[name], w[name])
+        outputs[name] = out[name].clone()
+    errs = {}
+    for name in GEMVS:
+        ref = inputs[name].double() @ ik.quant.dequantize(rows0[name], "Q4_K").double().T
+        errs[name] = harness.rel_err(outputs[name], ref)
+        if not errs[name] < 2e-2:
+            log["errors"].append(f"{name}: relative error {errs[name]:.2e} against fp64")
+    print("gemv errors against fp64: " + "  ".join(f"{k} {v:.1e}" for k, v in errs.items()))
+
+    parts = {
+        "layer": layer,
+        "gemvs only": lambda i: gemvs(layers[i % copies], GEMVS),
+        "the rest only": lambda i: [glue(st) for st in range(4)],
+    }
+    floor_us = layer_bytes / bw * 1e6
+    times = {name: harness.measure(f"layer: {name}", f, copies, dev, log) for name, f in parts.items()}
+    md = harness.out_dir() / f"{args.name}.md"
+    md.write_text(f"# {args.name}\n\nCopy bandwidth {bw / 1e12:.3f} TB/s; x {args.dtype}; one Q4_K "
+                  f"layer ({hidden}, {kv}, {mlp}) at M = 1, tiled, {layer_bytes / 1e6:.1f} MB of weights, "
+                  f"{copies} copies; medians of CUDA-graph replays.\n")
+    body = [[name, t.us if t else None, floor_us if name != "the rest only" else None,
+             f"{100 * floor_us / t.us:.0f}%" if t and name != "the rest only" else None]
+            for name, t in times.items()]
+    harness.print_table(["what", "us", "weight floor us", "% floor"], body,
+                        f"Q4_K decode layer, M = 1, x {args.dtype}", md)
+    (harness.out_dir() / f"{args.name}.json").write_text(json.dumps(
+        {"copy_bw": bw, "device": torch.cuda.get_device_name() if dev == "cuda" else "cpu",
+         "dtype": args.dtype, "shapes": shp, "layer_bytes": layer_bytes, "copies": copies,
+         "rel_err": errs, "us": {k: (t.us if t else None) for k, t in times.items()},
+         "floor_us": floor_us, **log}, indent=1))
+    for e in log["errors"]:
+        print("error:", e)
+    return 1 if log["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
