@@ -117,6 +117,11 @@
 #   s17i  : convert 4 by default at M 2-8 up to 64 MiB with K <= 8192 (one group): the skinny
 #           GEMM tests; the default beside convert 1 and convert 4 with one and two groups at
 #           four weights of 40-56 MiB, M 1/2/4/8 (bench_skinny_gemm.py --tune)
+#   s21a-c: EXPERIMENTS, modes on branches q4k-pdl-land (s21a: programmatic dependent
+#           launch), q4k-pdl-modes (s21c: its trigger and wait placements, the decode layer
+#           chain with each) and q4k-swap (s21b: the swapped tiled word order beside main's
+#           tree, and bench_q4k_layer.py in both)
+#   q4k_layer: the Q4_K decode layer as a chain of kernels (bench_q4k_layer.py), bf16 and fp16
 #   s20a  : Nsight Compute source pages (stalls per SASS instruction) of the tiled Q4_K gemv
 #           at M = 1: 14336 x 4096 fp16 and bf16 x, 4096 x 14336 fp16
 #   s20b-c: EXPERIMENTS, modes on branch q4k-m1: m = 1 kernels (M1), the XS loop's copies
@@ -900,6 +905,11 @@ case "$MODE" in
           tests_gpu ;;
   probe_silu_src) probe_silu_src ;;
   s20a)   profile_q4k_tiled ;;
+  q4k_layer) for dt in bf16 fp16; do
+            step "decode layer, $dt"
+            timeout 120 python3 benchmarks/bench_q4k_layer.py --dtype $dt --name bench_q4k_layer_$dt 2>&1 | tail -7
+            [ "${PIPESTATUS[0]}" = 0 ] || status=1
+          done ;;
   s20d)   tests; pack; sanitizers_q4k; pack
           bench_q4k --quick --dtype fp16 --name bench_q4k_fp16_s20d; pack
           bench_q4k --quick --name bench_q4k_bf16_s20d; pack
