@@ -8,11 +8,14 @@ layer's order with the kernels a layer has between them:
     fused_add_rms_norm, gate, up, silu_and_mul, down
 
 and the chain is timed whole, its gemvs alone (the same seven, in order) and the rest
-alone. Every gemv reads our tiled Q4_K (tile_q4k; ggml's rows on the CPU); the layer's weights rotate over copies
-(> 200 MB in all), as in bench_q4k.py; harness.time_us (CUDA-graph replays). The floor
-is the layer's quantised weight bytes at the measured copy bandwidth (the activations,
-< 0.2 MB, are left out). Each gemv's output of one eager run is checked against an fp64
-product of its own input and the dequantised weight first.
+alone; then the same with fused projections, as vLLM stores them: q, k and v one weight
+(6144 rows), gate and up another (28672), so four gemvs where there were seven (the
+concatenated weights' bytes are the same). Every gemv reads our tiled Q4_K (tile_q4k;
+ggml's rows on the CPU); the layer's weights rotate over copies (> 200 MB in all), as in
+bench_q4k.py; harness.time_us (CUDA-graph replays). The floor is the layer's quantised
+weight bytes at the measured copy bandwidth (the activations, < 0.2 MB, are left out).
+Each gemv's output of one eager run of each form is checked against an fp64 product of
+its own input and the dequantised weight first.
 
     python benchmarks/bench_q4k_layer.py            # on the GPU; --dtype fp16
     python benchmarks/bench_q4k_layer.py --cpu-smoke
@@ -30,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
 from bench_q4k import BLOCK_BYTES, DTYPES, HIDDEN, KV, MLP, random_q  # noqa: E402
 
-GEMVS = ("q", "k", "v", "o", "gate", "up", "down")
+FUSED = {"qkv": ("q", "k", "v"), "gate_up": ("gate", "up")}
 
 
 def shapes(hidden, kv, mlp):
@@ -58,16 +61,26 @@ def main(argv=None) -> int:
     layers = [{name: tile(q) for name, q in rows0.items()}]
     layers += [{name: tile(random_q(n, k, "Q4_K", dev)) for name, (n, k) in shp.items()}
                for _ in range(copies - 1)]
+    # The fused projections: q, k, v one weight, gate and up another (N a multiple of the
+    # tile's 16 rows, so tiles and rows both concatenate along dim 0).
+    for w in layers:
+        for name, parts in FUSED.items():
+            w[name] = torch.cat([w[p] for p in parts])
+    rows0.update({name: torch.cat([rows0[p] for p in parts]) for name, parts in FUSED.items()})
     # Small norm weights keep the chain's values finite (the random blocks have a mean).
     w1 = (torch.rand(hidden, device=dev) * 1e-2).to(dtype)
     w2 = (torch.rand(hidden, device=dev) * 1e-2).to(dtype)
     res0 = torch.randn(1, hidden, device=dev).to(dtype)
     res, h, a = (torch.empty(1, hidden, device=dev, dtype=dtype) for _ in range(3))
+    qkv = torch.empty(1, hidden + 2 * kv, device=dev, dtype=dtype)
     gu = torch.empty(1, 2 * mlp, device=dev, dtype=dtype)
     s = torch.empty(1, mlp, device=dev, dtype=dtype)
-    out = {name: torch.empty(1, shp[name][0], device=dev, dtype=dtype) for name in ("q", "k", "v", "o", "down")}
-    out["gate"], out["up"] = gu[:, :mlp], gu[:, mlp:]
-    inp = {"q": h, "k": h, "v": h, "o": a, "gate": out["o"], "up": out["o"], "down": s}
+    # One set of outputs for both forms: the separate gemvs write views of the fused ones'.
+    out = {"q": qkv[:, :hidden], "k": qkv[:, hidden:hidden + kv], "v": qkv[:, hidden + kv:], "qkv": qkv,
+           "o": torch.empty(1, hidden, device=dev, dtype=dtype), "gate": gu[:, :mlp], "up": gu[:, mlp:],
+           "gate_up": gu, "down": torch.empty(1, hidden, device=dev, dtype=dtype)}
+    inp = {"q": h, "k": h, "v": h, "qkv": h, "o": a, "gate": out["o"], "up": out["o"], "gate_up": out["o"],
+           "down": s}
     gemv = ik.ops.q4k_gemv
 
     def gemvs(w, names):
@@ -85,45 +98,44 @@ def main(argv=None) -> int:
         else:
             ik.silu_and_mul(gu, out=s)
 
-    def layer(i):
-        w = layers[i % copies]
-        glue(0)
-        gemvs(w, ("q", "k", "v"))
-        glue(1)
-        gemvs(w, ("o",))
-        glue(2)
-        gemvs(w, ("gate", "up"))
-        glue(3)
-        gemvs(w, ("down",))
+    def layer_with(order):  # order: the gemvs, the glue step before each (or None)
+        def run(i):
+            w = layers[i % copies]
+            for before, name in order:
+                if before is not None:
+                    glue(before)
+                gemvs(w, (name,))
+        return run
+
+    separate = [(0, "q"), (None, "k"), (None, "v"), (1, "o"), (2, "gate"), (None, "up"), (3, "down")]
+    fused = [(0, "qkv"), (1, "o"), (2, "gate_up"), (3, "down")]
 
     log = {"errors": [], "notes": []}
-    # One eager layer on copy 0, every gemv checked on the inputs it was given.
-    for t in (*out.values(), h, a, s):
-        t.fill_(float("nan"))
-    inputs, outputs = {}, {}  # o is normalised in place later: keep copies
-    w = layers[0]
-    glue(0)
-    for name in GEMVS:
-        if name == "o":
-            glue(1)
-        if name == "gate":
-            glue(2)
-        if name == "down":
-            glue(3)
-        inputs[name] = inp[name].clone()
-        gemv(out[name], inp[name], w[name])
-        outputs[name] = out[name].clone()
+    # One eager layer of each form on copy 0, every gemv checked on the inputs it was given.
     errs = {}
-    for name in GEMVS:
-        ref = inputs[name].double() @ ik.quant.dequantize(rows0[name], "Q4_K").double().T
-        errs[name] = harness.rel_err(outputs[name], ref)
-        if not errs[name] < 2e-2:
-            log["errors"].append(f"{name}: relative error {errs[name]:.2e} against fp64")
+    for order in (separate, fused):
+        for t in (qkv, gu, out["o"], out["down"], h, a, s):
+            t.fill_(float("nan"))
+        inputs, outputs = {}, {}  # o is normalised in place later: keep copies
+        for before, name in order:
+            if before is not None:
+                glue(before)
+            inputs[name] = inp[name].clone()
+            gemvs(layers[0], (name,))
+            outputs[name] = out[name].clone()
+        for _, name in order:
+            ref = inputs[name].double() @ ik.quant.dequantize(rows0[name], "Q4_K").double().T
+            key = name if order is separate else f"fused {name}"
+            errs[key] = harness.rel_err(outputs[name], ref)
+            if not errs[key] < 2e-2:
+                log["errors"].append(f"{key}: relative error {errs[key]:.2e} against fp64")
     print("gemv errors against fp64: " + "  ".join(f"{k} {v:.1e}" for k, v in errs.items()))
 
     parts = {
-        "layer": layer,
-        "gemvs only": lambda i: gemvs(layers[i % copies], GEMVS),
+        "layer": layer_with(separate),
+        "layer, fused projections": layer_with(fused),
+        "gemvs only": lambda i: gemvs(layers[i % copies], [name for _, name in separate]),
+        "fused gemvs only": lambda i: gemvs(layers[i % copies], [name for _, name in fused]),
         "the rest only": lambda i: [glue(st) for st in range(4)],
     }
     floor_us = layer_bytes / bw * 1e6

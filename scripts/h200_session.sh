@@ -121,7 +121,8 @@
 #           launch), q4k-pdl-modes (s21c: its trigger and wait placements, the decode layer
 #           chain with each) and q4k-swap (s21b: the swapped tiled word order beside main's
 #           tree, and bench_q4k_layer.py in both)
-#   q4k_layer: the Q4_K decode layer as a chain of kernels (bench_q4k_layer.py), bf16 and fp16
+#   q4k_layer: the Q4_K decode layer as a chain of kernels, with separate and with fused
+#           projections (bench_q4k_layer.py), bf16 and fp16, twice
 #   s20a  : Nsight Compute source pages (stalls per SASS instruction) of the tiled Q4_K gemv
 #           at M = 1: 14336 x 4096 fp16 and bf16 x, 4096 x 14336 fp16
 #   s20b-c: EXPERIMENTS, modes on branch q4k-m1: m = 1 kernels (M1), the XS loop's copies
@@ -905,10 +906,12 @@ case "$MODE" in
           tests_gpu ;;
   probe_silu_src) probe_silu_src ;;
   s20a)   profile_q4k_tiled ;;
-  q4k_layer) for dt in bf16 fp16; do
-            step "decode layer, $dt"
-            timeout 120 python3 benchmarks/bench_q4k_layer.py --dtype $dt --name bench_q4k_layer_$dt 2>&1 | tail -7
-            [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  q4k_layer) for run in a b; do
+            for dt in bf16 fp16; do
+              step "decode layer, $dt, run $run"
+              timeout 120 python3 benchmarks/bench_q4k_layer.py --dtype $dt --name bench_q4k_layer_$dt$run 2>&1 | tail -10
+              [ "${PIPESTATUS[0]}" = 0 ] || status=1
+            done
           done ;;
   s20d)   tests; pack; sanitizers_q4k; pack
           bench_q4k --quick --dtype fp16 --name bench_q4k_fp16_s20d; pack
