@@ -121,6 +121,7 @@
 #           launch), q4k-pdl-modes (s21c: its trigger and wait placements, the decode layer
 #           chain with each) and q4k-swap (s21b: the swapped tiled word order beside main's
 #           tree, and bench_q4k_layer.py in both)
+#   q4k_tests: the k-quant tests (CUDA gemv, tiled layouts)
 #   q4k_layer: the Q4_K decode layer as a chain of kernels, with separate and with fused
 #           projections (bench_q4k_layer.py), bf16 and fp16, twice
 #   s20a  : Nsight Compute source pages (stalls per SASS instruction) of the tiled Q4_K gemv
@@ -906,6 +907,7 @@ case "$MODE" in
           tests_gpu ;;
   probe_silu_src) probe_silu_src ;;
   s20a)   profile_q4k_tiled ;;
+  q4k_tests) tests_q4k ;;
   q4k_layer) for run in a b; do
             for dt in bf16 fp16; do
               step "decode layer, $dt, run $run"

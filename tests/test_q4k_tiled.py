@@ -100,6 +100,21 @@ def test_round_trip(ik, device, fmt, n):
 
 
 @pytest.mark.parametrize("fmt", FMTS)
+def test_tiles_concatenate(ik, device, fmt):
+    # A fused projection (q, k, v as one weight, as bench_q4k_layer.py times it): tiles of
+    # weights whose rows are a multiple of 16 concatenate along dim 0 into the tiles of
+    # the stacked rows, and one gemv over them equals the rows' gemv, bit for bit.
+    parts = [random_q(n, 512, fmt).to(device) for n in (32, 16, 48)]
+    fused = torch.cat([tile(ik, q, fmt) for q in parts])
+    rows = torch.cat(parts)
+    assert torch.equal(fused, tile(ik, rows, fmt))
+    x = torch.randn(2, 512, device=device).to(torch.float16)
+    with tiled_calls(device):
+        y = gemv(ik, fmt)(x, fused, rows.shape[0])
+    torch.testing.assert_close(y, gemv(ik, fmt)(x, rows), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("fmt", FMTS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("m", [1, 3, 8])
 @pytest.mark.parametrize("n,k", [(1, 256), (17, 512), (129, 1280)])
