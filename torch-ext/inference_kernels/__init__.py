@@ -231,7 +231,9 @@ def tile_q4k(q: torch.Tensor) -> torch.Tensor:
     """Q4_K rows [N, K / 256 * 144] -> the tiled layout [ceil(N / 16), K / 256, 2304] that
     :func:`q4k_gemv` reads fastest on CUDA (the same blocks regrouped: a tile of 16 rows'
     blocks of one super-block together; common/ggml_blocks.h has the byte map). Do it once,
-    when the weight is loaded; .gguf files keep the rows (:func:`untile_q4k`)."""
+    when the weight is loaded; .gguf files keep the rows (:func:`untile_q4k`). Weights of a
+    multiple of 16 rows concatenate tiled as they do as rows (``torch.cat`` on dim 0): a
+    fused projection, such as q, k and v in one gemv."""
     return gguf_blocks.tile(q, "Q4_K")
 
 
