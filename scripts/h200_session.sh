@@ -122,6 +122,7 @@
 #           chain with each) and q4k-swap (s21b: the swapped tiled word order beside main's
 #           tree, and bench_q4k_layer.py in both)
 #   q4k_tests: the k-quant tests (CUDA gemv, tiled layouts)
+#   q4k_m1to8: the Q4_K gemv benchmark at every M from 1 to 8, fp16 and bf16, with cuBLAS
 #   q4k_layer: the Q4_K decode layer as a chain of kernels, with separate and with fused
 #           projections (bench_q4k_layer.py), bf16 and fp16, twice
 #   s20a  : Nsight Compute source pages (stalls per SASS instruction) of the tiled Q4_K gemv
@@ -908,6 +909,8 @@ case "$MODE" in
   probe_silu_src) probe_silu_src ;;
   s20a)   profile_q4k_tiled ;;
   q4k_tests) tests_q4k ;;
+  q4k_m1to8) bench_q4k --formats Q4_K --dtype fp16 --name bench_q4k_fp16_m1to8; pack
+          bench_q4k --formats Q4_K --name bench_q4k_bf16_m1to8 ;;
   q4k_layer) for run in a b; do
             for dt in bf16 fp16; do
               step "decode layer, $dt, run $run"
