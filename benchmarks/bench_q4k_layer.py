@@ -143,8 +143,9 @@ def main(argv=None) -> int:
     times = {name: harness.measure(f"layer: {name}", f, copies, dev, log) for name, f in parts.items()}
     md = harness.out_dir() / f"{args.name}.md"
     md.write_text(f"# {args.name}\n\nCopy bandwidth {bw / 1e12:.3f} TB/s; x {args.dtype}; one Q4_K "
-                  f"layer ({hidden}, {kv}, {mlp}) at M = 1, tiled, {layer_bytes / 1e6:.1f} MB of weights, "
-                  f"{copies} copies; medians of CUDA-graph replays.\n")
+                  f"layer ({hidden}, {kv}, {mlp}) at M = 1, {'tiled' if dev == 'cuda' else 'rows'}, "
+                  f"{layer_bytes / 1e6:.1f} MB of weights, "
+                  f"{copies} copies; medians of {'CUDA-graph replays' if dev == 'cuda' else 'CPU wall clock'}.\n")
     body = [[name, t.us if t else None, floor_us if name != "the rest only" else None,
              f"{100 * floor_us / t.us:.0f}%" if t and name != "the rest only" else None]
             for name, t in times.items()]
