@@ -124,7 +124,7 @@
 #   q4k_tests: the k-quant tests (CUDA gemv, tiled layouts)
 #   q4k_m1to8: the Q4_K gemv benchmark at every M from 1 to 8, fp16 and bf16, with cuBLAS
 #   q4k_layer: the Q4_K decode layer as a chain of kernels, with separate and with fused
-#           projections (bench_q4k_layer.py), bf16 and fp16, twice
+#           projections (bench_q4k_layer.py), bf16 and fp16, twice (q4k_layer_once: once)
 #   s20a  : Nsight Compute source pages (stalls per SASS instruction) of the tiled Q4_K gemv
 #           at M = 1: 14336 x 4096 fp16 and bf16 x, 4096 x 14336 fp16
 #   s20b-c: EXPERIMENTS, modes on branch q4k-m1: m = 1 kernels (M1), the XS loop's copies
@@ -911,6 +911,11 @@ case "$MODE" in
   q4k_tests) tests_q4k ;;
   q4k_m1to8) bench_q4k --formats Q4_K --dtype fp16 --name bench_q4k_fp16_m1to8; pack
           bench_q4k --formats Q4_K --name bench_q4k_bf16_m1to8 ;;
+  q4k_layer_once) for dt in bf16 fp16; do
+            step "decode layer, $dt"
+            timeout 120 python3 benchmarks/bench_q4k_layer.py --dtype $dt --name bench_q4k_layer_$dt 2>&1 | tail -14
+            [ "${PIPESTATUS[0]}" = 0 ] || status=1
+          done ;;
   q4k_layer) for run in a b; do
             for dt in bf16 fp16; do
               step "decode layer, $dt, run $run"
