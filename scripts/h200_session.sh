@@ -528,7 +528,7 @@ tp_decode() {
 }
 tests_q4k() {
   step "k-quant tests (CUDA gemv; test_q4k.py needs the gguf wheel, else it skips)"
-  python3 -m pytest tests/test_q4k_cuda.py tests/test_q4k_tiled.py tests/test_q4k.py -q -rfEs -p no:cacheprovider 2>&1 | tee "$OUT/pytest_q4k.log" | tail -12
+  python3 -m pytest tests/test_q4k_cuda.py tests/test_q4k_tiled.py tests/test_q4k_fuse.py tests/test_q4k.py -q -rfEs -p no:cacheprovider 2>&1 | tee "$OUT/pytest_q4k.log" | tail -12
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 }
 bench_q4k() { step "Q4_K/Q6_K gemv benchmark $*"; timeout 240 python3 benchmarks/bench_q4k.py "$@" 2>&1 | tee -a "$OUT/bench_q4k.log" | tail -60; }

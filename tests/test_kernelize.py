@@ -7,13 +7,15 @@ import torch
 from conftest import ROOT
 
 
-def tiny_llama(device, dtype):
+def tiny_llama(device, dtype=torch.float32, *, intermediate=688, layers=2, vocab=512, seed=0):
+    """A random-init Llama with hidden 256 (4 heads, 2 KV heads); seed None: the test's own."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(vocab_size=512, hidden_size=256, intermediate_size=688,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=128, rms_norm_eps=1e-5)
-    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=vocab, hidden_size=256, intermediate_size=intermediate,
+                         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=128, rms_norm_eps=1e-5, tie_word_embeddings=False)
+    if seed is not None:
+        torch.manual_seed(seed)
     return LlamaForCausalLM(config).to(device=device, dtype=dtype).eval()
 
 

@@ -17,6 +17,7 @@ import sys
 import pytest
 import torch
 
+import test_kernelize
 from conftest import ROOT
 from reference import assert_close, poisoned_like
 
@@ -373,11 +374,9 @@ def test_opcheck(ik, device, fmt):
 # ---- the model recipe
 
 def tiny_llama(device):
-    transformers = pytest.importorskip("transformers")
-    config = transformers.LlamaConfig(vocab_size=1024, hidden_size=256, intermediate_size=768,
-                                      num_hidden_layers=4, num_attention_heads=4,
-                                      num_key_value_heads=2, tie_word_embeddings=False)
-    return transformers.LlamaForCausalLM(config).to(device).eval()
+    """4 layers (Q4_K_M's Q6_K layers among them), every projection a multiple of 256 wide."""
+    pytest.importorskip("transformers")
+    return test_kernelize.tiny_llama(device, intermediate=768, layers=4, vocab=1024, seed=None)
 
 
 def expected_q4_k_m(name, n_layers):

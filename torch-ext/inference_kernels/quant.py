@@ -4,9 +4,11 @@
     report = quantize_model_q4_k_m(model, imatrix)      # nn.Linear -> Q4KLinear, in place
 """
 
+import itertools
 import re
 import warnings
-from typing import Dict, Iterable, Optional
+import weakref
+from typing import Dict, Iterable, List, Optional, Sequence
 
 import torch
 
@@ -87,15 +89,20 @@ class Q4KLinear(torch.nn.Module):
     """
 
     def __init__(self, qweight: torch.Tensor, fmt: str, in_features: int, out_features: int,
-                 bias: Optional[torch.Tensor] = None):
+                 bias: Optional[torch.Tensor] = None, tiled: bool = False):
         super().__init__()
         if fmt not in _OPS:
             raise ValueError(f"fmt must be one of {sorted(_OPS)}, got {fmt!r}")
-        if tuple(qweight.shape) != gguf_blocks.quantized_shape(out_features, in_features, fmt):
+        if tiled:
+            gguf_blocks.check_tiled(qweight, out_features, fmt)
+            if qweight.shape[1] * gguf_blocks.QK_K != in_features:
+                raise ValueError(f"tiled qweight of shape {tuple(qweight.shape)} holds "
+                                 f"{qweight.shape[1] * gguf_blocks.QK_K} columns, not {in_features}")
+        elif tuple(qweight.shape) != gguf_blocks.quantized_shape(out_features, in_features, fmt):
             raise ValueError(f"qweight has shape {tuple(qweight.shape)}, expected "
                              f"{gguf_blocks.quantized_shape(out_features, in_features, fmt)} for {fmt}")
         self.fmt = fmt
-        self.tiled = False
+        self.tiled = tiled
         self.in_features = in_features
         self.out_features = out_features
         self.register_buffer("qweight", qweight)
@@ -123,19 +130,132 @@ class Q4KLinear(torch.nn.Module):
         return dequantize(self.rows_qweight(), self.fmt, self.in_features)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.forward_rows(x, 0, self.out_features)
+
+    def forward_rows(self, x: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+        """The outputs ``start:stop`` alone, from those rows of the weight (a view; tiled,
+        both on tile boundaries)."""
+        q = self.qweight
+        if (start, stop) != (0, self.out_features):
+            tr = gguf_blocks.TILE_ROWS
+            if self.tiled and (start % tr or (stop % tr and stop != self.out_features)):
+                raise ValueError(f"rows {start}:{stop} of a tiled weight must start and end on "
+                                 f"its {tr}-row tiles")
+            q = q[start // tr:(stop + tr - 1) // tr] if self.tiled else q[start:stop]
         lead = x.shape[:-1]
         x2 = x.reshape(-1, self.in_features).contiguous()
         if 1 <= x2.shape[0] <= GEMV_MAX_ROWS:
-            y = gemv(x2, self.qweight, self.fmt, self.out_features)
+            y = gemv(x2, q, self.fmt, stop - start)
         else:
-            y = x2 @ self.dequantized_weight().to(x.dtype).T
+            w = gguf_blocks.untile(q, stop - start, self.fmt) if self.tiled else q
+            y = x2 @ dequantize(w, self.fmt, self.in_features).to(x.dtype).T
         if self.bias is not None:
-            y = y + self.bias.to(x.dtype)
-        return y.reshape(*lead, self.out_features)
+            y = y + self.bias[start:stop].to(x.dtype)
+        return y.reshape(*lead, stop - start)
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"fmt={self.fmt}, tiled={self.tiled}, bias={self.bias is not None}")
+
+
+class Q4KGroup:
+    """Linear layers that a model calls one after another on the same input, run as one
+    gemv over their stacked weights (``fused``, a Q4KLinear): transformers' attention
+    calls ``q_proj``, ``k_proj`` and ``v_proj`` on one hidden state, its MLP ``gate_proj``
+    and ``up_proj``. At decode sizes one launch over the stacked weight is much faster
+    than one each: q, k and v of Llama-3-8B take 7.3 us fused against 13.6 us apart
+    (H200, BENCHMARKS.md, twenty-first session). Each member (Q4KPart) asks for its
+    outputs; the first ask for an input runs ``fused`` for all members, and the others
+    take their columns of that output, each once, while the input is the same tensor at
+    the same version (an in-place write, a new tensor or a second ask runs it again).
+    Inference tensors keep no version, so under ``torch.inference_mode`` each member
+    runs its own rows of the weight instead (the same sums as the unfused layers)."""
+
+    def __init__(self, fused: "Q4KLinear", sizes: Sequence[int]):
+        if sum(sizes) != fused.out_features:
+            raise ValueError(f"the members' sizes {list(sizes)} do not add up to the "
+                             f"{fused.out_features} outputs of the fused layer")
+        self.fused = fused
+        self.bounds: List[int] = list(itertools.accumulate(sizes, initial=0))
+        self._clear()
+
+    def _clear(self) -> None:
+        self._x = None  # weakref to the input of the output held
+        self._version = -1
+        self._y: Optional[torch.Tensor] = None
+        self._waiting: set = set()  # members that have not taken their columns yet
+
+    def output(self, x: torch.Tensor, i: int) -> torch.Tensor:
+        start, stop = self.bounds[i], self.bounds[i + 1]
+        if x.is_inference():
+            return self.fused.forward_rows(x, start, stop)
+        held = (self._x is not None and self._x() is x and self._version == x._version
+                and i in self._waiting)
+        if not held:
+            self._y = self.fused(x)
+            self._x, self._version = weakref.ref(x), x._version
+            self._waiting = set(range(len(self.bounds) - 1))
+        y = self._y[..., start:stop]
+        self._waiting.discard(i)
+        if not self._waiting:
+            self._clear()
+        return y
+
+
+class Q4KPart(torch.nn.Module):
+    """Member ``index`` of a Q4KGroup, in the place of the linear layer it was: its
+    ``forward`` returns that layer's outputs. The weight lives in the group's fused
+    layer, registered beside it (``quantize_model_q4_k_m(..., fuse=True)``)."""
+
+    def __init__(self, group: Q4KGroup, index: int):
+        super().__init__()
+        self.group = group  # a plain object: the fused layer is registered once, by the parent
+        self.index = index
+        self.in_features = group.fused.in_features
+        self.out_features = group.bounds[index + 1] - group.bounds[index]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.group.output(x, self.index)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"outputs {self.group.bounds[self.index]}:{self.group.bounds[self.index + 1]} "
+                "of the fused layer")
+
+
+# The layers transformers' Llama-style blocks call one after another on one input.
+FUSE_GROUPS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
+
+
+def fuse_q4k(parent: torch.nn.Module, names: Sequence[str]) -> Optional[str]:
+    """Stack ``parent``'s Q4KLinear layers ``names`` into one (registered on ``parent`` as
+    their names joined, e.g. ``q_k_v_proj``) and put a Q4KPart in each one's place. Only
+    layers of one format, one input size, one layout, no bias or all, and a multiple of
+    16 outputs each are stacked; from ``names``, the longest leading run that qualifies
+    (Q4_K_M's Q6_K ``v_proj`` leaves ``q_proj`` and ``k_proj``). Returns the new layer's
+    name, or None when fewer than two qualify."""
+    layers = []
+    for name in names:
+        m = getattr(parent, name, None)
+        if not (isinstance(m, Q4KLinear) and m.out_features % gguf_blocks.TILE_ROWS == 0):
+            break
+        if layers and (m.fmt, m.in_features, m.tiled, m.bias is None) != (
+                layers[0].fmt, layers[0].in_features, layers[0].tiled, layers[0].bias is None):
+            break
+        layers.append(m)
+    if len(layers) < 2:
+        return None
+    first = layers[0]
+    bias = None if first.bias is None else torch.cat([m.bias for m in layers])
+    # Tiles of 16-row multiples stack as the rows do (tile_q4k).
+    fused = Q4KLinear(torch.cat([m.qweight for m in layers]), first.fmt, first.in_features,
+                      sum(m.out_features for m in layers), bias, tiled=first.tiled)
+    group = Q4KGroup(fused, [m.out_features for m in layers])
+    fused_name = "_".join(n[:-len("_proj")] if n.endswith("_proj") else n for n in names[:len(layers)]) + "_proj"
+    setattr(parent, fused_name, fused)
+    for i, name in enumerate(names[:len(layers)]):
+        setattr(parent, name, Q4KPart(group, i))
+    return fused_name
 
 
 @torch.no_grad()
@@ -192,11 +312,15 @@ def q4_k_m_format(name: str, n_layers: int) -> str:
 @torch.no_grad()
 def quantize_model_q4_k_m(model: torch.nn.Module,
                           imatrix: Optional[Dict[str, torch.Tensor]] = None,
-                          tile: bool = False) -> Dict[str, str]:
+                          tile: bool = False, fuse: bool = False) -> Dict[str, str]:
     """Replace the model's nn.Linear layers by Q4KLinear, in place, with llama.cpp's
     Q4_K_M policy (:func:`q4_k_m_format`). ``imatrix``: from :func:`collect_imatrix`.
     ``tile``: hold the layers' weights in the tiled layout (``Q4KLinear.tile_``), on the
-    device the weights are on; the CUDA gemv reads it faster.
+    device the weights are on; the CUDA gemv reads it faster. ``fuse``: stack the layers
+    a block calls on one input (:data:`FUSE_GROUPS`: q, k, v; gate, up) into one gemv
+    each (:func:`fuse_q4k`); the report then also names each stacked layer, e.g.
+    ``"...self_attn.q_k_v_proj": "Q4_K: q_proj, k_proj, v_proj"``, and its members'
+    entries keep their formats.
 
     Layers whose in_features is not a multiple of 256 cannot be k-quantised: they stay
     as they are, with a warning. Returns ``{name: "Q4_K" | "Q6_K" | "kept: <why>"}``.
@@ -220,4 +344,13 @@ def quantize_model_q4_k_m(model: torch.nn.Module,
             layer.tile_()
         setattr(parent, leaf, layer)
         report[name] = fmt
+    if fuse:
+        for parent_name, parent in list(model.named_modules()):
+            for names in FUSE_GROUPS:
+                fused_name = fuse_q4k(parent, names)
+                if fused_name:
+                    fused = getattr(parent, fused_name)
+                    members = [n for n in names if isinstance(getattr(parent, n), Q4KPart)]
+                    key = f"{parent_name}.{fused_name}" if parent_name else fused_name
+                    report[key] = f"{fused.fmt}: {', '.join(members)}"
     return report
