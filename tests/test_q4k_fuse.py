@@ -118,6 +118,11 @@ def test_fuse_refuses_what_does_not_stack(ik, device):
     parent.k_proj = lin(32, bias=True)  # bias on one only
     assert ik.quant.fuse_q4k(parent, ("q_proj", "k_proj", "v_proj")) is None
     assert isinstance(parent.q_proj, ik.quant.Q4KLinear)
+    parent.k_proj = lin(32)
+    parent.q_k_v_proj = torch.nn.Identity()
+    with pytest.raises(ValueError, match="already has an attribute 'q_k_v_proj'"):
+        ik.quant.fuse_q4k(parent, ("q_proj", "k_proj", "v_proj"))
+    assert isinstance(parent.q_proj, ik.quant.Q4KLinear)  # nothing changed
     with pytest.raises(ValueError, match="do not add up"):
         ik.quant.Q4KGroup(lin(32), [16, 32])
     with pytest.raises(ValueError, match="tiles"):

@@ -245,15 +245,19 @@ def fuse_q4k(parent: torch.nn.Module, names: Sequence[str]) -> Optional[str]:
         layers.append(m)
     if len(layers) < 2:
         return None
+    kept = names[:len(layers)]
+    fused_name = "_".join(n[:-len("_proj")] if n.endswith("_proj") else n for n in kept) + "_proj"
+    if hasattr(parent, fused_name):
+        raise ValueError(f"cannot stack {', '.join(kept)}: the module already has an attribute "
+                         f"{fused_name!r}")
     first = layers[0]
     bias = None if first.bias is None else torch.cat([m.bias for m in layers])
     # Tiles of 16-row multiples stack as the rows do (tile_q4k).
     fused = Q4KLinear(torch.cat([m.qweight for m in layers]), first.fmt, first.in_features,
                       sum(m.out_features for m in layers), bias, tiled=first.tiled)
     group = Q4KGroup(fused, [m.out_features for m in layers])
-    fused_name = "_".join(n[:-len("_proj")] if n.endswith("_proj") else n for n in names[:len(layers)]) + "_proj"
     setattr(parent, fused_name, fused)
-    for i, name in enumerate(names[:len(layers)]):
+    for i, name in enumerate(kept):
         setattr(parent, name, Q4KPart(group, i))
     return fused_name
 
