@@ -8,9 +8,9 @@ layer's order with the kernels a layer has between them:
     fused_add_rms_norm, gate, up, silu_and_mul, down
 
 and the chain is timed whole, its gemvs alone (the same seven, in order) and the rest
-alone; then the same with fused projections (and each group alone, separate and fused), as vLLM stores them: q, k and v one weight
-(6144 rows), gate and up another (28672), so four gemvs where there were seven (the
-concatenated weights' bytes are the same). Every gemv reads our tiled Q4_K (tile_q4k;
+alone; then the same with fused projections, as vLLM stores them (and each group alone,
+separate and fused): q, k and v one weight (6144 rows), gate and up another (28672), so
+four gemvs where there were seven (the concatenated weights' bytes are the same). Every gemv reads our tiled Q4_K (tile_q4k;
 ggml's rows on the CPU); the layer's weights rotate over copies (> 200 MB in all), as in
 bench_q4k.py; harness.time_us (CUDA-graph replays). The floor is the layer's quantised
 weight bytes at the measured copy bandwidth (the activations, < 0.2 MB, are left out).
@@ -147,8 +147,8 @@ def main(argv=None) -> int:
     md = harness.out_dir() / f"{args.name}.md"
     md.write_text(f"# {args.name}\n\nCopy bandwidth {bw / 1e12:.3f} TB/s; x {args.dtype}; one Q4_K "
                   f"layer ({hidden}, {kv}, {mlp}) at M = 1, {'tiled' if dev == 'cuda' else 'rows'}, "
-                  f"{layer_bytes / 1e6:.1f} MB of weights, "
-                  f"{copies} copies; medians of {'CUDA-graph replays' if dev == 'cuda' else 'CPU wall clock'}.\n")
+                  f"{layer_bytes / 1e6:.1f} MB of weights, {copies} copies; medians of "
+                  f"{'CUDA-graph replays' if dev == 'cuda' else 'CPU wall clock'}.\n")
     # The floor of each row's weights: the layer's, or one projection group's.
     group_bytes = {n: sum(shp[q][0] * shp[q][1] // 256 * BLOCK_BYTES["Q4_K"] for q in qs)
                    for name, qs in FUSED.items() for n in (name, " + ".join(qs))}
