@@ -10,9 +10,10 @@ layer's order with the kernels a layer has between them:
 and the chain is timed whole, its gemvs alone (the same seven, in order) and the rest
 alone; then the same with fused projections, as vLLM stores them (and each group alone,
 separate and fused): q, k and v one weight (6144 rows), gate and up another (28672), so
-four gemvs where there were seven (the concatenated weights' bytes are the same). Every gemv reads our tiled Q4_K (tile_q4k;
-ggml's rows on the CPU); the layer's weights rotate over copies (> 200 MB in all), as in
-bench_q4k.py; harness.time_us (CUDA-graph replays). The floor is the layer's quantised
+four gemvs where there were seven (the concatenated weights' bytes are the same).
+Every gemv reads our tiled Q4_K (tile_q4k; ggml's rows on the CPU); the layer's weights
+rotate over copies (> 200 MB in all), as in bench_q4k.py; harness.time_us (CUDA-graph
+replays). The floor is the layer's quantised
 weight bytes at the measured copy bandwidth (the activations, < 0.2 MB, are left out).
 Each gemv's output of one eager run of each form is checked against an fp64 product of
 its own input and the dequantised weight first.
