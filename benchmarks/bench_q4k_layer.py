@@ -13,10 +13,10 @@ separate and fused): q, k and v one weight (6144 rows), gate and up another (286
 four gemvs where there were seven (the concatenated weights' bytes are the same).
 Every gemv reads our tiled Q4_K (tile_q4k; ggml's rows on the CPU); the layer's weights
 rotate over copies (> 200 MB in all), as in bench_q4k.py; harness.time_us (CUDA-graph
-replays). The floor is the layer's quantised
-weight bytes at the measured copy bandwidth (the activations, < 0.2 MB, are left out).
-Each gemv's output of one eager run of each form is checked against an fp64 product of
-its own input and the dequantised weight first.
+replays). The floor is the quantised weight bytes (the layer's, or a group's) at the
+measured copy bandwidth (the activations, < 0.2 MB, are left out). Each gemv's output
+of one eager run of each form is checked against an fp64 product of its own input and
+the dequantised weight first.
 
     python benchmarks/bench_q4k_layer.py            # on the GPU; --dtype fp16
     python benchmarks/bench_q4k_layer.py --cpu-smoke
