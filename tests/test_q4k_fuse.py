@@ -130,21 +130,37 @@ def test_fuse_refuses_what_does_not_stack(ik, device):
 
 
 def test_fused_model_under_torch_compile(ik, device):
+    # A decode step with transformers' StaticCache, compiled whole (fullgraph: what a
+    # compiled generate or a CUDA graph of the step needs), against the eager step.
+    from transformers import StaticCache
+
     _, fused, _, _ = quantized_pair(ik, device)
-    ids = torch.randint(0, 1024, (1, 1), device=device)
+    ids = torch.randint(0, 1024, (1, 8), device=device)
+
+    def step(cache, nxt, pos):
+        return fused(input_ids=nxt, past_key_values=cache, cache_position=pos, use_cache=True).logits
+
+    def run(stepfn):
+        cache = StaticCache(config=fused.config, max_cache_len=32)
+        out = fused(input_ids=ids, past_key_values=cache, cache_position=torch.arange(8, device=device),
+                    use_cache=True)
+        nxt = out.logits[:, -1:].argmax(-1)
+        return lambda: stepfn(cache, nxt, torch.tensor([8], device=device))
 
     def gemvs(fn):
         with torch.profiler.profile() as prof:
-            fn()
-        return sum(e.count for e in prof.key_averages() if e.key.endswith(("q4k_gemv", "q6k_gemv")))
+            y = fn()
+        return y, sum(e.count for e in prof.key_averages() if e.key.endswith(("q4k_gemv", "q6k_gemv")))
 
     with torch.no_grad():
-        ref = fused(ids).logits
-        compiled = torch.compile(fused)
-        torch.testing.assert_close(compiled(ids).logits, ref, rtol=1e-5, atol=1e-5)
-        # A token: per layer one q/k(/v) gemv (v apart where it is Q6_K: layers 2, 3), o,
-        # gate/up, down; and the head. Unstacked it would be 7 a layer + 1 = 29.
-        assert gemvs(lambda: fused(ids)) == gemvs(lambda: compiled(ids)) == 4 * 4 + 2 + 1
+        ref, eager_calls = gemvs(run(step))
+        compiled = torch.compile(step, fullgraph=True)
+        run(compiled)()  # compiles (tracing runs the ops too)
+        got, compiled_calls = gemvs(run(compiled))
+    torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+    # A token: per layer one q/k(/v) gemv (v apart where it is Q6_K: layers 2, 3), o,
+    # gate/up, down; and the head. Unstacked it would be 7 a layer + 1 = 29.
+    assert eager_calls == compiled_calls == 4 * 4 + 2 + 1
 
 
 def test_kernelized_llama_mlp_runs_one_gemv_for_gate_and_up(ik, device):

@@ -7,7 +7,6 @@
 import itertools
 import re
 import warnings
-import weakref
 from typing import Dict, Iterable, List, Optional, Sequence
 
 import torch
@@ -169,7 +168,9 @@ class Q4KGroup:
     take their columns of that output, each once, while the input is the same tensor at
     the same version (an in-place write, a new tensor or a second ask runs it again).
     Inference tensors keep no version, so under ``torch.inference_mode`` each member
-    runs its own rows of the weight instead (the same sums as the unfused layers)."""
+    runs its own rows of the weight instead (the same sums as the unfused layers). Under
+    ``torch.compile`` the same tensor is enough (Dynamo cannot read the version). The
+    input is held until every member has taken its columns."""
 
     def __init__(self, fused: "Q4KLinear", sizes: Sequence[int]):
         if sum(sizes) != fused.out_features:
@@ -180,20 +181,23 @@ class Q4KGroup:
         self._clear()
 
     def _clear(self) -> None:
-        self._x = None  # weakref to the input of the output held
+        self._x: Optional[torch.Tensor] = None  # the input of the output held
         self._version = -1
         self._y: Optional[torch.Tensor] = None
         self._waiting: set = set()  # members that have not taken their columns yet
 
     def output(self, x: torch.Tensor, i: int) -> torch.Tensor:
         start, stop = self.bounds[i], self.bounds[i + 1]
-        if x.is_inference():
+        # Dynamo reads neither is_inference() nor the version counter: inside a compiled
+        # forward, the same tensor is enough (transformers' blocks do not write their
+        # hidden state between the projections).
+        compiling = torch.compiler.is_compiling()
+        if not compiling and x.is_inference():
             return self.fused.forward_rows(x, start, stop)
-        held = (self._x is not None and self._x() is x and self._version == x._version
-                and i in self._waiting)
+        held = self._x is x and i in self._waiting and (compiling or self._version == x._version)
         if not held:
             self._y = self.fused(x)
-            self._x, self._version = weakref.ref(x), x._version
+            self._x, self._version = x, (-1 if compiling else x._version)
             self._waiting = set(range(len(self.bounds) - 1))
         y = self._y[..., start:stop]
         self._waiting.discard(i)
