@@ -9,11 +9,11 @@ full 128256-row head), every variant on the same weights:
   stacked      the same bytes with q/k/v and gate/up stacked (quant.fuse_q4k, what
                quantize_model_q4_k_m(..., fuse=True) does);
   stacked+k    the stacked model kernelized with our RMSNorm and LlamaMLP layers.
-Attention is transformers' sdpa over a `--prompt`-token cache (every replay decodes the
-same position). Each variant's step
-logits are compared with q4km's (the quantised variants) and, as a cosine similarity,
-with the unquantised model's. If the capture fails the step is timed eagerly and the table says
-so. Floor: the quantised weight bytes a token reads, at the measured copy bandwidth.
+Attention is transformers' sdpa over a static cache of `--prompt` + `--new` slots (every
+replay decodes the same position). Each variant's step logits are compared with q4km's
+(the quantised variants) and, as a cosine similarity, with the unquantised model's. If
+the capture fails the step is timed eagerly and the table says so (harness.time_us).
+Floor: the quantised weight bytes a token reads, at the measured copy bandwidth.
 
     python benchmarks/bench_q4k_decode.py --layers 8      # on the GPU
     python benchmarks/bench_q4k_decode.py --cpu-smoke
@@ -21,13 +21,10 @@ so. Floor: the quantised weight bytes a token reads, at the measured copy bandwi
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import logging
-import statistics
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -35,18 +32,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
-from bench_decode import kernelize_ours  # noqa: E402
-
-
-def build_model(args, device, dtype):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(vocab_size=args.vocab, hidden_size=args.hidden,
-                         intermediate_size=args.intermediate, num_hidden_layers=args.layers,
-                         num_attention_heads=args.hidden // 128, num_key_value_heads=max(1, args.hidden // 512),
-                         max_position_embeddings=args.prompt + 16, rms_norm_eps=1e-5, tie_word_embeddings=False)
-    torch.manual_seed(0)
-    return LlamaForCausalLM(config).to(device=device, dtype=dtype).eval()
+from bench_decode import build_model, kernelize_ours  # noqa: E402
 
 
 def stack(ik, model):
@@ -57,8 +43,9 @@ def stack(ik, model):
 
 
 @torch.no_grad()
-def time_step(model, ids, max_len, graphs, reps=50):
-    """Prefill `ids`, then time one decode step; returns (us a step, how, the step's logits)."""
+def time_step(model, ids, max_len):
+    """Prefill `ids`, then time one decode step (harness.time_us: a CUDA graph of 8 steps,
+    replayed); returns (Timing, the step's logits)."""
     from transformers import StaticCache
 
     dev = ids.device
@@ -75,54 +62,18 @@ def time_step(model, ids, max_len, graphs, reps=50):
             layer.cumulative_length.fill_(ids.shape[1])
         return model(input_ids=nxt, past_key_values=cache, cache_position=pos, use_cache=True).logits
 
-    logits = step().float()  # also warms up
-    if graphs:
-        try:
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                step()
-            torch.cuda.current_stream().wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                step()
-            graph.replay()
-            torch.cuda.synchronize()
-            samples = []
-            for _ in range(7):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                for _ in range(reps):
-                    graph.replay()
-                end.record()
-                end.synchronize()
-                samples.append(start.elapsed_time(end) * 1e3 / reps)
-            return statistics.median(samples), "CUDA graph", logits
-        except Exception as e:  # noqa: BLE001 - reported in the table, timed eagerly below
-            how = f"eager (capture failed: {type(e).__name__}: {str(e)[:120]})"
-    else:
-        how = "eager"
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    samples = []
-    for _ in range(5):
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(max(1, reps // 5)):
-            step()
-        sync()
-        samples.append((time.perf_counter() - t0) * 1e6 / max(1, reps // 5))
-    return statistics.median(samples), how, logits
+    logits = step().float()
+    return harness.time_us(lambda i: step(), 1, device=dev, min_calls=8, trials=7), logits
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = harness.bench_parser(__doc__, "bench_q4k_decode")
     p.add_argument("--hidden", type=int, default=4096)
     p.add_argument("--intermediate", type=int, default=14336)
     p.add_argument("--layers", type=int, default=8)
     p.add_argument("--vocab", type=int, default=128256)
     p.add_argument("--prompt", type=int, default=128)
-    p.add_argument("--cpu-smoke", action="store_true")
-    p.add_argument("--name", default="bench_q4k_decode")
+    p.add_argument("--new", type=int, default=8, help="cache slots past the prompt")
     args = p.parse_args(argv)
     dev = harness.bench_device(args.cpu_smoke, "bench_q4k_decode")
     if dev is None:
@@ -149,11 +100,12 @@ def main(argv=None) -> int:
     for name, model in variants.items():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            us, how, logits = time_step(model, ids, args.prompt + 8, graphs=dev == "cuda")
+            t, logits = time_step(model, ids, args.prompt + args.new)
         if name == "q4km":
             ref = logits
-        rows.append({"variant": name, "us": us, "how": how, "logits": logits})
-        print(f"  {name}: {us:.1f} us a token ({how})", flush=True)
+        how = t.method + (f" ({t.note})" if t.note else "")
+        rows.append({"variant": name, "us": t.us, "how": how, "logits": logits})
+        print(f"  {name}: {t.us:.1f} us a token ({how})", flush=True)
     plain = rows[0]["logits"]
     for r in rows:
         logits = r.pop("logits")
