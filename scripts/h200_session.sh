@@ -122,9 +122,9 @@
 #           chain with each) and q4k-swap (s21b: the swapped tiled word order beside main's
 #           tree, and bench_q4k_layer.py in both)
 #   q4k_tests: the k-quant tests (CUDA gemv, tiled layouts, stacked projections)
-#   q4k_decode: (prepared in the twenty-first session, not yet run) the k-quant tests, then
-#           a Q4_K_M Llama (8 layers of Llama-3-8B's shapes) decoding one step in a CUDA
-#           graph: unquantised, Q4_K_M, stacked, stacked + kernelized (bench_q4k_decode.py)
+#   q4k_decode: a Q4_K_M model of Llama-3-8B's shapes (8, then 16 layers: the slope), random
+#           weights, decoding one step in a CUDA graph: unquantised, Q4_K_M, stacked, stacked
+#           + kernelized, and compiled whole; device time by kernel group (bench_q4k_decode.py)
 #   q4k_m1to8: the Q4_K gemv benchmark at every M from 1 to 8, fp16 and bf16, with cuBLAS
 #   q4k_layer: the Q4_K decode layer as a chain of kernels, with separate and with fused
 #           projections (bench_q4k_layer.py), bf16 and fp16, twice (q4k_layer_once: once)
@@ -912,9 +912,13 @@ case "$MODE" in
   probe_silu_src) probe_silu_src ;;
   s20a)   profile_q4k_tiled ;;
   q4k_tests) tests_q4k ;;
-  q4k_decode) tests_q4k; pack
-          step "Q4_K_M decode, a step captured in a CUDA graph"
-          timeout 400 python3 benchmarks/bench_q4k_decode.py --layers 8 2>&1 | grep -vi warn | tail -12
+  q4k_decode) step "Q4_K_M decode, a step captured in a CUDA graph, 8 layers"
+          timeout 210 python3 benchmarks/bench_q4k_decode.py --layers 8 --compile --profile 2>&1 \
+            | grep -vi warn | tail -24
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+          step "the same, 16 layers (the per-layer slope)"
+          timeout 200 python3 benchmarks/bench_q4k_decode.py --layers 16 --compile \
+            --name bench_q4k_decode_16 2>&1 | grep -vi warn | tail -12
           [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
   q4k_m1to8) bench_q4k --formats Q4_K --dtype fp16 --name bench_q4k_fp16_m1to8; pack
           bench_q4k --formats Q4_K --name bench_q4k_bf16_m1to8 ;;
