@@ -24,9 +24,10 @@ similarity, with the unquantised model's. If the capture fails the step is timed
 and the table says so (harness.time_us). Floor: the quantised weight bytes a token reads,
 at the measured copy bandwidth. `--profile` adds, per variant, where a step's device time
 goes (torch.profiler over eager steps: our k-quant gemvs, cuBLAS, attention, the rest)
-and its kernel count.
+and its kernel count. `--only` times a subset (the three references still run once).
 
     python benchmarks/bench_q4k_decode.py --layers 8      # on the GPU
+    python benchmarks/bench_q4k_decode.py --layers 32 --compile --only "q4km compiled,stacked compiled"
     python benchmarks/bench_q4k_decode.py --cpu-smoke
 """
 
@@ -66,9 +67,10 @@ def stack(ik, model):
 
 
 @torch.no_grad()
-def time_step(model, ids, nxt, max_len, compiled=False):
+def time_step(model, ids, nxt, max_len, compiled=False, timed=True):
     """Prefill `ids`, then time one decode step of token `nxt` (harness.time_us: a CUDA
-    graph of 8 steps, replayed); returns (Timing, the step's logits, the step)."""
+    graph of 8 steps, replayed); returns (Timing or None when not `timed`, the step's
+    logits, the step)."""
     from transformers import StaticCache
 
     dev = ids.device
@@ -87,7 +89,7 @@ def time_step(model, ids, nxt, max_len, compiled=False):
         return fwd(input_ids=nxt, past_key_values=cache, cache_position=pos, use_cache=True).logits
 
     logits = step().float()
-    timing = harness.time_us(lambda i: step(), 1, device=dev, min_calls=8, trials=7)
+    timing = harness.time_us(lambda i: step(), 1, device=dev, min_calls=8, trials=7) if timed else None
     return timing, logits, step
 
 
@@ -122,6 +124,11 @@ def kernel_split(step, steps=3):
             "kernels": {k: (round(us, 2), round(n)) for k, (us, n) in names.items()}}
 
 
+VARIANTS = ("unquantised", "dequantised", "q4km", "stacked", "stacked+k")
+COMPILED = ("unquantised", "q4km", "stacked")
+REFERENCES = VARIANTS[:3]  # run once, untimed if need be: the logits the others are checked against
+
+
 def main(argv=None) -> int:
     p = harness.bench_parser(__doc__, "bench_q4k_decode")
     p.add_argument("--hidden", type=int, default=4096)
@@ -132,7 +139,13 @@ def main(argv=None) -> int:
     p.add_argument("--new", type=int, default=8, help="cache slots past the prompt")
     p.add_argument("--profile", action="store_true", help="split each step's device time by kernel group")
     p.add_argument("--compile", action="store_true", help="add variants with the step compiled whole")
+    p.add_argument("--only", help="comma-separated variants to time; unquantised, dequantised and q4km "
+                                  "still run once untimed, as the references")
     args = p.parse_args(argv)
+    names = list(VARIANTS) + ([f"{v} compiled" for v in COMPILED] if args.compile else [])
+    timed = set(args.only.split(",")) if args.only else set(names)
+    if timed - set(names):
+        p.error(f"--only: no variant {sorted(timed - set(names))}; there are {names}")
     dev = harness.bench_device(args.cpu_smoke, "bench_q4k_decode")
     if dev is None:
         return 0
@@ -153,7 +166,9 @@ def main(argv=None) -> int:
                 "stacked": stack(ik, copy.deepcopy(q4km))}
     variants["stacked+k"] = kernelize_ours(copy.deepcopy(variants["stacked"]), dev)
     if args.compile:
-        variants.update({f"{v} compiled": variants[v] for v in ("unquantised", "q4km", "stacked")})
+        variants.update({f"{v} compiled": variants[v] for v in COMPILED})
+
+    variants = {k: v for k, v in variants.items() if k in timed or k in REFERENCES}
 
     ids = torch.randint(0, args.vocab, (1, args.prompt + 1), device=dev)
     ids, nxt = ids[:, :-1], ids[:, -1:]
@@ -163,20 +178,21 @@ def main(argv=None) -> int:
     for name, model in variants.items():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            t, logits, step = time_step(model, ids, nxt, args.prompt + args.new, compiled=name.endswith("compiled"))
+            t, logits, step = time_step(model, ids, nxt, args.prompt + args.new, compiled=name.endswith("compiled"),
+                                        timed=name in timed)
         if name == "q4km":
             ref = logits
-        how = t.method + (f" ({t.note})" if t.note else "")
-        rows.append({"variant": name, "us": t.us, "how": how, "logits": logits})
+        how = (t.method + (f" ({t.note})" if t.note else "")) if t else "not timed"
+        rows.append({"variant": name, "us": t.us if t else None, "how": how, "logits": logits})
         steps.append(step)
-        print(f"  {name}: {t.us:.1f} us a token ({how})", flush=True)
+        print(f"  {name}: " + (f"{t.us:.1f} us a token ({how})" if t else how), flush=True)
     if args.profile and dev == "cuda":
         # After every timing: where each variant was profiled before the next was timed,
         # the Q4_K_M steps' graph replays measured 7-24% slower than in a run without the
         # profiler (H200, twenty-second session).
         for r, step in zip(rows, steps):
             with torch.no_grad():
-                r["split"] = kernel_split(step)
+                r["split"] = kernel_split(step) if r["us"] else None
     plain, deq = rows[0]["logits"], rows[1]["logits"]
 
     def cos(a, b):
@@ -201,8 +217,10 @@ def main(argv=None) -> int:
                   f"{args.layers} layers, vocab {args.vocab}; {str(dtype)[6:]} activations; prompt "
                   f"{args.prompt}; copy bandwidth {bw / 1e12:.3f} TB/s; {qbytes / 1e9:.3f} GB of "
                   f"quantised weights a token (floor {floor_us:.1f} us).\n")
-    body = [[r["variant"], r["us"], f"{1e6 / r['us']:.0f}", f"{rows[0]['us'] / r['us']:.2f}x",
-             f"{100 * floor_us / r['us']:.0f}%" if "rel_err_q4km" in r else None,
+    base_us = rows[0]["us"]
+    body = [[r["variant"], r["us"], f"{1e6 / r['us']:.0f}" if r["us"] else None,
+             f"{base_us / r['us']:.2f}x" if r["us"] and base_us else None,
+             f"{100 * floor_us / r['us']:.0f}%" if r["us"] and "rel_err_q4km" in r else None,
              f"{r['cos_unquantised']:.4f}", f"{r['cos_dequantised']:.4f}",
              f"{r['rel_err_q4km']:.1e}" if "rel_err_q4km" in r else None,
              r["how"]] for r in rows]
@@ -212,10 +230,11 @@ def main(argv=None) -> int:
         {"args": vars(args), "copy_bw": bw, "quantised_bytes": qbytes, "floor_us": floor_us, "rows": rows,
          "report": report, **log}, indent=1))
     if args.profile and dev == "cuda":
-        groups = [g for g in rows[0]["split"] if g != "kernels"]
+        split = [r for r in rows if r["split"]]
+        groups = [g for g in split[0]["split"] if g != "kernels"]
         harness.print_table(["variant"] + [f"{g} us (kernels)" for g in groups] + ["sum us"],
                             [[r["variant"]] + [f"{r['split'][g][0]:.1f} ({r['split'][g][1]})" for g in groups]
-                             + [f"{sum(r['split'][g][0] for g in groups):.1f}"] for r in rows],
+                             + [f"{sum(r['split'][g][0] for g in groups):.1f}"] for r in split],
                             "device time of one eager step, by kernel group (torch.profiler)", md)
     for e in log["errors"]:
         print("error:", e)
