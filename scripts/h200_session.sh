@@ -127,6 +127,7 @@
 #           + kernelized, and compiled whole; device time by kernel group (bench_q4k_decode.py)
 #   q4k_decode_clean: (prepared, not yet run) the same without the profiler (whose runs
 #           slowed later graph replays): 8 layers, every variant; then 32 layers, Q4_K_M only
+#   q4k_decode_compiled: the 8-layer compiled Q4_K_M steps alone, without the profiler
 #   q4k_m1to8: the Q4_K gemv benchmark at every M from 1 to 8, fp16 and bf16, with cuBLAS
 #   q4k_layer: the Q4_K decode layer as a chain of kernels, with separate and with fused
 #           projections (bench_q4k_layer.py), bf16 and fp16, twice (q4k_layer_once: once)
@@ -930,6 +931,10 @@ case "$MODE" in
           step "the same at 32 layers, Q4_K_M only"
           timeout 300 python3 benchmarks/bench_q4k_decode.py --layers 32 --compile --name bench_q4k_decode_32 \
             --only "q4km,stacked+k,q4km compiled,stacked compiled" 2>&1 | grep -vi warn | tail -12
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+  q4k_decode_compiled) step "Q4_K_M decode, 8 layers, compiled, no profiler in the process"
+          timeout 200 python3 benchmarks/bench_q4k_decode.py --layers 8 --compile --name bench_q4k_decode_compiled \
+            --only "q4km compiled,stacked compiled" 2>&1 | grep -vi warn | tail -10
           [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
   q4k_m1to8) bench_q4k --formats Q4_K --dtype fp16 --name bench_q4k_fp16_m1to8; pack
           bench_q4k --formats Q4_K --name bench_q4k_bf16_m1to8 ;;
