@@ -329,7 +329,7 @@ def quantize_model_q4_k_m(model: torch.nn.Module,
     each (:func:`fuse_q4k`); the report then also names each stacked layer, e.g.
     ``"...self_attn.q_k_v_proj": "Q4_K: q_proj, k_proj, v_proj"``, and its members'
     entries keep their formats. It pays in a compiled step (an 8-layer Llama-3-8B-shaped
-    model on an H200: 835 to 799 us a token); an eager one measured no faster
+    model on an H200: 798 to 772 us a token); an eager one measured no faster
     (BENCHMARKS.md, twenty-second session), so it is off by default.
 
     Layers whose in_features is not a multiple of 256 cannot be k-quantised: they stay
