@@ -97,6 +97,38 @@ def test_deterministic_and_row_independent(ik, device, fmt):
     assert torch.equal(q[7:8], quantize(w[7:8])), "a row's bytes depend on other rows"
 
 
+def hashed_weights(rows, cols, seed, cube=False):
+    """Weights from an integer hash, exact in float32 on every machine (no RNG, no libm):
+    uniform in [-0.5, 0.5), or cubed and scaled (heavy-tailed)."""
+    i = torch.arange(rows * cols, dtype=torch.int64)
+    u = ((i * 2654435761 + seed * 40503) % 2**32).double() / 2**32 - 0.5
+    return (u**3 * 8 if cube else u).float().reshape(rows, cols)
+
+
+# The quantiser's bytes for fixed inputs, pinned: a rewrite meant to be exact (the
+# searches' lanes, the inline rounding) must keep them; a change to what it computes must
+# say so here. sha256 prefixes of the bytes, taken from the scalar quantiser of 2026-11-30.
+PINNED = {
+    ("Q4_K", "plain"): "b399a3ae930ea9f3",
+    ("Q4_K", "heavy+imatrix"): "a4772caab6ec16f6",
+    ("Q6_K", "plain"): "c1b3668f14414db8",
+    ("Q6_K", "heavy+imatrix"): "6ab9a0523176ccf7",
+}
+
+
+@pytest.mark.parametrize("fmt,case", list(PINNED))
+def test_quantiser_bytes_are_pinned(ik, device, fmt, case):
+    import hashlib
+
+    quantize, _, _ = fns(ik, fmt)
+    heavy = case.startswith("heavy")
+    w = hashed_weights(48, 1024, seed=1 + heavy, cube=heavy) * 0.05
+    im = hashed_weights(1, 1024, seed=7).reshape(-1).abs() * 4 + 1e-3 if "imatrix" in case else None
+    q = quantize(w.to(device), im)
+    got = hashlib.sha256(q.cpu().numpy().tobytes()).hexdigest()[:16]
+    assert got == PINNED[(fmt, case)], f"{fmt} {case}: bytes {got}, pinned {PINNED[(fmt, case)]}"
+
+
 def test_python_scale_min_unpacking_matches_gguf(ik):
     """gguf_blocks.unpack_scale_min (pure torch) reads the 12 packed bytes as gguf-py does."""
     packed = torch.randint(0, 256, (64, 12), dtype=torch.uint8)
