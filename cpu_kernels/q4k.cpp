@@ -83,6 +83,42 @@ inline int round_int(float v) {
 
 // ---- the searches ---------------------------------------------------------------
 
+// The searches try candidates that are independent of each other: they run side by side,
+// a candidate a lane of a GCC/Clang vector (two or four SSE registers on baseline x86-64,
+// NEON on Arm). Each lane sums over the weights in order, as a candidate alone would, and
+// the candidates are then taken in their order: the same result, to the bit, as one at a
+// time, which was a chain of dependent adds per candidate.
+constexpr int kLanes = 8;
+using LaneF = float __attribute__((vector_size(4 * kLanes)));
+using LaneI = int __attribute__((vector_size(4 * kLanes)));
+using PairF = float __attribute__((vector_size(64)));  // choose_scale_min's 9 pairs, in 16 lanes
+using PairI = int __attribute__((vector_size(64)));
+
+template <typename V, typename T>
+inline V splat(T v) {
+  V r;
+  for (int c = 0; c < int(sizeof(V) / sizeof(T)); ++c) r[c] = v;
+  return r;
+}
+
+// Lanewise mask ? a : b (mask lanes all ones or all zeros, as comparisons give).
+template <typename V, typename M>
+inline V select(M mask, V a, V b) {
+  return (V)(((M)a & mask) | ((M)b & ~mask));
+}
+
+// std::clamp(round_int(v), lo, hi) a lane at a time. The clamp to lo..hi is done on the rounded floats (SSE2 has
+// no packed int min/max; GCC split those per lane): the same levels for every input the
+// callers give, finite or not (NaN takes lo, as round_int's INT_MIN clamps to on x86).
+template <typename F, typename I>
+inline I levels(F v, int lo, int hi) {
+  const F magic = splat<F>(12582912.0f), flo = splat<F>(float(lo)), fhi = splat<F>(float(hi));
+  F r = (v + magic) - magic;
+  r = select(~(r >= flo), flo, r);
+  r = select(r > fhi, fhi, r);
+  return __builtin_convertvector(r, I);
+}
+
 // x ~ scale * L - neg_min with L in 0..nmax, neg_min >= 0 (Q4_K's affine sub-blocks).
 // Returns scale; writes L and neg_min. The min is clamped to <= 0 as ggml's is, so the
 // stored (unsigned) min is non-negative.
@@ -111,34 +147,40 @@ float fit_affine(const float* x, const float* w, int n, int nmax, uint8_t* L, fl
   float best_scale = (hi - lo) / nmax, best_min = lo;
   for (int i = 0; i < n; ++i) L[i] = std::clamp(round_int((x[i] - lo) / best_scale), 0, nmax);
   float best = error(L, best_scale, best_min);
-  uint8_t cand[kQK];
   // 21 candidate inverse scales from (nmax - 1) / range to (nmax + 1) / range (a finer
-  // grid gained < 0.1% once the 6-bit scales and mins are searched too, at 1.5x the time).
-  for (int step = 0; step <= 20; ++step) {
-    const float iscale = (nmax - 1.0f + 0.1f * step) / (hi - lo);
-    float sl = 0, sl2 = 0, sxl = 0;
+  // grid gained < 0.1% once the 6-bit scales and mins are searched too, at 1.5x the time),
+  // kLanes side by side (see kLanes), then taken in order as one at a time would be.
+  LaneI cand[kQK];
+  for (int s0 = 0; s0 <= 20; s0 += kLanes) {
+    LaneF iscale;
+    for (int c = 0; c < kLanes; ++c) iscale[c] = (nmax - 1.0f + 0.1f * (s0 + c)) / (hi - lo);
+    LaneF sl = {}, sl2 = {}, sxl = {};
     for (int i = 0; i < n; ++i) {
-      const int l = std::clamp(round_int(iscale * (x[i] - lo)), 0, nmax);
-      cand[i] = static_cast<uint8_t>(l);
-      sl += w[i] * l;
-      sl2 += w[i] * l * l;
-      sxl += w[i] * l * x[i];
+      const LaneI l = levels<LaneF, LaneI>(iscale * splat<LaneF>(x[i] - lo), 0, nmax);
+      const LaneF lf = __builtin_convertvector(l, LaneF), wi = splat<LaneF>(w[i]);
+      cand[i] = l;
+      sl += wi * lf;
+      sl2 += wi * lf * lf;
+      sxl += wi * lf * splat<LaneF>(x[i]);
     }
     // Weighted least squares for x ~ scale * l + min, then min clamped to <= 0.
-    const float det = sw * sl2 - sl * sl;
-    if (!(det > 0)) continue;
-    float scale = (sw * sxl - swx * sl) / det;
-    float min = (sl2 * swx - sl * sxl) / det;
-    if (min > 0) {
-      min = 0;
-      scale = sxl / sl2;
+    const LaneF vsw = splat<LaneF>(sw), vswx = splat<LaneF>(swx);
+    const LaneF det = vsw * sl2 - sl * sl;
+    const LaneI clamped = (sl2 * vswx - sl * sxl) / det > LaneF{};
+    const LaneF scale = select(clamped, sxl / sl2, (vsw * sxl - vswx * sl) / det);
+    const LaneF min = select(clamped, LaneF{}, (sl2 * vswx - sl * sxl) / det);
+    LaneF e = {};
+    for (int i = 0; i < n; ++i) {
+      const LaneF d = scale * __builtin_convertvector(cand[i], LaneF) + min - splat<LaneF>(x[i]);
+      e += splat<LaneF>(w[i]) * d * d;
     }
-    const float e = error(cand, scale, min);
-    if (e < best) {
-      best = e;
-      best_scale = scale;
-      best_min = min;
-      std::copy(cand, cand + n, L);
+    for (int c = 0; c < kLanes && s0 + c <= 20; ++c) {
+      if (det[c] > 0 && e[c] < best) {
+        best = e[c];
+        best_scale = scale[c];
+        best_min = min[c];
+        for (int i = 0; i < n; ++i) L[i] = static_cast<uint8_t>(cand[i][c]);
+      }
     }
   }
   *neg_min = -best_min;
@@ -153,19 +195,24 @@ float fit_levels(const float* x, const float* w, int n, int nmax, float pivot, i
                  int* L) {
   std::fill(L, L + n, 0);
   float best = -1, scale = 0;
-  int cand[kQK];
-  for (int step = -10; step <= 10; ++step) {
-    const float iscale = (nmax + 0.1f * step) / pivot;
-    float sxl = 0, sl2 = 0;
+  LaneI cand[kQK];
+  for (int s0 = -10; s0 <= 10; s0 += kLanes) {
+    LaneF iscale;
+    for (int c = 0; c < kLanes; ++c) iscale[c] = (nmax + 0.1f * (s0 + c)) / pivot;
+    LaneF sxl = {}, sl2 = {};
     for (int i = 0; i < n; ++i) {
-      cand[i] = std::clamp(round_int(iscale * x[i]), lo, hi);
-      sxl += w[i] * x[i] * cand[i];
-      sl2 += w[i] * cand[i] * cand[i];
+      const LaneI l = levels<LaneF, LaneI>(iscale * splat<LaneF>(x[i]), lo, hi);
+      const LaneF lf = __builtin_convertvector(l, LaneF), wi = splat<LaneF>(w[i]);
+      cand[i] = l;
+      sxl += wi * splat<LaneF>(x[i]) * lf;
+      sl2 += wi * lf * lf;
     }
-    if (sl2 > 0 && sxl * sxl / sl2 > best) {
-      best = sxl * sxl / sl2;
-      scale = sxl / sl2;
-      std::copy(cand, cand + n, L);
+    for (int c = 0; c < kLanes && s0 + c <= 10; ++c) {
+      if (sl2[c] > 0 && sxl[c] * sxl[c] / sl2[c] > best) {
+        best = sxl[c] * sxl[c] / sl2[c];
+        scale = sxl[c] / sl2[c];
+        for (int i = 0; i < n; ++i) L[i] = cand[i][c];
+      }
     }
   }
   return scale;
@@ -237,26 +284,42 @@ float subblock_error(const float* x, const float* w, float ds, float dm, uint8_t
 // can cancel. Returns the block's weighted squared error.
 float choose_scale_min(const float* x, const float* w, float d, float dmin, const float* scales,
                        const float* mins, uint8_t* sc, uint8_t* m, uint8_t* L) {
+  constexpr int kPairs = 16;  // up to 9, side by side as in fit_affine
   float total = 0;
-  uint8_t cand[32];
   for (int j = 0; j < 8; ++j) {
     const int s0 = d > 0 ? std::clamp(round_int(scales[j] / d), 0, 63) : 0;
     const int m0 = dmin > 0 ? std::clamp(round_int(mins[j] / dmin), 0, 63) : 0;
-    float best = -1;
-    for (int si = std::max(0, s0 - 1); si <= std::min(63, s0 + 1); ++si) {
-      if (si > 0 && !(d > 0)) break;
-      for (int mi = std::max(0, m0 - 1); mi <= std::min(63, m0 + 1); ++mi) {
-        if (mi > 0 && !(dmin > 0)) break;
-        const float e = subblock_error(x + 32 * j, w + 32 * j, d * si, dmin * mi, cand);
-        if (best < 0 || e < best) {
-          best = e;
-          sc[j] = static_cast<uint8_t>(si);
-          m[j] = static_cast<uint8_t>(mi);
-          std::copy(cand, cand + 32, L + 32 * j);
-        }
+    int si[kPairs] = {}, mi[kPairs] = {}, pairs = 0;
+    for (int s = std::max(0, s0 - 1); s <= std::min(63, s0 + 1); ++s) {
+      if (s > 0 && !(d > 0)) break;
+      for (int mm = std::max(0, m0 - 1); mm <= std::min(63, m0 + 1); ++mm) {
+        if (mm > 0 && !(dmin > 0)) break;
+        si[pairs] = s;
+        mi[pairs++] = mm;
       }
     }
-    total += best;
+    const float* xj = x + 32 * j;
+    const float* wj = w + 32 * j;
+    PairF ds, dm, inv, e = {};
+    for (int k = 0; k < kPairs; ++k) {
+      ds[k] = d * si[k];
+      dm[k] = dmin * mi[k];
+      inv[k] = ds[k] > 0 ? 1.0f / ds[k] : 0.0f;
+    }
+    for (int i = 0; i < 32; ++i) {
+      // subblock_error's sums, a pair a lane. inv = 0 where ds <= 0: the level is 0, as
+      // subblock_error's (NaN and -0 give 0 too).
+      const PairF xi = splat<PairF>(xj[i]);
+      const PairI l = levels<PairF, PairI>((xi + dm) * inv, 0, 15);
+      const PairF diff = ds * __builtin_convertvector(l, PairF) - dm - xi;
+      e += splat<PairF>(wj[i]) * diff * diff;
+    }
+    int pick = 0;
+    for (int k = 1; k < pairs; ++k)
+      if (e[k] < e[pick]) pick = k;
+    sc[j] = static_cast<uint8_t>(si[pick]);
+    m[j] = static_cast<uint8_t>(mi[pick]);
+    total += subblock_error(xj, wj, ds[pick], dm[pick], L + 32 * j);
   }
   return total;
 }
