@@ -72,7 +72,7 @@ inline float half_to_float(uint16_t bits) { return c10::Half(bits, c10::Half::fr
 inline uint16_t float_to_half(float v) { return c10::Half(v).x; }
 // Round half to even, what std::nearbyint gives in the default rounding mode, inline:
 // the build targets baseline x86-64 (no SSE4.1 roundss), where nearbyintf is a libm call,
-// and those calls were most of the quantiser's time. Adding and subtracting 1.5 * 2^23
+// and those calls took a quarter of the quantiser's time. Adding and subtracting 1.5 * 2^23
 // leaves v's nearest integer for |v| < 2^22 (ties to even); larger |v| come back at
 // least that large with v's sign, and every caller clamps to a small range. The clamp
 // here keeps the conversion defined.
