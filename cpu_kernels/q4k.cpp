@@ -461,6 +461,80 @@ void dequantize_block_q6k(const BlockQ6K& b, float* out) {
   }
 }
 
+// ---- the instruction set -----------------------------------------------------------------
+//
+// One CPU variant serves every x86-64 machine, so the gemv and the quantiser pick their
+// code at run time: AVX-512 (F, BW, VL) when the CPU and OS support it, else AVX2 + FMA,
+// else the baseline (at::vec's portable vectors in the gemv; the only one on aarch64).
+// The environment variable IK_CPU_ISA=baseline|avx2|avx512 forces one (tests run every
+// path that way; asking for more than the CPU has is an error). Read once, at the first
+// gemv or quantisation; the cpu_isa op says what was chosen.
+
+enum class Isa { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512: return "avx512";
+    case Isa::kAvx2: return "avx2";
+    default: return "baseline";
+  }
+}
+
+Isa best_isa() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx2") &&
+      __builtin_cpu_supports("fma"))
+    return Isa::kAvx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
+#endif
+  return Isa::kBaseline;
+}
+
+Isa choose_isa() {
+  const Isa best = best_isa();
+  const char* env = std::getenv("IK_CPU_ISA");
+  if (env == nullptr || *env == '\0') return best;
+  for (Isa isa : {Isa::kBaseline, Isa::kAvx2, Isa::kAvx512}) {
+    if (std::strcmp(env, isa_name(isa)) != 0) continue;
+    TORCH_CHECK(static_cast<int>(isa) <= static_cast<int>(best), "IK_CPU_ISA=", std::string(env),
+                " asks for instructions this CPU (or this build) lacks; it supports up to ",
+                isa_name(best));
+    return isa;
+  }
+  TORCH_CHECK(false, "IK_CPU_ISA must be baseline, avx2 or avx512 (or unset: the best the CPU has), got '",
+              std::string(env), "'");
+  return best;
+}
+
+Isa cpu_isa() {
+  static const Isa isa = choose_isa();  // a failed check throws and is retried next call
+  return isa;
+}
+
+// The quantiser's block functions again, built for AVX2 (and Q4_K's for AVX-512): flatten
+// inlines the searches into each, and the compiler vectorises their lanes for that
+// instruction set. No FMA contraction in any (-ffp-contract=off), so every build gives the
+// same bytes (test_gemv_every_isa runs the pinned bytes under each). A 4096 x 4096 weight
+// on 2 threads: Q4_K 1.11 s baseline, 0.79 AVX2, 0.67 AVX-512; Q6_K 0.41 baseline, 0.17
+// AVX2 and 0.22 AVX-512, so Q6_K keeps its AVX2 build there (BENCHMARKS.md,
+// twenty-second session).
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"), flatten)) void quantize_block_q4k_avx2(const float* x, const float* imatrix,
+                                                                          BlockQ4K* b) {
+  quantize_block_q4k(x, imatrix, b);
+}
+__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma"), flatten)) void quantize_block_q4k_avx512(
+    const float* x, const float* imatrix, BlockQ4K* b) {
+  quantize_block_q4k(x, imatrix, b);
+}
+__attribute__((target("avx2,fma"), flatten)) void quantize_block_q6k_avx2(const float* x, const float* imatrix,
+                                                                          BlockQ6K* b) {
+  quantize_block_q6k(x, imatrix, b);
+}
+#endif
+
 // ---- the formats, for the shared entry points ----------------------------------------
 
 struct Q4K {
@@ -469,6 +543,8 @@ struct Q4K {
   static void quantize(const float* x, const float* im, Block* b) { quantize_block_q4k(x, im, b); }
   static void dequantize(const Block& b, float* out) { dequantize_block_q4k(b, out); }
 #if defined(__x86_64__)
+  static constexpr auto quantize_avx2 = quantize_block_q4k_avx2;
+  static constexpr auto quantize_avx512 = quantize_block_q4k_avx512;
   static constexpr auto dots_avx2 = avx2::q4k_dots;
   static constexpr auto dots_avx512 = avx512::q4k_dots;
 #endif
@@ -480,6 +556,8 @@ struct Q6K {
   static void quantize(const float* x, const float* im, Block* b) { quantize_block_q6k(x, im, b); }
   static void dequantize(const Block& b, float* out) { dequantize_block_q6k(b, out); }
 #if defined(__x86_64__)
+  static constexpr auto quantize_avx2 = quantize_block_q6k_avx2;
+  static constexpr auto quantize_avx512 = quantize_block_q6k_avx2;  // faster than an AVX-512 build
   static constexpr auto dots_avx2 = avx2::q6k_dots;
   static constexpr auto dots_avx512 = avx512::q6k_dots;
 #endif
@@ -537,6 +615,14 @@ void quantize(at::Tensor& out, const at::Tensor& weight, const std::optional<at:
   at::assert_no_overlap(out, weight);
   const float* x = weight.const_data_ptr<float>();
   auto* dst = reinterpret_cast<typename F::Block*>(out.data_ptr<uint8_t>());
+  auto* quantize_block = &F::quantize;
+#if defined(__x86_64__)
+  const Isa isa = cpu_isa();
+  if (isa == Isa::kAvx512) quantize_block = F::quantize_avx512;
+  if (isa == Isa::kAvx2) quantize_block = F::quantize_avx2;
+#else
+  (void)cpu_isa();  // IK_CPU_ISA is checked on aarch64 too
+#endif
   // A row is K/256 searches of a few thousand flops per weight: one row per task is plenty.
   // (at::parallel_for rethrows a failed check on the calling thread.)
   at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
@@ -545,7 +631,7 @@ void quantize(at::Tensor& out, const at::Tensor& weight, const std::optional<at:
       TORCH_CHECK(std::all_of(row, row + k, [](float v) { return std::isfinite(v); }),
                   "weight must be finite, got a NaN or infinity in row ", num(r));
       for (int64_t b = 0; b < blocks; ++b)
-        F::quantize(row + b * kQK, im ? im + b * kQK : nullptr, dst + r * blocks + b);
+        quantize_block(row + b * kQK, im ? im + b * kQK : nullptr, dst + r * blocks + b);
     }
   });
 }
@@ -572,58 +658,6 @@ void dequantize(at::Tensor& out, const at::Tensor& q) {
 }
 
 constexpr int64_t kMaxGemvRows = inference_kernels::kMaxKquantGemvRows;
-
-// ---- the gemv's instruction set --------------------------------------------------------
-//
-// One CPU variant serves every x86-64 machine, so the gemv picks its inner loop at run
-// time: AVX-512 (F, BW, VL) when the CPU and OS support it, else AVX2 + FMA, else the
-// baseline loop (at::vec's portable vectors; also the only one on aarch64). The
-// environment variable IK_CPU_ISA=baseline|avx2|avx512 forces one (tests run every
-// path that way; asking for more than the CPU has is an error). Read once, at the first
-// gemv; the cpu_isa op says what was chosen.
-
-enum class Isa { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
-
-const char* isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512: return "avx512";
-    case Isa::kAvx2: return "avx2";
-    default: return "baseline";
-  }
-}
-
-Isa best_isa() {
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx2") &&
-      __builtin_cpu_supports("fma"))
-    return Isa::kAvx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
-#endif
-  return Isa::kBaseline;
-}
-
-Isa choose_isa() {
-  const Isa best = best_isa();
-  const char* env = std::getenv("IK_CPU_ISA");
-  if (env == nullptr || *env == '\0') return best;
-  for (Isa isa : {Isa::kBaseline, Isa::kAvx2, Isa::kAvx512}) {
-    if (std::strcmp(env, isa_name(isa)) != 0) continue;
-    TORCH_CHECK(static_cast<int>(isa) <= static_cast<int>(best), "IK_CPU_ISA=", std::string(env),
-                " asks for instructions this CPU (or this build) lacks; it supports up to ",
-                isa_name(best));
-    return isa;
-  }
-  TORCH_CHECK(false, "IK_CPU_ISA must be baseline, avx2 or avx512 (or unset: the best the CPU has), got '",
-              std::string(env), "'");
-  return best;
-}
-
-Isa cpu_isa() {
-  static const Isa isa = choose_isa();  // a failed check throws and is retried next call
-  return isa;
-}
 
 // out[m, n] = sum_k x[m, k] * W[n, k] for weight rows [begin, end), the baseline loop:
 // each block of a weight row is dequantised into a 1 KiB stack buffer (L1-resident,

@@ -125,6 +125,7 @@ def test_quantiser_bytes_are_pinned(ik, device, fmt, case):
     w = hashed_weights(48, 1024, seed=1 + heavy, cube=heavy) * 0.05
     im = hashed_weights(1, 1024, seed=7).reshape(-1).abs() * 4 + 1e-3 if "imatrix" in case else None
     q = quantize(w.to(device), im)
+    check_isa(ik, device)
     got = hashlib.sha256(q.cpu().numpy().tobytes()).hexdigest()[:16]
     assert got == PINNED[(fmt, case)], f"{fmt} {case}: bytes {got}, pinned {PINNED[(fmt, case)]}"
 
@@ -237,9 +238,10 @@ def test_quantiser_beats_naive_rtn(ik, device, fmt, kind, record_property):
 
 # ---- gemv
 #
-# On the CPU the gemv runs one of three inner loops (baseline, AVX2 + FMA, AVX-512), the
-# best the CPU has unless IK_CPU_ISA forces one; it is read once per process, so
-# test_gemv_every_isa reruns these tests in a child process per instruction set.
+# On the CPU the gemv runs one of three inner loops (baseline, AVX2 + FMA, AVX-512), and
+# the quantiser one of its builds, the best the CPU has unless IK_CPU_ISA forces one; it
+# is read once per process, so test_gemv_every_isa reruns these tests and the pinned
+# quantiser bytes in a child process per instruction set.
 
 ISAS = ["baseline", "avx2", "avx512"]
 
@@ -312,11 +314,12 @@ def test_gemv_every_isa(ik, device, isa):
     if ISAS.index(isa) > ISAS.index(best):
         pytest.skip(f"this CPU supports up to {best}")
     proc = run_child(["-m", "pytest", str(ROOT / "tests" / "test_q4k.py"), "-q", "-p", "no:cacheprovider",
-                      "-k", "test_gemv and not every_isa"], isa)
+                      "-k", "(test_gemv or bytes_are_pinned) and not every_isa"], isa)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     passed = re.search(r"(\d+) passed", proc.stdout)
-    # 2 formats x 3 dtypes x 8 row counts, then the large and the one-hot case per format.
-    assert passed and int(passed.group(1)) >= 2 * 3 * 8 + 2 * 2, proc.stdout[-2000:]
+    # 2 formats x 3 dtypes x 8 row counts, then the large and the one-hot case per format;
+    # the quantiser's 4 pinned cases (it has a build per instruction set too).
+    assert passed and int(passed.group(1)) >= 2 * 3 * 8 + 2 * 2 + 4, proc.stdout[-2000:]
 
 
 def test_cpu_isa_env_errors(ik, device):
