@@ -84,8 +84,8 @@ inline int round_int(float v) {
 // ---- the searches ---------------------------------------------------------------
 
 // The searches try candidates that are independent of each other: they run side by side,
-// a candidate a lane of a GCC/Clang vector (two or four SSE registers on baseline x86-64,
-// NEON on Arm). Each lane sums over the weights in order, as a candidate alone would, and
+// a candidate a lane of a GCC/Clang vector (SSE, AVX2 or AVX-512 registers, by the build
+// below; NEON on Arm). Each lane sums over the weights in order, as a candidate alone would, and
 // the candidates are then taken in their order: the same result, to the bit, as one at a
 // time, which was a chain of dependent adds per candidate.
 constexpr int kLanes = 8;
@@ -107,9 +107,10 @@ inline V select(M mask, V a, V b) {
   return (V)(((M)a & mask) | ((M)b & ~mask));
 }
 
-// std::clamp(round_int(v), lo, hi) a lane at a time. The clamp to lo..hi is done on the rounded floats (SSE2 has
-// no packed int min/max; GCC split those per lane): the same levels for every input the
-// callers give, finite or not (NaN takes lo, as round_int's INT_MIN clamps to on x86).
+// std::clamp(round_int(v), lo, hi) a lane at a time. The clamp to lo..hi is done on the
+// rounded floats (SSE2 has no packed int min/max; GCC split those per lane): the same
+// levels for every input the callers give, finite or not (NaN takes lo, as round_int's
+// INT_MIN clamps to on x86).
 template <typename F, typename I>
 inline I levels(F v, int lo, int hi) {
   const F magic = splat<F>(12582912.0f), flo = splat<F>(float(lo)), fhi = splat<F>(float(hi));
