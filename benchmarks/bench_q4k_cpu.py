@@ -1,5 +1,5 @@
 """The CPU k-quant gemv (q4k_gemv, q6k_gemv) per instruction set, next to torch's fp32 and
-bf16 matmul on the same inputs.
+bf16 matmul on the same inputs; then the quantiser per instruction set, next to ggml's.
 
 Shapes [M, 4096] x [N, 4096]^T for N = 4096 and 14336 (Llama-3-8B's q/o and gate/up),
 M = 1 and 8, x fp32. For each instruction set this CPU has (baseline, avx2, avx512) a
@@ -16,12 +16,21 @@ multi-GB model does), "hot" reuses one copy (a weight that stays in L2/L3).
 GB/s counts weight bytes only; "% read BW" compares with the read bandwidth measured
 first (torch sum over 2 GiB of fp32, far beyond the L3).
 
+The quantiser: a 4096 x 4096 fp32 weight (randn * 0.02) to Q4_K and Q6_K, in each worker
+with all threads and with one (best of 3 wall-clock calls), beside ggml's own quantiser
+(ggml_quantize_chunk through ggml-python, one thread: it has no threads of its own) in
+the main process. Every instruction set must give the same bytes. Its floor, reading the
+fp32 weight once at the read bandwidth, is far below: the quantiser is compute-bound.
+`--quantiser-only` skips the gemv.
+
     python benchmarks/bench_q4k_cpu.py            # writes $OUT (or benchmarks/results)/bench_q4k_cpu.md
+    python benchmarks/bench_q4k_cpu.py --quantiser-only
     python benchmarks/bench_q4k_cpu.py --cpu-smoke
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -35,6 +44,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ggml_quant  # noqa: E402
 import harness  # noqa: E402
 
 ISAS = ["baseline", "avx2", "avx512"]
@@ -74,12 +84,38 @@ def copies_for(nbytes: int, cold: bool, smoke: bool) -> int:
     return max(2, -(-total // nbytes)) if cold else 1
 
 
+def best_of(fn, reps: int = 3) -> float:
+    """The fastest of `reps` wall-clock calls, in seconds (after one warm-up call)."""
+    fn()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def time_quantiser(ik, isa: str, w: torch.Tensor) -> list[dict]:
+    rows = []
+    for fmt in FORMATS:
+        q = ik.quant.quantize(w, fmt)
+        for threads in (os.cpu_count() or 1, 1):
+            torch.set_num_threads(threads)
+            rows.append(dict(isa=isa, fmt=fmt, threads=threads, s=best_of(lambda: ik.quant.quantize(w, fmt)),
+                             sha=hashlib.sha256(q.numpy().tobytes()).hexdigest()[:16]))
+    torch.set_num_threads(os.cpu_count() or 1)
+    return rows
+
+
 def worker(isa: str, data: Path, smoke: bool) -> None:
     torch.set_num_threads(os.cpu_count() or 1)
     ik = harness.load_kernel()
     assert ik.ops.cpu_isa() == isa, (ik.ops.cpu_isa(), isa)
     blob = torch.load(data)
+    print("QUANT " + json.dumps(time_quantiser(ik, isa, blob["quantiser_weight"])), flush=True)
     rows = []
+    if blob["quantiser_only"]:
+        blob["weights"] = {}
     for (n, k), weights in blob["weights"].items():
         for m in blob["ms"]:
             x = torch.randn(m, k)
@@ -111,6 +147,7 @@ def main() -> None:
     p = harness.bench_parser(__doc__, "bench_q4k_cpu")
     p.add_argument("--worker", choices=ISAS)
     p.add_argument("--data")
+    p.add_argument("--quantiser-only", action="store_true", help="time the quantiser, not the gemv")
     args = p.parse_args()
     smoke = args.cpu_smoke
     if args.worker:
@@ -121,7 +158,7 @@ def main() -> None:
     ik = harness.load_kernel()
     best = ik.ops.cpu_isa()
     isas = ISAS[: ISAS.index(best) + 1]
-    shapes = [(64, 512)] if smoke else [(4096, 4096), (14336, 4096)]
+    shapes = [] if args.quantiser_only else [(64, 512)] if smoke else [(4096, 4096), (14336, 4096)]
     ms = [1, 8]
     read_bw, copy_bw = bandwidth(64 << 20 if smoke else 2 << 30)
     read_l3, copy_l3 = bandwidth(32 << 20)
@@ -139,10 +176,13 @@ def main() -> None:
         for fmt, (qn, dqn, _, _) in FORMATS.items():
             q = getattr(ik, qn)(w)
             weights[(n, k)][fmt] = (q, getattr(ik, dqn)(q))
-    rows = []
+    torch.manual_seed(0)
+    wq = torch.randn(64, 512) * 0.02 if smoke else torch.randn(4096, 4096) * 0.02
+    rows, quant_rows = [], []
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "weights.pt"
-        torch.save({"weights": weights, "ms": ms}, data)
+        torch.save({"weights": weights, "ms": ms, "quantiser_weight": wq,
+                    "quantiser_only": args.quantiser_only}, data)
         for isa in isas:
             env = {**os.environ, "IK_CPU_ISA": isa}
             cmd = [sys.executable, __file__, "--worker", isa, "--data", str(data)]
@@ -152,6 +192,11 @@ def main() -> None:
                 sys.exit(f"worker {isa} failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
             line = next(l for l in proc.stdout.splitlines() if l.startswith("ROWS "))
             rows += json.loads(line[5:])
+            line = next(l for l in proc.stdout.splitlines() if l.startswith("QUANT "))
+            quant_rows += json.loads(line[6:])
+    md = harness.out_dir() / "bench_q4k_cpu.md"
+    md.write_text(f"{header}\n")
+    quantiser_table(quant_rows, wq, read_bw, md)
 
     # One table row per (shape, M, cache, ISA): our two formats and torch's two dtypes.
     def get(isa, n, m, impl, cache):
@@ -171,11 +216,38 @@ def main() -> None:
                     table.append([f"{n} x {k}", m, cache, isa, q4["us"], q6["us"], f32["us"],
                                   b16["us"], f32["us"] / q4["us"], b16["us"] / q4["us"],
                                   f32["us"] / q6["us"], gbs, 100 * gbs / read_bw])
-    md = harness.out_dir() / "bench_q4k_cpu.md"
-    md.write_text(f"{header}\n")
-    harness.print_table(headers, table, "CPU k-quant gemv vs torch matmul (x fp32)", md)
-    worst = max(r["err"] for r in rows if r["impl"].startswith("ours"))
-    print(f"largest relative error of ours against fp64: {worst:.2g}")
+    if table:
+        harness.print_table(headers, table, "CPU k-quant gemv vs torch matmul (x fp32)", md)
+        worst = max(r["err"] for r in rows if r["impl"].startswith("ours"))
+        print(f"largest relative error of ours against fp64: {worst:.2g}")
+
+
+def quantiser_table(rows: list[dict], w: torch.Tensor, read_bw: float, md: Path) -> None:
+    """Ours per instruction set against ggml's quantiser (one thread), on the same weight."""
+    for fmt in FORMATS:
+        shas = {r["sha"] for r in rows if r["fmt"] == fmt}
+        if len(shas) != 1:
+            sys.exit(f"{fmt}: the instruction sets gave different bytes ({sorted(shas)})")
+    ggml = {}
+    try:
+        for fmt in FORMATS:
+            torch.set_num_threads(1)
+            ggml[fmt] = best_of(lambda: ggml_quant.quantize(w, fmt))
+    except ImportError as e:
+        print(f"ggml-python unavailable ({e}): no ggml column")
+    finally:
+        torch.set_num_threads(os.cpu_count() or 1)
+    floor_s = w.numel() * 4 / (read_bw * 1e9)
+    table = []
+    for r in rows:
+        g = ggml.get(r["fmt"])
+        table.append([r["fmt"], r["isa"], r["threads"], r["s"], 1e9 * r["s"] * r["threads"] / w.numel(),
+                      g if r["threads"] == 1 else None, g / r["s"] if g and r["threads"] == 1 else None,
+                      100 * floor_s / r["s"], r["sha"]])
+    harness.print_table(["format", "ISA", "threads", "ours s", "ns a weight a thread", "ggml s (1 thread)",
+                         "ggml / ours", "% read floor", "bytes (sha256)"], table,
+                        f"CPU quantiser, {w.shape[0]} x {w.shape[1]} fp32 weight (randn * 0.02), best of 3; "
+                        f"read floor {1e3 * floor_s:.2f} ms", md)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ when that package imports.
 """
 
 import copy
-import ctypes
 import math
 import os
 import re
@@ -19,6 +18,9 @@ import torch
 
 import test_kernelize
 from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import ggml_quant  # noqa: E402  (ggml's quantiser, shared with bench_q4k_cpu.py)
 from reference import assert_close, poisoned_like
 
 gguf = pytest.importorskip("gguf")
@@ -178,16 +180,8 @@ def naive_rtn(w, fmt):
 
 def ggml_quantize(w, fmt, imatrix):
     """ggml's own quantiser (ggml_quantize_chunk, through ggml-python)."""
-    ggml = pytest.importorskip("ggml")
-    gtype = {"Q4_K": ggml.GGML_TYPE_Q4_K, "Q6_K": ggml.GGML_TYPE_Q6_K}[fmt]
-    n, k = w.shape
-    src = np.ascontiguousarray(w.numpy(), dtype=np.float32)
-    dst = np.zeros((n, k // 256 * FORMATS[fmt][4]), dtype=np.uint8)
-    fptr = ctypes.POINTER(ctypes.c_float)
-    im = None if imatrix is None else np.ascontiguousarray(imatrix.numpy(), dtype=np.float32)
-    ggml.ggml_quantize_chunk(gtype, src.ctypes.data_as(fptr), dst.ctypes.data_as(ctypes.c_void_p),
-                             0, n, k, None if im is None else im.ctypes.data_as(fptr))
-    return torch.from_numpy(dst)
+    pytest.importorskip("ggml")
+    return ggml_quant.quantize(w, fmt, imatrix)
 
 
 def minilm_weights():
