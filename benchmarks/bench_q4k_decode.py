@@ -54,8 +54,7 @@ def dequantised(ik, base, q4km):
     for name, lin in deq.named_modules():
         m = quantised.get(name)
         if isinstance(m, ik.quant.Q4KLinear):
-            w = ik.gguf_blocks.untile(m.qweight, m.out_features, m.fmt) if m.tiled else m.qweight
-            lin.weight.data.copy_(ik.quant.dequantize(w, m.fmt, m.in_features))
+            lin.weight.data.copy_(m.dequantized_weight())
     return deq
 
 
