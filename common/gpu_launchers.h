@@ -128,7 +128,8 @@ struct SkinnyGemmParams {
   // rows and N x K <= 16 MiB, up to 36 MiB at M <= 16, and up to 64 MiB at M = 1 with
   // K <= 8192; NaN stays NaN;
   // sums move from the MMA's accumulator, which keeps fewer bits than fp32, into fp32
-  // every 8 chunks of 64 K bytes). 0 = default. skinny_gemm.cu's convert_for has the
+  // every 8 chunks of 64 K bytes), 5 as 4 in persistent clusters, the weights through a
+  // shared-memory ring (sm_90a, M <= 32). 0 = default. skinny_gemm.cu's convert_for has the
   // rules and their measurements.
   int convert;
   // Workspace of skinny_gemm_fp8_workspace_bytes(p) bytes (16-byte aligned), or null
@@ -141,8 +142,8 @@ struct SkinnyGemmParams {
 // current device (ROCm's split depends on its CU count).
 int64_t skinny_gemm_fp8_workspace_bytes(const SkinnyGemmParams& p);
 
-// convert 4 (CUDA): the smallest `cluster` (K split) whose share of the activation fits in
-// a block's shared memory, 0 if none up to 8 does.
+// convert 4, or 5 where p.convert is 5 (CUDA): the smallest `cluster` (K split) whose share
+// of the activation fits in a block's shared memory, 0 if none up to 8 does.
 int skinny_gemm_fp8_wgmma_min_cluster(const SkinnyGemmParams& p);
 
 // Returns the launch status (0 is success).

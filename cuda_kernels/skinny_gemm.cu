@@ -148,7 +148,7 @@ __device__ __forceinline__ F16x8 to_f16_div256(const uint4& v) {
 // per warp through the conversion instruction (kCvt) or integer operations (kIntOps), or
 // once, by a pre-pass writing an f16 copy of `a` that the warps load as ready B fragments
 // (kF16Copy; that path also streams the weight through a cp.async ring, see the kernel).
-enum Convert : int { kCvt = 1, kIntOps = 2, kF16Copy = 3, kWgmma = 4 };
+enum Convert : int { kCvt = 1, kIntOps = 2, kF16Copy = 3, kWgmma = 4, kWgmmaRing = 5 };
 
 // kF16Copy: chunks of weight in each warp's cp.async ring (S - 1 in flight while one is
 // computed): 4 x 2 KB per warp, 64 KB for a block of 8 warps, two blocks per SM.
@@ -506,6 +506,60 @@ __host__ __device__ constexpr int64_t wg_smem_bytes(int64_t cps, int nh) {
   return wg_x_slots(cps) * nh * 512 + (nh > 2 ? nh : 2) * 8 * kWgRows * 4;
 }
 
+// convert 4 and 5's copy of the activation into shared memory (see
+// skinny_gemm_wgmma_kernel): chunks c0 .. c0 + cn - 1 of every row of a, then zeros up to
+// cpad chunks, as cp.async copies the caller waits for.
+template <int NH, int kThreads>
+__device__ __forceinline__ void wg_copy_x(uint32_t xsa, const SkinnyGemmParams& p, int64_t M, int64_t K, int64_t c0,
+                                          int cn, int cpad) {
+  constexpr int NT = 2 * NH;
+  const auto* a = static_cast<const uint8_t*>(p.a);
+  const int items = cpad * 8 * NH * 4;
+  for (int i = threadIdx.x; i < items; i += kThreads) {
+    const int tt = i & 3, m = (i >> 2) % (8 * NH), s = (i >> 2) / (8 * NH);
+    const int64_t off = (c0 + s) * kChunk + 16 * tt;
+    const bool valid = s < cn && m < M && off < K;
+    const uint8_t* src = valid ? a + m * p.lda + off : a;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int col = (j & 1) * 8 * NH + m, h = j >> 1;
+      cp_async4_zfill(xsa + ((s * 2 + h) * NT + (col >> 3)) * 128 + (col & 7) * 16 + 4 * tt, src + 4 * j, valid);
+    }
+  }
+}
+
+// A block's sums for its kRows weight rows (each row's two halves added) into partials[m][row].
+template <int NH, int kRows>
+__device__ __forceinline__ void wg_put_partials(float* partials, const float (&acc)[8 * NH], int t, int rl, int64_t M) {
+#pragma unroll
+  for (int j = 0; j < NH; ++j) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int m = 8 * j + 2 * t + e;
+      if (m < M) partials[m * kRows + rl] = acc[4 * j + e] + acc[4 * (j + NH) + 2 + e];
+    }
+  }
+}
+
+// The cluster's partials of one tile summed in rank order, scaled, biased and stored; each
+// block stores its share. After a cluster barrier that follows every block's partials.
+template <typename OutT, int kRows, int kThreads>
+__device__ __forceinline__ void wg_sum_partials(const SkinnyGemmParams& p, cg::cluster_group& cluster, float* partials,
+                                                int nc, int rank, int64_t tile) {
+  const int64_t M = p.M, N = p.N;
+  const float sa = *p.scale_a;
+  for (int i = rank * kThreads + threadIdx.x; i < kRows * M; i += kThreads * nc) {
+    const int r = i % kRows;
+    const int64_t m = i / kRows, n = tile * kRows + r;
+    if (n >= N) continue;
+    float sum = 0.0f;
+    for (int q = 0; q < nc; ++q) sum += (nc > 1 ? cluster.map_shared_rank(partials, q) : partials)[m * kRows + r];
+    float y = sum * (sa * p.scale_b[p.scale_b_per_channel ? n : 0]);
+    if (p.bias) y += to_float(static_cast<const OutT*>(p.bias)[n]);
+    static_cast<OutT*>(p.out)[m * p.ldo + n] = from_float<OutT>(y);
+  }
+}
+
 // G: groups of kWgU chunks a lane keeps in flight (wgmma_groups): with 2, one group's
 // loads are on their way while the other's MMAs run (112-122 registers against 72-90).
 template <typename OutT, int NH, int WGS, int G = 1>
@@ -543,8 +597,6 @@ __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyG
   // multiplies them with weights it already had). 16 bytes at 16 tt of a row: word q goes
   // to column group q % 2, K half q / 2.
   uint8_t* xs = wsm;
-  const auto* a = static_cast<const uint8_t*>(p.a);
-  const int items = cpad * 8 * NH * 4;
   // Item i: word group tt of chunk s of activation row m, rows fastest, so that a warp's 8
   // rows x 4 words land on 128 consecutive bytes (chunks fastest put a warp's 8 chunks
   // 256 NT bytes apart: 8-way bank conflicts). Copied by cp.async, which holds no
@@ -556,17 +608,7 @@ __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyG
   constexpr bool kCopyFirst = NH > 1;
   const uint32_t xsa = smem_addr(xs);
   if constexpr (!kCopyFirst) load_weights();
-  for (int i = threadIdx.x; i < items; i += kThreads) {
-    const int tt = i & 3, m = (i >> 2) % (8 * NH), s = (i >> 2) / (8 * NH);
-    const int64_t off = (c0 + s) * kChunk + 16 * tt;
-    const bool valid = s < cn && m < M && off < K;
-    const uint8_t* src = valid ? a + m * p.lda + off : a;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int col = (j & 1) * 8 * NH + m, h = j >> 1;
-      cp_async4_zfill(xsa + ((s * 2 + h) * NT + (col >> 3)) * 128 + (col & 7) * 16 + 4 * tt, src + 4 * j, valid);
-    }
-  }
+  wg_copy_x<NH, kThreads>(xsa, p, M, K, c0, cn, cpad);
   if constexpr (kCopyFirst) load_weights();
   cp_async_wait_all();
   fence_proxy_async_smem();
@@ -611,30 +653,133 @@ __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyG
   }
 
   float* partials = reinterpret_cast<float*>(wsm + wg_x_slots(cps) * NH * 512);
-#pragma unroll
-  for (int j = 0; j < NH; ++j) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int m = 8 * j + 2 * t + e;
-      if (m < M) partials[m * kRows + rl] = acc[4 * j + e] + acc[4 * (j + NH) + 2 + e];
-    }
-  }
+  wg_put_partials<NH, kRows>(partials, acc, t, rl, M);
   if (nc > 1) {
     cluster.sync();
   } else {
     __syncthreads();
   }
-  const float sa = *p.scale_a;
-  for (int i = rank * kThreads + threadIdx.x; i < kRows * M; i += kThreads * nc) {
-    const int r = i % kRows;
-    const int64_t m = i / kRows, n = tile * kRows + r;
-    if (n >= N) continue;
-    float sum = 0.0f;
-    for (int q = 0; q < nc; ++q) sum += (nc > 1 ? cluster.map_shared_rank(partials, q) : partials)[m * kRows + r];
-    float y = sum * (sa * p.scale_b[p.scale_b_per_channel ? n : 0]);
-    if (p.bias) y += to_float(static_cast<const OutT*>(p.bias)[n]);
-    static_cast<OutT*>(p.out)[m * p.ldo + n] = from_float<OutT>(y);
+  wg_sum_partials<OutT, kRows, kThreads>(p, cluster, partials, nc, rank, tile);
+  if (nc > 1) cluster.sync();  // keep this block's partials alive until all have read them
+}
+
+// convert 5 (kWgmmaRing, M <= 32): convert 4's MMAs (the same fragments, B layout and
+// order of sums), with two changes for weights that do not fit one wave of tiles:
+// - Persistent clusters: a cluster takes tiles cluster, cluster + clusters, ... of 64
+//   rows, each block the same share of K for all of them, so a block copies its share of
+//   the activation once, not once a tile (at M = 32 that copy is half the weight bytes a
+//   block reads, through 4-byte cp.async).
+// - The weights stream through a ring of S slots in shared memory (cp.async), S - 1
+//   groups of kWgU chunks a lane in flight whatever the registers hold; the loads run on
+//   across tile boundaries and cluster barriers. A lane copies and reads only its own 16
+//   bytes a chunk (a warp's 512 contiguous bytes: no bank conflicts), so the slot needs no
+//   barrier, only the lane's own wait. Chunks past the block's share are zeros (the
+//   activation there is zero too).
+// A tile's partials alternate between two buffers, so one cluster barrier a tile suffices:
+// a block writes a buffer again two tiles later, after every block has passed the barrier
+// that follows its reads.
+__host__ __device__ constexpr int64_t wg_ring_bytes(int slots) { return int64_t{slots} * kWgU * 256 * 16; }
+__host__ __device__ constexpr int64_t wg_partial_bytes(int nh) { return (nh > 2 ? nh : 2) * 8 * kWgRows * 4; }
+__host__ __device__ constexpr int64_t wg_ring_smem_bytes(int slots, int64_t cps, int nh) {
+  return wg_x_slots(cps) * nh * 512 + wg_ring_bytes(slots) + 2 * wg_partial_bytes(nh);
+}
+
+template <typename OutT, int NH, int S>
+__global__ void __launch_bounds__(256, 1)
+    skinny_gemm_wgmma_ring_kernel(SkinnyGemmParams p, int64_t cps, int64_t tiles) {
+  static_assert(S >= 2 && S <= 8, "ring slots");
+  constexpr int kRows = 64, kThreads = 256, NT = 2 * NH;
+  extern __shared__ __align__(128) uint8_t wsm[];
+  cg::cluster_group cluster = cg::this_cluster();
+  const int nc = int(cluster.num_blocks()), rank = int(cluster.block_rank());
+  const int64_t M = p.M, N = p.N, K = p.K;
+  const int64_t nchunks = (K + kChunk - 1) / kChunk;
+  const int64_t c0 = int64_t(rank) * cps;
+  const int cn = int(std::max<int64_t>(0, std::min(c0 + cps, nchunks) - c0));  // chunks here
+  const int gpt = int(wg_x_slots(cps) / kWgU);  // groups a tile: the same in every block of the cluster
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int rl = (threadIdx.x >> 5) * 8 + g;  // the lane's row in the tile
+  const int64_t clusters = gridDim.x / nc, first = blockIdx.x / nc;
+  const int my_tiles = first < tiles ? int((tiles - first + clusters - 1) / clusters) : 0;
+  const int groups = my_tiles * gpt;
+
+  const uint32_t xb = smem_addr(wsm);
+  const uint32_t ring = xb + uint32_t(wg_x_slots(cps) * NH * 512);
+  float* partials = reinterpret_cast<float*>(wsm + wg_x_slots(cps) * NH * 512 + wg_ring_bytes(S));
+  const uint32_t mine = ring + threadIdx.x * 16;  // + (slot * kWgU + u) * kThreads * 16
+
+  // The copies of group q (tile q / gpt of this cluster, chunks kWgU (q % gpt) on), one
+  // cp.async group, empty past the last. A segment past K reads the row's last 16 bytes
+  // (convert 4's rule: its activation bytes are zeros).
+  int fill_q = 0, fill_gg = 0;
+  int64_t fill_tile = first;
+  const auto fill = [&] {
+    if (fill_q < groups) {
+      const auto* base = static_cast<const uint8_t*>(p.b) + std::min(fill_tile * kRows + rl, N - 1) * p.ldb;
+      const uint8_t* pw = base + c0 * kChunk + 16 * t;
+      const uint8_t* last16 = base + K - 16;
+      const uint32_t dst = mine + uint32_t(fill_q % S) * (kWgU * kThreads * 16);
+#pragma unroll
+      for (int u = 0; u < kWgU; ++u) {
+        const int c = fill_gg * kWgU + u;
+        cp_async16_zfill(dst + u * (kThreads * 16), std::min(pw + c * kChunk, last16), c < cn);
+      }
+      if (++fill_gg == gpt) fill_gg = 0, fill_tile += clusters;
+    }
+    ++fill_q;
+    cp_async_commit();
+  };
+
+  // Committed before the loop: group 0, the activation, groups 1 .. S - 2; waiting until S - 2
+  // are left in flight leaves group 0 and the activation landed.
+  fill();
+  wg_copy_x<NH, kThreads>(xb, p, M, K, c0, cn, int(wg_x_slots(cps)));
+  cp_async_commit();
+#pragma unroll
+  for (int s = 1; s < S - 1; ++s) fill();
+  cp_async_wait<S - 2>();
+  fence_proxy_async_smem();
+  __syncthreads();
+
+  float acc[4 * NT] = {}, part[4 * NT];
+  int gg = 0, it = 0;
+  int64_t tile = first;
+  for (int q = 0; q < groups; ++q) {
+    if (q > 0) cp_async_wait<S - 2>();  // this lane's copies of group q have landed
+    fill();  // group q + S - 1, into the slot group q - 1 was read from (its MMAs are done)
+    const uint32_t slot = mine + uint32_t(q % S) * (kWgU * kThreads * 16);
+    uint4 w[kWgU];
+#pragma unroll
+    for (int u = 0; u < kWgU; ++u) w[u] = lds16(slot + u * (kThreads * 16));
+#pragma unroll
+    for (int u = 0; u < kWgU; ++u) {
+      const uint64_t desc = wgmma_desc(xb + (gg * kWgU + u) * (NT * 256), NT * 128, 128);
+      if (u == 0) {
+        wgmma_fence();
+        wgmma_e4m3<NT, 0>(part, w[u], desc);
+      } else {
+        wgmma_e4m3<NT, 1>(part, w[u], desc);
+      }
+    }
+    wgmma_commit();
+    wgmma_wait_all();
+#pragma unroll
+    for (int i = 0; i < 4 * NT; ++i) acc[i] += part[i];
+    if (++gg == gpt) {
+      float* buf = partials + (it & 1) * (wg_partial_bytes(NH) / 4);
+      wg_put_partials<NH, kRows>(buf, acc, t, rl, M);
+      if (nc > 1) {
+        cluster.sync();
+      } else {
+        __syncthreads();
+      }
+      wg_sum_partials<OutT, kRows, kThreads>(p, cluster, buf, nc, rank, tile);
+#pragma unroll
+      for (int i = 0; i < 4 * NT; ++i) acc[i] = 0.0f;
+      gg = 0, ++it, tile += clusters;
+    }
   }
+  cp_async_wait_all();  // the empty groups past the end
   if (nc > 1) cluster.sync();  // keep this block's partials alive until all have read them
 }
 
@@ -651,6 +796,18 @@ int n_tiles(int64_t M) { return M >= kMaxM ? 4 : int((M + 7) / 8); }
 // The 16-byte-load kernel takes rows that are 16-byte aligned with K % 16 == 0.
 bool vector_path(const SkinnyGemmParams& p) {
   return p.K % 16 == 0 && p.lda % 16 == 0 && p.ldb % 16 == 0 && aligned(p.a, 16) && aligned(p.b, 16);
+}
+
+// convert 5: the smallest K split (cluster) whose shared memory fits a block with the
+// caller's ring slots (warps_per_tile), or 3; 0 if none up to 8 does.
+int ring_min_cluster(const SkinnyGemmParams& p) {
+  const int smem_per_block = device_attribute_once<cudaDevAttrMaxSharedMemoryPerBlockOptin>();
+  const int64_t nchunks = (p.K + kChunk - 1) / kChunk;
+  const int slots = p.warps_per_tile > 0 ? p.warps_per_tile : 3;
+  for (int nc = 1; nc <= kMaxCluster; ++nc) {
+    if (wg_ring_smem_bytes(slots, (nchunks + nc - 1) / nc, n_tiles(p.M)) <= smem_per_block) return nc;
+  }
+  return 0;
 }
 
 // convert 4's shared memory a block for a K split of nc (the activation's share of K).
@@ -839,9 +996,74 @@ int launch_wgmma(const SkinnyGemmParams& p, cudaStream_t stream) {
   return cudaLaunchKernelEx(&cfg, kernel, p, (nchunks + nc - 1) / nc);
 }
 
+// convert 5: clusters of nc blocks with ring slots S resident at once (0: its shared memory
+// does not fit a block), asked once per device, S, nc and blocks per SM.
+template <typename OutT, int NH, int S>
+int ring_clusters(const SkinnyGemmParams& p, int nc) {
+  constexpr auto kernel = skinny_gemm_wgmma_ring_kernel<OutT, NH, S>;
+  const int smem_per_block = device_attribute_once<cudaDevAttrMaxSharedMemoryPerBlockOptin>();
+  const int64_t nchunks = (p.K + kChunk - 1) / kChunk;
+  const int64_t smem = wg_ring_smem_bytes(S, (nchunks + nc - 1) / nc, NH);
+  if (smem > smem_per_block || max_dynamic_smem_once<kernel>(smem_per_block) != cudaSuccess) return 0;
+  const int64_t regs_per_sm = std::max<int64_t>(1, resident_blocks_once<kernel, 256>() / sm_count());
+  const int smem_per_sm = device_attribute_once<cudaDevAttrMaxSharedMemoryPerMultiprocessor>();
+  const int per_sm = int(std::min<int64_t>({regs_per_sm, smem_per_sm / (smem + 1024), kMaxCluster}));
+  if (per_sm <= 0) return 0;
+  static int resident[kDeviceSlots][kMaxCluster + 1][kMaxCluster + 1] = {};  // [device][nc][blocks per SM]
+  const int dev = device_slot();
+  int n = dev >= 0 ? resident[dev][nc][per_sm] : 0;
+  if (!n) {
+    n = clusters_resident(kernel, 256, size_t(smem), nc);
+    n = n > 0 ? n : -1;
+    if (dev >= 0) resident[dev][nc][per_sm] = n;
+  }
+  return std::max(n, 0);
+}
+
+template <typename OutT, int NH, int S>
+int launch_ring_with(const SkinnyGemmParams& p, int nc, int clusters, cudaStream_t stream) {
+  constexpr auto kernel = skinny_gemm_wgmma_ring_kernel<OutT, NH, S>;
+  const int64_t tiles = (p.N + kWgRows - 1) / kWgRows, nchunks = (p.K + kChunk - 1) / kChunk;
+  const int64_t cps = (nchunks + nc - 1) / nc;
+  cudaLaunchAttribute attr[1];
+  const cudaLaunchConfig_t cfg = cluster_launch(std::min<int64_t>(tiles, clusters) * nc, 256,
+                                                size_t(wg_ring_smem_bytes(S, cps, NH)), stream, nc, attr);
+  return cudaLaunchKernelEx(&cfg, kernel, p, cps, tiles);
+}
+
+// convert 5's K split (cluster) and ring slots: the caller's where given (warps_per_tile:
+// slots, 3 or 4), else the pair whose blocks stream the fewest chunks: rounds of tiles
+// (tiles / resident clusters, rounded up) x chunks a block's share; on a tie, 4 slots
+// before 3, then fewer rounds.
+template <typename OutT, int NH>
+int launch_ring(const SkinnyGemmParams& p, cudaStream_t stream) {
+  const int64_t tiles = (p.N + kWgRows - 1) / kWgRows, nchunks = (p.K + kChunk - 1) / kChunk;
+  int best_nc = 0, best_s = 0, best_n = 0;
+  int64_t best_cost = 0, best_rounds = 0;
+  for (int s = 4; s >= 3; --s) {
+    if (p.warps_per_tile > 0 && p.warps_per_tile != s) continue;
+    for (int nc = 1; nc <= kMaxCluster; ++nc) {
+      if (p.cluster > 0 && p.cluster != nc) continue;
+      const int n = s == 4 ? ring_clusters<OutT, NH, 4>(p, nc) : ring_clusters<OutT, NH, 3>(p, nc);
+      if (n <= 0) continue;
+      const int64_t rounds = (tiles + n - 1) / n, cost = rounds * wg_x_slots((nchunks + nc - 1) / nc);
+      if (!best_nc || cost < best_cost || (cost == best_cost && s == best_s && rounds < best_rounds)) {
+        best_nc = nc, best_s = s, best_n = n, best_cost = cost, best_rounds = rounds;
+      }
+    }
+  }
+  if (!best_nc) return cudaErrorInvalidValue;  // no split fits (the wrapper says so first)
+  return best_s == 4 ? launch_ring_with<OutT, NH, 4>(p, best_nc, best_n, stream)
+                     : launch_ring_with<OutT, NH, 3>(p, best_nc, best_n, stream);
+}
+
 template <typename OutT, int NT>
 int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int convert = convert_for(p, NT);
+  if (convert == kWgmmaRing) {
+    if (p.M > kMaxM) return cudaErrorInvalidValue;  // the wrapper says so first
+    return launch_ring<OutT, NT>(p, stream);
+  }
   if (convert == kWgmma) {
     // tiles_per_block: warpgroups a block (32 weight rows each), 2 unless given
     const bool one = p.tiles_per_block == 1;
@@ -1026,7 +1248,9 @@ int64_t skinny_gemm_fp8_workspace_bytes(const SkinnyGemmParams& p) {
                                                   : 0;
 }
 
-int skinny_gemm_fp8_wgmma_min_cluster(const SkinnyGemmParams& p) { return wgmma_min_cluster(p); }
+int skinny_gemm_fp8_wgmma_min_cluster(const SkinnyGemmParams& p) {
+  return p.convert == kWgmmaRing ? ring_min_cluster(p) : wgmma_min_cluster(p);
+}
 
 int skinny_gemm_fp8_launch(const SkinnyGemmParams& p, void* stream) {
   if (p.M <= 0 || p.N <= 0) return cudaSuccess;

@@ -17,7 +17,8 @@ using namespace inference_kernels;
 // warps_per_tile, cluster, convert], 0 = the launcher's choice for that field (convert:
 // gpu_launchers.h; 3 takes a workspace of 2 * M * K bytes, allocated here; 4 takes
 // `cluster`, its K split, tiles_per_block, its warpgroups a block, and warps_per_tile,
-// its groups of chunks in flight). On ROCm,
+// its groups of chunks in flight; 5 takes `cluster` and warps_per_tile, its ring slots).
+// On ROCm,
 // warps_per_tile is the K splits across work items and cluster and convert are ignored.
 void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
                           const at::Tensor& scale_a, const at::Tensor& scale_b,
@@ -32,9 +33,10 @@ void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor
               "config: tiles_per_block * warps_per_tile must be at most 8 (0 = automatic), got ",
               num(rb), " and ", num(kw));
   TORCH_CHECK(nc >= 0 && nc <= 8, "config: cluster must be 0 (automatic) to 8, got ", num(nc));
-  TORCH_CHECK(cvt >= 0 && cvt <= 4, "config: convert must be 0 (automatic), 1, 2, 3 or 4, got ", num(cvt));
+  TORCH_CHECK(cvt >= 0 && cvt <= 5, "config: convert must be 0 (automatic), 1, 2, 3, 4 or 5, got ", num(cvt));
 #ifdef CUDA_KERNEL
-  TORCH_CHECK(cvt != 4 || p.M <= 32, "config: convert 4 (wgmma) takes at most 32 rows of a, got ", num(p.M));
+  TORCH_CHECK(cvt < 4 || p.M <= 32, "config: convert ", num(cvt), " (wgmma) takes at most 32 rows of a, got ",
+              num(p.M));
 #endif
   p.tiles_per_block = int(rb);
   p.warps_per_tile = int(kw);
@@ -53,6 +55,15 @@ void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor
     TORCH_CHECK(min_nc > 0, "config: convert 4 keeps each block's share of K of every row of a in shared ",
                 "memory; K = ", num(p.K), " at ", num(p.M), " rows does not fit even at a cluster of 8");
     TORCH_CHECK(nc == 0 || nc >= min_nc, "config: convert 4 at K = ", num(p.K), " and ", num(p.M),
+                " rows of a needs a cluster (K split) of at least ", num(min_nc), ", got ", num(nc));
+  }
+  if (cvt == 5) {  // as 4, with the weights through a ring of 3 or 4 slots of 32 KB
+    TORCH_CHECK(rb == 0 && (kw == 0 || kw == 3 || kw == 4), "config: convert 5 takes tiles_per_block 0 and ",
+                "warps_per_tile 0 (automatic), 3 or 4 (ring slots), got ", num(rb), " and ", num(kw));
+    const int min_nc = skinny_gemm_fp8_wgmma_min_cluster(p);
+    TORCH_CHECK(min_nc > 0, "config: convert 5 keeps each block's share of K of every row of a in shared ",
+                "memory beside its ring; K = ", num(p.K), " at ", num(p.M), " rows does not fit even at a cluster of 8");
+    TORCH_CHECK(nc == 0 || nc >= min_nc, "config: convert 5 at K = ", num(p.K), " and ", num(p.M),
                 " rows of a needs a cluster (K split) of at least ", num(min_nc), ", got ", num(nc));
   }
 #endif

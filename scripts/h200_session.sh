@@ -127,6 +127,9 @@
 #           + kernelized, and compiled whole; device time by kernel group (bench_q4k_decode.py)
 #   q4k_decode_clean: (prepared, not yet run) the same without the profiler (whose runs
 #           slowed later graph replays): 8 layers, every variant; then 32 layers, Q4_K_M only
+#   gemm_ring: the skinny GEMM tests (convert 5, the persistent ring, among them), then
+#           --tune on all 11 weights at M 1/8/16/32: the default, convert 5 (auto, 3 slots,
+#           4 slots at a cluster of 8) and _scaled_mm
 #   q4k_decode_compiled: the 8-layer compiled Q4_K_M steps alone, without the profiler
 #   q4k_m1to8: the Q4_K gemv benchmark at every M from 1 to 8, fp16 and bf16, with cuBLAS
 #   q4k_layer: the Q4_K decode layer as a chain of kernels, with separate and with fused
@@ -923,6 +926,10 @@ case "$MODE" in
           timeout 200 python3 benchmarks/bench_q4k_decode.py --layers 16 --compile \
             --name bench_q4k_decode_16 2>&1 | grep -vi warn | tail -12
           [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+  gemm_ring) tests_gemm; pack; step "convert 5 against the default and _scaled_mm"
+          timeout 420 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --tune --no-mlp --ms 1,8,16,32 \
+            --shapes 2304x16384,13312x16384,16384x6656,6144x4096,4096x4096,28672x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584 \
+            --configs "0,0,0,5;0,3,0,5;0,4,8,5" --name bench_gemm_ring 2>&1 | tee "$OUT/bench_gemm_ring.log" | grep -E "^\||tune:" | head -300 ;;
   q4k_decode_clean) step "Q4_K_M decode, 8 layers, no profiler in the process"
           timeout 240 python3 benchmarks/bench_q4k_decode.py --layers 8 --compile --name bench_q4k_decode_clean \
             --only "unquantised,q4km,stacked,stacked+k,unquantised compiled,q4km compiled,stacked compiled" \

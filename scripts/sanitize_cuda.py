@@ -133,7 +133,9 @@ def skinny_gemms(ik, dev):
     (convert 1 and 2 per warp; 3, the f16 pre-pass with the cp.async weight ring, the
     default at M > 8 for weights under 64 MiB, also at M <= 8 and with K < 64, where only
     the partial chunk runs; 4, the fp8 warpgroup MMA, at M <= 32 (two groups of chunks
-    in flight at M <= 16), one block and 8 a cluster).
+    in flight at M <= 16), one block and 8 a cluster; 5, the same MMAs in persistent clusters
+    with the weights through a shared-memory ring, 3 and 4 slots, 8 a cluster: 37 tiles of
+    2317 rows take three rounds of clusters).
     The op is called directly (no torch._scaled_mm route). Returns the launch count."""
     fp8 = torch.float8_e4m3fn
     n_launch = 0
@@ -148,8 +150,9 @@ def skinny_gemms(ik, dev):
         out = torch.empty(m, n + 3, device=dev, dtype=torch.bfloat16)
         wgmma = (([0, 0, 0, 4], [0, 0, 1, 4], [0, 0, 8, 4], [0, 2, 1, 4], [1, 2, 8, 4]) if m <= 16 else
                  ([0, 0, 0, 4], [0, 0, 8, 4], [1, 0, 8, 4]) if m <= 32 else ())
+        ring = ([0, 0, 0, 5], [0, 3, 8, 5], [0, 4, 8, 5]) if m <= 32 else ()
         for cfg in ([], [1, 8, 4, 1], [2, 4, 2, 2], [1, 1, 8, 1], [1, 8, 4, 3], [2, 4, 2, 3],
-                    [8, 1, 2, 3], [0, 0, 0, 3], *wgmma):
+                    [8, 1, 2, 3], [0, 0, 0, 3], *wgmma, *ring):
             ik.ops.skinny_gemm_fp8(out[:, :n], a[:, :k], b, sa, sb, bias, cfg)
             n_launch += 1
         ik.ops.skinny_gemm_fp8(out[:, 1:n + 1], a[:, 1:k + 1], b, sa, sb[:1], None)  # byte path

@@ -226,7 +226,7 @@ def test_every_work_split(ik, device, m):
 def test_wgmma_path(ik, device, m, n, k):
     """convert 4 (Hopper's fp8 warpgroup MMA, M <= 32: n = 16, 32, 48, 64) at every K
     split it takes, the launcher's included, with one and (M <= 16) two groups of chunks
-    in flight: odd N (rows clamped, not stored), K tails (a partial 64-byte
+    in flight, and convert 5 (the same MMAs, persistent, through a ring of 3 or 4 slots): odd N (rows clamped, not stored), K tails (a partial 64-byte
     chunk, K = 16), K ranges shorter than a group of 8 chunks, per-channel scales, bias,
     both out dtypes, strided rows of a and b."""
     cuda_only(device)
@@ -237,7 +237,8 @@ def test_wgmma_path(ik, device, m, n, k):
         bias = torch.randn(n, device=device).to(dt)
         ref = reference(a, b, sa, sb, bias)
         for cfg in ([0, 0, 0, 4], [0, 0, 1, 4], [0, 0, 3, 4], [0, 0, 8, 4], [1, 0, 0, 4], [1, 0, 5, 4],
-                    [2, 0, 2, 4], [0, 2, 0, 4], [0, 2, 1, 4], [1, 2, 3, 4], [2, 1, 8, 4], [2, 2, 8, 4]):
+                    [2, 0, 2, 4], [0, 2, 0, 4], [0, 2, 1, 4], [1, 2, 3, 4], [2, 1, 8, 4], [2, 2, 8, 4],
+                    [0, 0, 0, 5], [0, 3, 0, 5], [0, 4, 8, 5], [0, 3, 3, 5]):
             if cfg[1] == 2 and m > 16:
                 continue  # two groups in flight: M <= 16 only (test_rejects_bad_config)
             out = poisoned(m, n, dt, device)
@@ -266,11 +267,33 @@ def test_wgmma_default_choices(ik, device, m, n, k):
     assert_rows_close(out, ref, torch.bfloat16)
 
 
+@pytest.mark.parametrize("m", [1, 9, 17, 32])
+@pytest.mark.parametrize("nc", [1, 3, 8])
+def test_wgmma_ring_persistent(ik, device, m, nc):
+    """convert 5 runs convert 4's MMAs in the same order (one group of 8 chunks in flight,
+    two warpgroups a block), so for one K split the outputs are bitwise equal, also where
+    a cluster takes several tiles in turn (19237 rows: 301 tiles against at most 132
+    resident clusters) with the partials of successive tiles in alternating buffers, and
+    where the last block's share of K is short (zeros in its ring). Against fp64 too."""
+    cuda_only(device)
+    n, k = 64 * 300 + 37, 64 * 37 + 16
+    a, b = rand_fp8((m, k), device), rand_fp8((n, k), device)
+    sa, sb = scales(n, device, True)
+    bias = torch.randn(n, device=device).bfloat16()
+    outs = []
+    for cfg in ([2, 1, nc, 4], [0, 3, nc, 5], [0, 4, nc, 5]):
+        out = poisoned(m, n, torch.bfloat16, device)
+        ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, cfg)
+        outs.append(out)
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
+    assert_rows_close(outs[1], reference(a, b, sa, sb, bias), torch.bfloat16)
+
+
 @pytest.mark.parametrize("nc", [1, 2, 8])
 @pytest.mark.parametrize("rb", [1, 2])
 @pytest.mark.parametrize("groups", [1, 2])
 def test_wgmma_nan_stays_in_its_row(ik, device, nc, rb, groups):
-    """convert 4 reads a row's last 16 bytes again where K's partial chunk ends (against
+    """convert 4 and 5 read a row's last 16 bytes again where K's partial chunk ends (against
     zero activations): a NaN weight there, or anywhere in a row, reaches that row only."""
     cuda_only(device)
     k, n = 64 * 3 + 16, 70
@@ -279,11 +302,12 @@ def test_wgmma_nan_stays_in_its_row(ik, device, nc, rb, groups):
     b[6, 70] = float("nan")     # a whole chunk
     b[63, k - 16] = float("nan")  # the last row of a tile (of 32 or 64 rows)
     one = torch.ones(1, device=device)
-    out = poisoned(3, n, torch.bfloat16, device)
-    ik.ops.skinny_gemm_fp8(out, a, b, one, one, None, [rb, groups, nc, 4])
     bad = torch.zeros(n, dtype=torch.bool, device=device)
     bad[[5, 6, 63]] = True
-    assert torch.isnan(out[:, bad]).all() and not torch.isnan(out[:, ~bad]).any()
+    for cfg in ([rb, groups, nc, 4], [0, 2 + rb, nc, 5]):
+        out = poisoned(3, n, torch.bfloat16, device)
+        ik.ops.skinny_gemm_fp8(out, a, b, one, one, None, cfg)
+        assert torch.isnan(out[:, bad]).all() and not torch.isnan(out[:, ~bad]).any(), cfg
 
 
 @pytest.mark.parametrize("m", [1, 5, 9, 16, 23, 32])
@@ -454,14 +478,19 @@ def test_rejects_bad_config(ik, device):
     out = torch.empty(4, 8, device=device, dtype=torch.bfloat16)
     for cfg, msg in (([3, 3], "tiles_per_block \\* warps_per_tile must be at most 8"),
                      ([1, 1, 9], "cluster must be 0 \\(automatic\\) to 8, got 9"),
-                     ([1, 1, 1, 5], "convert must be 0 \\(automatic\\), 1, 2, 3 or 4, got 5"),
+                     ([1, 1, 1, 6], "convert must be 0 \\(automatic\\), 1, 2, 3, 4 or 5, got 6"),
                      ([1, 1, 1, 1, 1], "config holds at most 4 values")):
         with pytest.raises(RuntimeError, match=msg):
             ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, cfg)
     a17, out17 = rand_fp8((17, 64), device), torch.empty(17, 8, device=device, dtype=torch.bfloat16)
     a33, out33 = rand_fp8((33, 64), device), torch.empty(33, 8, device=device, dtype=torch.bfloat16)
-    with pytest.raises(RuntimeError, match="convert 4 \\(wgmma\\) takes at most 32 rows of a, got 33"):
-        ik.ops.skinny_gemm_fp8(out33, a33, b, sa, sb, None, [0, 0, 0, 4])
+    for cvt in (4, 5):
+        with pytest.raises(RuntimeError, match=f"convert {cvt} \\(wgmma\\) takes at most 32 rows of a, got 33"):
+            ik.ops.skinny_gemm_fp8(out33, a33, b, sa, sb, None, [0, 0, 0, cvt])
+    for cfg in ([1, 0, 0, 5], [0, 2, 0, 5]):
+        with pytest.raises(RuntimeError, match="convert 5 takes tiles_per_block 0 and warps_per_tile 0 "
+                                               f"\\(automatic\\), 3 or 4 \\(ring slots\\), got {cfg[0]} and {cfg[1]}"):
+            ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, cfg)
     with pytest.raises(RuntimeError, match="one group of chunks in flight past 16 rows of a \\(warps_per_tile 0 "
                                            "or 1\\), got warps_per_tile 2 at 17 rows"):
         ik.ops.skinny_gemm_fp8(out17, a17, b, sa, sb, None, [0, 2, 0, 4])
@@ -479,3 +508,13 @@ def test_rejects_bad_config(ik, device):
     with pytest.raises(RuntimeError, match=f"K = {k_long} at 16 rows does not fit even at a cluster of 8"):
         ik.ops.skinny_gemm_fp8(out16, rand_fp8((16, k_long), device), rand_fp8((8, k_long), device),
                                sa, sb, None, [0, 0, 0, 4])
+    # convert 5 keeps its ring (3 slots of 32 KB) beside that share: at M = 32 and K = 16384
+    # the share of a split of 4 (128 KB) no longer fits
+    a32, out32 = rand_fp8((32, 16384), device), torch.empty(32, 8, device=device, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="convert 5 at K = 16384 and 32 rows of a needs a cluster \\(K split\\) "
+                                           "of at least 5, got 4"):
+        ik.ops.skinny_gemm_fp8(out32, a32, b16, sa, sb, None, [0, 0, 4, 5])
+    k_long = 8 * 64 * 64
+    with pytest.raises(RuntimeError, match=f"K = {k_long} at 32 rows does not fit even at a cluster of 8"):
+        ik.ops.skinny_gemm_fp8(out32, rand_fp8((32, k_long), device), rand_fp8((8, k_long), device),
+                               sa, sb, None, [0, 0, 0, 5])
