@@ -121,6 +121,13 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 }
 __device__ __forceinline__ void pdl_wait_primary() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
+// The two halves of a thread-block cluster barrier (sm_90): writes before arrive (shared
+// memory included) are visible to reads after the matching wait in every block of the
+// cluster; work between them overlaps the other blocks' arrival. Every thread of every
+// block alternates arrive and wait.
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+
 // d += A (16 x 16) * B (16 x 8), bf16 (BF16) or f16 inputs, fp32 accumulators. This lane
 // (g = lane / 4, t = lane % 4) holds A rows g (a0, a2) and g + 8 (a1, a3) and B column
 // g; k 2t, 2t + 1 in a0, a1, b0 and 2t + 8, 2t + 9 in a2, a3, b1 (PTX ISA, mma.m16n8k16

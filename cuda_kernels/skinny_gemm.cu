@@ -675,9 +675,11 @@ __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyG
 //   bytes a chunk (a warp's 512 contiguous bytes: no bank conflicts), so the slot needs no
 //   barrier, only the lane's own wait. Chunks past the block's share are zeros (the
 //   activation there is zero too).
-// A tile's partials alternate between two buffers, so one cluster barrier a tile suffices:
-// a block writes a buffer again two tiles later, after every block has passed the barrier
-// that follows its reads.
+// A tile's partials alternate between two buffers, and a block sums a tile's partials at
+// the end of the next tile, so the cluster barrier between writing and reading them is
+// split (arrive after writing, wait before reading) and the next tile's MMAs run in
+// between. A block writes a buffer again two tiles after, once every block has arrived
+// at the barrier that follows its reads of it.
 __host__ __device__ constexpr int64_t wg_ring_bytes(int slots) { return int64_t{slots} * kWgU * 256 * 16; }
 __host__ __device__ constexpr int64_t wg_partial_bytes(int nh) { return (nh > 2 ? nh : 2) * 8 * kWgRows * 4; }
 __host__ __device__ constexpr int64_t wg_ring_smem_bytes(int slots, int64_t cps, int nh) {
@@ -706,6 +708,7 @@ __global__ void __launch_bounds__(256, 1)
   const uint32_t xb = smem_addr(wsm);
   const uint32_t ring = xb + uint32_t(wg_x_slots(cps) * NH * 512);
   float* partials = reinterpret_cast<float*>(wsm + wg_x_slots(cps) * NH * 512 + wg_ring_bytes(S));
+  constexpr int kPartial = int(wg_partial_bytes(NH) / 4);  // floats a buffer
   const uint32_t mine = ring + threadIdx.x * 16;  // + (slot * kWgU + u) * kThreads * 16
 
   // The copies of group q (tile q / gpt of this cluster, chunks kWgU (q % gpt) on), one
@@ -766,21 +769,28 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
     for (int i = 0; i < 4 * NT; ++i) acc[i] += part[i];
     if (++gg == gpt) {
-      float* buf = partials + (it & 1) * (wg_partial_bytes(NH) / 4);
-      wg_put_partials<NH, kRows>(buf, acc, t, rl, M);
-      if (nc > 1) {
-        cluster.sync();
-      } else {
-        __syncthreads();
+      // The previous tile's sums, one tile late: its barrier was passed long ago by the
+      // other blocks, so the wait costs nothing, and this tile's MMAs ran meanwhile.
+      if (it > 0) {
+        cluster_wait();
+        wg_sum_partials<OutT, kRows, kThreads>(p, cluster, partials + ((it - 1) & 1) * kPartial, nc, rank,
+                                               tile - clusters);
       }
-      wg_sum_partials<OutT, kRows, kThreads>(p, cluster, buf, nc, rank, tile);
+      wg_put_partials<NH, kRows>(partials + (it & 1) * kPartial, acc, t, rl, M);
+      cluster_arrive();
 #pragma unroll
       for (int i = 0; i < 4 * NT; ++i) acc[i] = 0.0f;
       gg = 0, ++it, tile += clusters;
     }
   }
   cp_async_wait_all();  // the empty groups past the end
-  if (nc > 1) cluster.sync();  // keep this block's partials alive until all have read them
+  if (it > 0) {
+    cluster_wait();
+    wg_sum_partials<OutT, kRows, kThreads>(p, cluster, partials + ((it - 1) & 1) * kPartial, nc, rank,
+                                           tile - clusters);
+    cluster_arrive();  // keep this block's partials alive until all have read them
+    cluster_wait();
+  }
 }
 
 template <typename OutT, int NT>
@@ -1032,9 +1042,9 @@ int launch_ring_with(const SkinnyGemmParams& p, int nc, int clusters, cudaStream
 }
 
 // convert 5's K split (cluster) and ring slots: the caller's where given (warps_per_tile:
-// slots, 3 or 4), else the pair whose blocks stream the fewest chunks: rounds of tiles
-// (tiles / resident clusters, rounded up) x chunks a block's share; on a tie, 4 slots
-// before 3, then fewer rounds.
+// slots, 3 or 4), else the pair whose blocks take the fewest steps: rounds of tiles
+// (tiles / resident clusters, rounded up) x (groups of chunks a tile + one for the tile's
+// end); on a tie, 4 slots before 3, then fewer rounds.
 template <typename OutT, int NH>
 int launch_ring(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int64_t tiles = (p.N + kWgRows - 1) / kWgRows, nchunks = (p.K + kChunk - 1) / kChunk;
@@ -1046,7 +1056,7 @@ int launch_ring(const SkinnyGemmParams& p, cudaStream_t stream) {
       if (p.cluster > 0 && p.cluster != nc) continue;
       const int n = s == 4 ? ring_clusters<OutT, NH, 4>(p, nc) : ring_clusters<OutT, NH, 3>(p, nc);
       if (n <= 0) continue;
-      const int64_t rounds = (tiles + n - 1) / n, cost = rounds * wg_x_slots((nchunks + nc - 1) / nc);
+      const int64_t rounds = (tiles + n - 1) / n, cost = rounds * (wg_x_slots((nchunks + nc - 1) / nc) / kWgU + 1);
       if (!best_nc || cost < best_cost || (cost == best_cost && s == best_s && rounds < best_rounds)) {
         best_nc = nc, best_s = s, best_n = n, best_cost = cost, best_rounds = rounds;
       }

@@ -131,6 +131,7 @@
 #           --tune on all 11 weights at M 1/8/16/32: the default, convert 5 (auto, 3 slots,
 #           4 slots at a cluster of 8) and _scaled_mm
 #   gemm_ring_sweep: convert 5 at clusters 1-8 and 3 / 4 ring slots on all 11 weights, M 1/16/32
+#           (RING_MS: other M; RING_TESTS=1: the skinny GEMM tests first)
 #   q4k_decode_compiled: the 8-layer compiled Q4_K_M steps alone, without the profiler
 #   q4k_m1to8: the Q4_K gemv benchmark at every M from 1 to 8, fp16 and bf16, with cuBLAS
 #   q4k_layer: the Q4_K decode layer as a chain of kernels, with separate and with fused
@@ -931,9 +932,10 @@ case "$MODE" in
           timeout 420 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --tune --no-mlp --ms 1,8,16,32 \
             --shapes 2304x16384,13312x16384,16384x6656,6144x4096,4096x4096,28672x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584 \
             --configs "0,0,0,5;0,3,0,5;0,4,8,5" --name bench_gemm_ring 2>&1 | tee "$OUT/bench_gemm_ring.log" | grep -E "^\||tune:" | head -300 ;;
-  gemm_ring_sweep) step "convert 5 at every cluster (K split) and ring depth, M 1 / 16 / 32"
+  gemm_ring_sweep) [ "${RING_TESTS:-0}" = 1 ] && { tests_gemm; pack; }
+          step "convert 5 at every cluster (K split) and ring depth, M ${RING_MS:=1,16,32}"
           cfgs=""; for sl in 3 4; do for nc in 1 2 3 4 5 6 7 8; do cfgs="$cfgs${cfgs:+;}0,$sl,$nc,5"; done; done
-          timeout 500 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --tune --no-mlp --ms 1,16,32 \
+          timeout 500 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --tune --no-mlp --ms "$RING_MS" \
             --shapes 2304x16384,13312x16384,16384x6656,6144x4096,4096x4096,28672x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584 \
             --configs "$cfgs" --name bench_gemm_ring_sweep > "$OUT/bench_gemm_ring_sweep.log" 2>&1; echo "rc $?" ;;
   q4k_decode_clean) step "Q4_K_M decode, 8 layers, no profiler in the process"
