@@ -879,14 +879,26 @@ int wgmma_min_cluster(const SkinnyGemmParams& p) {
 constexpr int64_t kMiB = int64_t{1} << 20, kSmallWeight = 16 * kMiB, kMidWeight = 36 * kMiB,
                   kLargeWeight = 64 * kMiB;
 
+// convert 5 by default unless IK_SKINNY_GEMM_RING=0 (benchmarks compare; read at each launch).
+bool use_ring() {
+  const char* v = std::getenv("IK_SKINNY_GEMM_RING");
+  return !(v && v[0] == '0');
+}
+
 int convert_for(const SkinnyGemmParams& p, int nt) {
   if (p.convert > 0) return p.convert;
   const int64_t bytes = p.N * p.K;
   const bool small = bytes <= kSmallWeight, mid = bytes <= kMidWeight;  // small: the f16 copy's rule
+  const bool sm90a = p.N >= 512 && vector_path(p) && device_attribute_once<cudaDevAttrComputeCapabilityMajor>() == 9;
+  // Only where the caller left the work split to the launcher (the fields mean other things there).
+  const bool ring_wins = (nt > 2 && p.N >= 2048 && (p.K >= 8192 || small)) || (nt <= 2 && small);
+  if (ring_wins && p.M <= kMaxM && sm90a && !p.tiles_per_block && !p.warps_per_tile && !p.cluster && use_ring() &&
+      ring_min_cluster(p) > 0) {
+    return kWgmmaRing;
+  }
   const bool wgmma_wins = (nt == 1 && bytes <= kLargeWeight && p.K <= 8192 && p.N <= p.K) ||
                           (p.M <= kMaxM && (small || (mid && (nt <= 3 || p.K <= 8192))));
-  if (wgmma_wins && p.N >= 512 && vector_path(p) && device_attribute_once<cudaDevAttrComputeCapabilityMajor>() == 9 &&
-      wgmma_min_cluster(p) > 0) {
+  if (wgmma_wins && sm90a && wgmma_min_cluster(p) > 0) {
     return kWgmma;
   }
   const bool copy = bytes < kLargeWeight && (p.K > 8192 || (nt >= 3 && small && p.N >= 4096));

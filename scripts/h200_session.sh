@@ -132,6 +132,9 @@
 #           4 slots at a cluster of 8) and _scaled_mm
 #   gemm_ring_sweep: convert 5 at clusters 1-8 and 3 / 4 ring slots on all 11 weights, M 1/16/32
 #           (RING_MS: other M; RING_TESTS=1: the skinny GEMM tests first)
+#   gemm_ring_ab: the skinny GEMM tests; --tune with the defaults before convert 5
+#           (IK_SKINNY_GEMM_RING=0) against convert 5 and _scaled_mm, all 11 weights, M 1-32;
+#           then the full benchmark at the new defaults (the MLP included)
 #   q4k_decode_compiled: the 8-layer compiled Q4_K_M steps alone, without the profiler
 #   q4k_m1to8: the Q4_K gemv benchmark at every M from 1 to 8, fp16 and bf16, with cuBLAS
 #   q4k_layer: the Q4_K decode layer as a chain of kernels, with separate and with fused
@@ -938,6 +941,13 @@ case "$MODE" in
           timeout 500 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --tune --no-mlp --ms "$RING_MS" \
             --shapes 2304x16384,13312x16384,16384x6656,6144x4096,4096x4096,28672x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584 \
             --configs "$cfgs" --name bench_gemm_ring_sweep > "$OUT/bench_gemm_ring_sweep.log" 2>&1; echo "rc $?" ;;
+  gemm_ring_ab) tests_gemm; pack
+          step "the defaults before convert 5 (IK_SKINNY_GEMM_RING=0) against convert 5 and _scaled_mm"
+          IK_SKINNY_GEMM_RING=0 timeout 200 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --tune --no-mlp \
+            --ms 1,8,16,17,24,32 --configs "0,0,0,5" --name bench_gemm_ring_ab \
+            --shapes 2304x16384,13312x16384,16384x6656,6144x4096,4096x4096,28672x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584 \
+            > "$OUT/bench_gemm_ring_ab.log" 2>&1; echo "rc $?"; pack
+          bench_gemm --ms 1,8,16,17,24,32 --name bench_gemm_final > /dev/null; echo "rc $?" ;;
   q4k_decode_clean) step "Q4_K_M decode, 8 layers, no profiler in the process"
           timeout 240 python3 benchmarks/bench_q4k_decode.py --layers 8 --compile --name bench_q4k_decode_clean \
             --only "unquantised,q4km,stacked,stacked+k,unquantised compiled,q4km compiled,stacked compiled" \

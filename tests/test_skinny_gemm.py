@@ -267,6 +267,25 @@ def test_wgmma_default_choices(ik, device, m, n, k):
     assert_rows_close(out, ref, torch.bfloat16)
 
 
+@pytest.mark.parametrize("m", [1, 8, 16, 17, 32])
+@pytest.mark.parametrize("n,k", [(2100, 2048 + 64 * 3 + 16), (2304, 8256), (6144, 8192 + 64)])
+@pytest.mark.parametrize("ring", ["1", "0"])
+def test_wgmma_ring_default_choices(ik, device, monkeypatch, m, n, k, ring):
+    """The launcher's own choices where convert 5 runs by default (up to 16 MiB of weight
+    at every M, and at M 17-32 with K >= 8192 and N >= 2048), persistent where the tiles
+    outnumber the resident clusters (6144 x 8256 at M 32), and the same operands with it
+    turned off (IK_SKINNY_GEMM_RING=0, read at each launch)."""
+    cuda_only(device)
+    monkeypatch.setenv("IK_SKINNY_GEMM_RING", ring)
+    a = rand_fp8((m, k), device)
+    b = rand_fp8((n, k), device)
+    sa, sb = scales(n, device, True)
+    bias = torch.randn(n, device=device).bfloat16()
+    out = poisoned(m, n, torch.bfloat16, device)
+    ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, [])
+    assert_rows_close(out, reference(a, b, sa, sb, bias), torch.bfloat16)
+
+
 @pytest.mark.parametrize("m", [1, 9, 17, 32])
 @pytest.mark.parametrize("nc", [1, 3, 8])
 def test_wgmma_ring_persistent(ik, device, m, nc):
