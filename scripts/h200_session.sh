@@ -135,6 +135,7 @@
 #   gemm_ring_ab: the skinny GEMM tests; --tune with the defaults before convert 5
 #           (IK_SKINNY_GEMM_RING=0) against convert 5 and _scaled_mm, all 11 weights, M 1-32;
 #           then the full benchmark at the new defaults (the MLP included)
+#   gemm_verify: the skinny GEMM tests, then compute-sanitizer on the GEMM
 #   q4k_decode_compiled: the 8-layer compiled Q4_K_M steps alone, without the profiler
 #   q4k_m1to8: the Q4_K gemv benchmark at every M from 1 to 8, fp16 and bf16, with cuBLAS
 #   q4k_layer: the Q4_K decode layer as a chain of kernels, with separate and with fused
@@ -948,6 +949,7 @@ case "$MODE" in
             --shapes 2304x16384,13312x16384,16384x6656,6144x4096,4096x4096,28672x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584 \
             > "$OUT/bench_gemm_ring_ab.log" 2>&1; echo "rc $?"; pack
           bench_gemm --ms 1,8,16,17,24,32 --name bench_gemm_final > /dev/null; echo "rc $?" ;;
+  gemm_verify) tests_gemm; pack; sanitizers_gemm ;;
   q4k_decode_clean) step "Q4_K_M decode, 8 layers, no profiler in the process"
           timeout 240 python3 benchmarks/bench_q4k_decode.py --layers 8 --compile --name bench_q4k_decode_clean \
             --only "unquantised,q4km,stacked,stacked+k,unquantised compiled,q4km compiled,stacked compiled" \
