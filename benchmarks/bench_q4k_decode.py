@@ -197,6 +197,13 @@ def main(argv=None) -> int:
     def cos(a, b):
         return torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0).item()
 
+    # Two correct computations of the same quantised model, q4km's gemvs and cuBLAS on the
+    # dequantised weights, differ by rounding alone, and a random model amplifies rounding
+    # with depth: the variants were 2.0e-2 to 2.8e-2 from q4km at 8 layers and 5.5e-2 to
+    # 6.7e-2 at 32 (H200, cosine 0.997 or more to the dequantised model throughout). A
+    # variant may differ from q4km by 1.5x that rounding noise, and by 5e-2 at least.
+    noise = ((ref - deq).norm() / deq.norm()).item()
+    tol = max(5e-2, 1.5 * noise)
     for r in rows:
         logits = r.pop("logits")
         r["cos_unquantised"], r["cos_dequantised"] = cos(logits, plain), cos(logits, deq)
@@ -205,7 +212,7 @@ def main(argv=None) -> int:
         r["rel_err_q4km"] = ((logits - ref).norm() / ref.norm()).item()
         # The prefill (`--prompt` rows) runs dequantise + matmul, whose bf16 sums round
         # differently at the stacked N: the caches differ by rounding.
-        if r["rel_err_q4km"] > 5e-2:
+        if r["rel_err_q4km"] > tol:
             log["errors"].append(f"{r['variant']}: logits {r['rel_err_q4km']:.2e} from q4km's")
         if r["cos_dequantised"] < 0.99:
             log["errors"].append(f"{r['variant']}: logits at cosine {r['cos_dequantised']:.4f} to those "
@@ -224,9 +231,11 @@ def main(argv=None) -> int:
              f"{r['rel_err_q4km']:.1e}" if "rel_err_q4km" in r else None,
              r["how"]] for r in rows]
     harness.print_table(["variant", "us a token", "tok/s", "vs unquantised", "% floor", "cos to unquantised",
-                         "cos to dequantised", "rel. err. to q4km", "timed as"], body, "decode step, batch 1", md)
+                         "cos to dequantised", "rel. err. to q4km", "timed as"], body,
+                        f"decode step, batch 1 (q4km from dequantised: {noise:.1e}; tolerance {tol:.1e})", md)
     (harness.out_dir() / f"{args.name}.json").write_text(json.dumps(
         {"args": vars(args), "copy_bw": bw, "quantised_bytes": qbytes, "floor_us": floor_us, "rows": rows,
+         "rel_err_q4km_dequantised": noise, "rel_err_tolerance": tol,
          "report": report, **log}, indent=1))
     if args.profile and dev == "cuda":
         split = [r for r in rows if r["split"]]
