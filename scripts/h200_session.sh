@@ -136,6 +136,7 @@
 #           (IK_SKINNY_GEMM_RING=0) against convert 5 and _scaled_mm, all 11 weights, M 1-32;
 #           then the full benchmark at the new defaults (the MLP included)
 #   gemm_verify: the skinny GEMM tests, then compute-sanitizer on the GEMM
+#   gemm_mlp_ab: 13312 x 16384 and the decode MLP at M 16 / 17 / 32 with convert 5 off and on, twice
 #   q4k_decode_compiled: the 8-layer compiled Q4_K_M steps alone, without the profiler
 #   q4k_m1to8: the Q4_K gemv benchmark at every M from 1 to 8, fp16 and bf16, with cuBLAS
 #   q4k_layer: the Q4_K decode layer as a chain of kernels, with separate and with fused
@@ -950,6 +951,11 @@ case "$MODE" in
             > "$OUT/bench_gemm_ring_ab.log" 2>&1; echo "rc $?"; pack
           bench_gemm --ms 1,8,16,17,24,32 --name bench_gemm_final > /dev/null; echo "rc $?" ;;
   gemm_verify) tests_gemm; pack; sanitizers_gemm ;;
+  gemm_mlp_ab) for r in 0 1 0 1; do
+            step "13312 x 16384 and the decode MLP, IK_SKINNY_GEMM_RING=$r"
+            IK_SKINNY_GEMM_RING=$r timeout 140 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --shapes 13312x16384 \
+              --ms 16,17,32 --name "bench_gemm_mlp_ring$r" 2>&1 | grep -E "^ +(16|17|32) " ; pack
+          done ;;
   q4k_decode_clean) step "Q4_K_M decode, 8 layers, no profiler in the process"
           timeout 240 python3 benchmarks/bench_q4k_decode.py --layers 8 --compile --name bench_q4k_decode_clean \
             --only "unquantised,q4km,stacked,stacked+k,unquantised compiled,q4km compiled,stacked compiled" \
