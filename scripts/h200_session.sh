@@ -951,10 +951,10 @@ case "$MODE" in
             > "$OUT/bench_gemm_ring_ab.log" 2>&1; echo "rc $?"; pack
           bench_gemm --ms 1,8,16,17,24,32 --name bench_gemm_final > /dev/null; echo "rc $?" ;;
   gemm_verify) tests_gemm; pack; sanitizers_gemm ;;
-  gemm_mlp_ab) for r in 0 1 0 1; do
-            step "13312 x 16384 and the decode MLP, IK_SKINNY_GEMM_RING=$r"
-            IK_SKINNY_GEMM_RING=$r timeout 140 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --shapes 13312x16384 \
-              --ms 16,17,32 --name "bench_gemm_mlp_ring$r" 2>&1 | grep -E "^ +(16|17|32) " ; pack
+  gemm_mlp_ab) for r in 0a 1a 0b 1b; do
+            step "13312 x 16384 and the decode MLP, IK_SKINNY_GEMM_RING=${r:0:1}"
+            IK_SKINNY_GEMM_RING=${r:0:1} timeout 140 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" \
+              --shapes 13312x16384 --ms 16,17,32 --name "bench_gemm_mlp_ring$r" 2>&1 | grep -E "^ +(16|17|32) " ; pack
           done ;;
   q4k_decode_clean) step "Q4_K_M decode, 8 layers, no profiler in the process"
           timeout 240 python3 benchmarks/bench_q4k_decode.py --layers 8 --compile --name bench_q4k_decode_clean \
