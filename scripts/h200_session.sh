@@ -137,6 +137,8 @@
 #           then the full benchmark at the new defaults (the MLP included)
 #   gemm_verify: the skinny GEMM tests, then compute-sanitizer on the GEMM
 #   gemm_mlp_ab: 13312 x 16384 and the decode MLP at M 16 / 17 / 32 with convert 5 off and on, twice
+#   gemm_chain: each kernel's device time in the decode MLP chain and the gate_up GEMM alone,
+#           convert 5 off and on (benchmarks/profile_mlp_chain.py)
 #   q4k_decode_compiled: the 8-layer compiled Q4_K_M steps alone, without the profiler
 #   q4k_m1to8: the Q4_K gemv benchmark at every M from 1 to 8, fp16 and bf16, with cuBLAS
 #   q4k_layer: the Q4_K decode layer as a chain of kernels, with separate and with fused
@@ -951,6 +953,8 @@ case "$MODE" in
             > "$OUT/bench_gemm_ring_ab.log" 2>&1; echo "rc $?"; pack
           bench_gemm --ms 1,8,16,17,24,32 --name bench_gemm_final > /dev/null; echo "rc $?" ;;
   gemm_verify) tests_gemm; pack; sanitizers_gemm ;;
+  gemm_chain) step "the decode MLP's kernels, convert 5 off and on (torch.profiler)"
+          timeout 200 python3 benchmarks/profile_mlp_chain.py 17 32 2>&1 | tee "$OUT/profile_mlp_chain.log" | grep -v "^    .*0\.0[0-9] us" ;;
   gemm_mlp_ab) for r in 0a 1a 0b 1b; do
             step "13312 x 16384 and the decode MLP, IK_SKINNY_GEMM_RING=${r:0:1}"
             IK_SKINNY_GEMM_RING=${r:0:1} timeout 140 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" \
