@@ -20,7 +20,7 @@ FP8 = torch.float8_e4m3fn
 
 
 def kernel_times(fn, copies, reps=2):
-    """Mean device us a call per kernel name (first 60 characters)."""
+    """Device us a call per kernel name (first 60 characters), and launches a call."""
     for i in range(copies):
         fn(i)
     torch.cuda.synchronize()
@@ -62,7 +62,7 @@ def main() -> int:
             for label, fn in (("chain", chain),
                               ("gate_up alone", lambda i: k.skinny_gemm_fp8(q1, wgu[i], s1, sw, out_dtype=dtype))):
                 times = kernel_times(fn, copies)
-                total = sum(us * n for us, n in times.values())
+                total = sum(us for us, _ in times.values())
                 print(f"M {m}, IK_SKINNY_GEMM_RING={ring}, {label}: {total:.1f} us a call")
                 for name, (us, n) in sorted(times.items(), key=lambda kv: -kv[1][0]):
                     print(f"    {us:8.2f} us x {n}  {name}")

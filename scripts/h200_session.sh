@@ -954,7 +954,7 @@ case "$MODE" in
           bench_gemm --ms 1,8,16,17,24,32 --name bench_gemm_final > /dev/null; echo "rc $?" ;;
   gemm_verify) tests_gemm; pack; sanitizers_gemm ;;
   gemm_chain) step "the decode MLP's kernels, convert 5 off and on (torch.profiler)"
-          timeout 200 python3 benchmarks/profile_mlp_chain.py 17 32 2>&1 | tee "$OUT/profile_mlp_chain.log" | grep -v "^    .*0\.0[0-9] us" ;;
+          timeout 200 python3 benchmarks/profile_mlp_chain.py 17 32 2>&1 | tee "$OUT/profile_mlp_chain.log" | grep -vE "^ +0\.[0-9]+ us" ;;
   gemm_mlp_ab) for r in 0a 1a 0b 1b; do
             step "13312 x 16384 and the decode MLP, IK_SKINNY_GEMM_RING=${r:0:1}"
             IK_SKINNY_GEMM_RING=${r:0:1} timeout 140 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" \
