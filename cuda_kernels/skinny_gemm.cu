@@ -1108,21 +1108,6 @@ int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
                                                int(kMaxBlockWarps * kWarpSmem));
     if (e != cudaSuccess) return e;
   }
-  // These kernels read the activation through L1 (the warps of a block share it). The
-  // shared/L1 split stays as the last kernel left it unless the kernel states a
-  // preference: after convert 5 (all of shared memory) the down projection of the decode
-  // MLP ran 11 us slower (profile_mlp_chain.py). Ask for the shared memory of two blocks
-  // an SM and leave the rest to L1 (once per device and kernel).
-  static bool carveout_set[kDeviceSlots][kF16Copy + 1] = {};
-  if (const int dev = device_slot(); dev < 0 || !carveout_set[dev][convert]) {
-    const int smem_per_sm = device_attribute_once<cudaDevAttrMaxSharedMemoryPerMultiprocessor>();
-    const int64_t want = kMinBlocks * (int64_t(kMaxBlockWarps * kWarpSmem) + 1024);
-    const int pct = smem_per_sm > 0 ? int(std::min<int64_t>(100, (100 * want + smem_per_sm - 1) / smem_per_sm)) : 100;
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, pct) != cudaSuccess) {
-      (void)cudaGetLastError();  // a hint only
-    }
-    if (dev >= 0) carveout_set[dev][convert] = true;
-  }
   Geometry geo{};
   geo.tiles = (p.N + kTileRows - 1) / kTileRows;
   geo.nchunks = (p.K + kChunk - 1) / kChunk;
