@@ -879,10 +879,14 @@ int wgmma_min_cluster(const SkinnyGemmParams& p) {
 constexpr int64_t kMiB = int64_t{1} << 20, kSmallWeight = 16 * kMiB, kMidWeight = 36 * kMiB,
                   kLargeWeight = 64 * kMiB;
 
-// convert 5 by default unless IK_SKINNY_GEMM_RING=0 (benchmarks compare; read at each launch).
+// convert 5 where ring_wins (below) only with IK_SKINNY_GEMM_RING=1 (read at each launch).
+// Alone it is faster there, but in the decode MLP the down projection that follows it
+// (convert 1) ran 11 us slower and the chain lost 15 us at M 17-32 (twenty-third session,
+// profile_mlp_chain.py): likely the shared/L1 split it leaves behind (a carveout hint for
+// convert 1-3, branch gemm-carveout, is not yet measured).
 bool use_ring() {
   const char* v = std::getenv("IK_SKINNY_GEMM_RING");
-  return !(v && v[0] == '0');
+  return v && v[0] == '1';
 }
 
 int convert_for(const SkinnyGemmParams& p, int nt) {
