@@ -129,8 +129,8 @@ struct SkinnyGemmParams {
   // K <= 8192; NaN stays NaN;
   // sums move from the MMA's accumulator, which keeps fewer bits than fp32, into fp32
   // every 8 chunks of 64 K bytes), 5 as 4 in persistent clusters, the weights through a
-  // shared-memory ring (sm_90a, M <= 32). 0 = default. skinny_gemm.cu's convert_for has the
-  // rules and their measurements.
+  // shared-memory ring (sm_90a, M <= 32; a default only with IK_SKINNY_GEMM_RING=1). 0 =
+  // default. skinny_gemm.cu's convert_for has the rules and their measurements.
   int convert;
   // Workspace of skinny_gemm_fp8_workspace_bytes(p) bytes (16-byte aligned), or null
   // where that is 0: the f16 copy of a for convert 3 (CUDA); the split-K partials and

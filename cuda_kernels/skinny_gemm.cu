@@ -840,6 +840,15 @@ int wgmma_min_cluster(const SkinnyGemmParams& p) {
 // The activation's conversion: the caller's, else (H200, bench_skinny_gemm.py --paths and
 // --tune, BENCHMARKS.md, thirteenth and fourteenth sessions, 10 weights of 2 to 56 MiB and
 // 3 of 104 to 416):
+// - with IK_SKINNY_GEMM_RING=1 only, convert 5 (4's MMAs, persistent, the weights through a
+//   shared-memory ring) at N >= 2048 up to 16 MiB at every M, and at M 17-32 with K >= 8192
+//   (twenty-third session, s23d, 11 weights at M 1 / 8 / 16 / 17 / 24 / 32, us against the
+//   default before it): 2304 x 16384 at M 24 / 32 17.65 / 18.81 against 18.36 / 22.10;
+//   13312 x 16384 62.93 / 64.39 / 68.76 at M 17 / 24 / 32 against 64.67 / 65.76 / 73.21;
+//   4096 x 14336 22.76 / 24.58 / 25.50 against 26.59 / 26.85 / 28.81; 7168 x 8192 22.13 /
+//   23.33 / 24.52 against 23.71 / 24.16 / 25.94; 4096 x 4096 at M 8 / 16 / 17 / 24 / 32
+//   7.90 / 8.68 / 9.30 / 9.64 / 10.69 against 8.31 / 9.02 / 10.16 / 10.78 / 12.04. Elsewhere
+//   it lost or tied (at N < 2048 by up to 5%). Off by default: see use_ring.
 // - the fp8 warpgroup MMA (4), for N >= 512 (smaller N not measured) where it won or tied:
 //   * M <= 16 and N x K <= 16 MiB. 4096 x 4096 at M 1 / 8 / 16 (s13d): 8.29 / 9.12 /
 //     10.72 us against 9.28 / 9.48 / 13.54 for the better of 1 and 3; 1024 x 8192 6.72 /
