@@ -890,7 +890,7 @@ constexpr int64_t kMiB = int64_t{1} << 20, kSmallWeight = 16 * kMiB, kMidWeight 
 
 // convert 5 where ring_wins (below) only with IK_SKINNY_GEMM_RING=1 (read at each launch).
 // Alone it is faster there, but in the decode MLP the down projection that follows it
-// (convert 1) ran 11 us slower and the chain lost 15 us at M 17-32 (twenty-third session,
+// (convert 1) ran 9-15 us slower and the chain lost 14-15 us at M 17-32 (twenty-third session,
 // profile_mlp_chain.py): likely the shared/L1 split it leaves behind (a carveout hint for
 // convert 1-3, branch gemm-carveout, is not yet measured).
 bool use_ring() {
