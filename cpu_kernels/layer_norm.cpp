@@ -8,21 +8,41 @@
 // per element. Two passes over a row that sits in L1/L2 after the first read cost no
 // extra memory traffic, and the second pass sums small, centred numbers.
 //
-// Rows run in parallel (at::parallel_for); inside a row ATen's Vectorized types do
-// the arithmetic, two float vectors per step (vec_io.h).
+// Rows run in parallel (at::parallel_for); inside a row the arithmetic is fp32, in AVX2 or
+// AVX-512 vectors where the CPU has them (row_simd.h, chosen by cpu_isa()) and in ATen's
+// portable Vectorized types otherwise (aarch64, IK_CPU_ISA=baseline; vec_io.h).
 #include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <cmath>
 #include <optional>
 
+#include "cpu_isa.h"
 #include "torch_binding.h"
 #include "torch_checks.h"
 #include "vec_io.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace {
 
 using namespace inference_kernels::cpu;
+
+#if defined(__x86_64__)
+// The row loops for AVX2 and AVX-512 (row_simd.h), picked by cpu_isa(); see rms_norm.cpp.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#define IK_SIMD_BITS 256
+#include "row_simd.h"
+#undef IK_SIMD_BITS
+#define IK_SIMD_BITS 512
+#include "row_simd.h"
+#undef IK_SIMD_BITS
+#pragma GCC diagnostic pop
+#endif
 
 template <typename T>
 struct LayerNormRows {
@@ -47,9 +67,31 @@ inline float row_sum(const T* xr, int64_t d, F f) {
   return at::vec::vec_reduce_all<float>(std::plus<fVec>(), acc);
 }
 
+#if defined(__x86_64__)
+template <typename T, typename Sum, typename SqDev, typename Norm>
+void simd_rows(const LayerNormRows<T>& a, Sum row_sum, SqDev row_sq_dev, Norm norm_row) {
+  at::parallel_for(0, a.rows, grain(a.d), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const T* xr = a.x + r * a.x_stride;
+      const float mean = row_sum(xr, a.d) / static_cast<float>(a.d);
+      const float var = row_sq_dev(xr, a.d, mean) / static_cast<float>(a.d);
+      norm_row(xr, a.w, a.b, a.out + r * a.out_stride, a.d, mean, 1.0f / std::sqrt(var + a.eps));
+    }
+  });
+}
+#endif
+
 template <typename T>
 void layer_norm_rows(const LayerNormRows<T>& a) {
   const int64_t d = a.d;
+#if defined(__x86_64__)
+  switch (cpu_isa()) {
+    case Isa::kAvx512:
+      return simd_rows(a, avx512::row_sum<T>, avx512::row_sq_dev<T>, avx512::layer_norm_row<T>);
+    case Isa::kAvx2: return simd_rows(a, avx2::row_sum<T>, avx2::row_sq_dev<T>, avx2::layer_norm_row<T>);
+    default: break;
+  }
+#endif
   at::parallel_for(0, a.rows, grain(d), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const T* xr = a.x + r * a.x_stride;

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu_isa.h"
 #include "ggml_blocks.h"
 #include "torch_binding.h"
 #include "torch_checks.h"
@@ -49,10 +50,13 @@ namespace {
 using namespace inference_kernels::ggml;
 using inference_kernels::num;
 using inference_kernels::cpu::fVec;
+using inference_kernels::cpu::cpu_isa;
+using inference_kernels::cpu::Isa;
+using inference_kernels::cpu::isa_name;
 
 #if defined(__x86_64__)
 // The gemv's AVX2 and AVX-512 inner loops (namespaces avx2, avx512), each compiled with
-// its own target attribute; cpu_isa() below picks one at run time.
+// its own target attribute; cpu_isa() (cpu_isa.h) picks one at run time.
 // GCC 12's AVX-512 intrinsics fill their unused pass-through operand with
 // _mm512_undefined_*(), a self-initialised variable its -Wmaybe-uninitialized then
 // reports once inlined (GCC bug 105593): silenced for these two inclusions only.
@@ -462,57 +466,7 @@ void dequantize_block_q6k(const BlockQ6K& b, float* out) {
   }
 }
 
-// ---- the instruction set -----------------------------------------------------------------
-//
-// One CPU variant serves every x86-64 machine, so the gemv and the quantiser pick their
-// code at run time: AVX-512 (F, BW, VL) when the CPU and OS support it, else AVX2 + FMA,
-// else the baseline (at::vec's portable vectors in the gemv; the only one on aarch64).
-// The environment variable IK_CPU_ISA=baseline|avx2|avx512 forces one (tests run every
-// path that way; asking for more than the CPU has is an error). Read once, at the first
-// gemv or quantisation; the cpu_isa op says what was chosen.
-
-enum class Isa { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
-
-const char* isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512: return "avx512";
-    case Isa::kAvx2: return "avx2";
-    default: return "baseline";
-  }
-}
-
-Isa best_isa() {
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx2") &&
-      __builtin_cpu_supports("fma"))
-    return Isa::kAvx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
-#endif
-  return Isa::kBaseline;
-}
-
-Isa choose_isa() {
-  const Isa best = best_isa();
-  const char* env = std::getenv("IK_CPU_ISA");
-  if (env == nullptr || *env == '\0') return best;
-  for (Isa isa : {Isa::kBaseline, Isa::kAvx2, Isa::kAvx512}) {
-    if (std::strcmp(env, isa_name(isa)) != 0) continue;
-    TORCH_CHECK(static_cast<int>(isa) <= static_cast<int>(best), "IK_CPU_ISA=", std::string(env),
-                " asks for instructions this CPU (or this build) lacks; it supports up to ",
-                isa_name(best));
-    return isa;
-  }
-  TORCH_CHECK(false, "IK_CPU_ISA must be baseline, avx2 or avx512 (or unset: the best the CPU has), got '",
-              std::string(env), "'");
-  return best;
-}
-
-Isa cpu_isa() {
-  static const Isa isa = choose_isa();  // a failed check throws and is retried next call
-  return isa;
-}
+// ---- the instruction set: cpu_isa.h ----------------------------------------------------
 
 // The quantiser's block functions again, built for AVX2 (and Q4_K's for AVX-512): flatten
 // inlines the searches into each, and the compiler vectorises their lanes for that

@@ -1,7 +1,9 @@
 // RMSNorm, fused residual-add + RMSNorm, and both with FP8 (e4m3fn) output, on the CPU.
 //
-// Rows run in parallel (at::parallel_for); inside a row, ATen's Vectorized types
-// do the arithmetic in fp32, two float vectors per step. Rounding follows HF's
+// Rows run in parallel (at::parallel_for); inside a row the arithmetic is fp32, in AVX2
+// or AVX-512 vectors where the CPU has them (row_simd.h, chosen by cpu_isa(); the fp32 /
+// fp16 / bf16 outputs) and in ATen's portable Vectorized types otherwise (the fp8 outputs,
+// aarch64, IK_CPU_ISA=baseline), two float vectors per step. Rounding follows HF's
 // LlamaRMSNorm and vLLM: the normalised value is rounded to the input dtype
 // before it is multiplied by the weight, and the residual sum is rounded to the
 // input dtype before it is normalised.
@@ -11,13 +13,34 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cpu_isa.h"
 #include "torch_binding.h"
 #include "torch_checks.h"
 #include "vec_io.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace {
 
 using namespace inference_kernels::cpu;
+
+#if defined(__x86_64__)
+// The row loops for AVX2 and AVX-512 (namespaces avx2, avx512; row_simd.h), picked by
+// cpu_isa() for the fp16/bf16/fp32 output modes. GCC 12's AVX-512 intrinsics trip its
+// -Wmaybe-uninitialized once inlined (GCC bug 105593; see q4k.cpp).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#define IK_SIMD_BITS 256
+#include "row_simd.h"
+#undef IK_SIMD_BITS
+#define IK_SIMD_BITS 512
+#include "row_simd.h"
+#undef IK_SIMD_BITS
+#pragma GCC diagnostic pop
+#endif
 
 // One step of the normalised row, rounded as HF does: round(round(x * inv_rms) * w).
 template <typename T>
@@ -83,9 +106,34 @@ inline const T* prepare_row(const NormRows<T>& a, int64_t r, float* inv) {
   return xr;
 }
 
+#if defined(__x86_64__)
+// One row in one instruction set's vectors (row_simd.h): the same values as the baseline
+// but for the sum of squares' order.
+template <typename T, typename Sum, typename Norm>
+void simd_rows(const NormRows<T>& a, Sum sum_squares, Norm norm_row) {
+  at::parallel_for(0, a.rows, grain(a.d), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const T* xr = a.x + r * a.x_stride;
+      T* rr = a.res ? a.res + r * a.res_stride : nullptr;
+      const float inv = inv_rms(sum_squares(xr, rr, a.d), a.d, a.eps);
+      norm_row(rr ? rr : xr, a.w, static_cast<T*>(a.out) + r * a.out_stride, a.d, inv);
+    }
+  });
+}
+#endif
+
 template <typename T, Out MODE>
 void norm_rows(const NormRows<T>& a) {
   const int64_t d = a.d;
+#if defined(__x86_64__)
+  if constexpr (MODE == Out::kSame) {
+    switch (cpu_isa()) {
+      case Isa::kAvx512: return simd_rows(a, avx512::sum_squares<T>, avx512::norm_row<T>);
+      case Isa::kAvx2: return simd_rows(a, avx2::sum_squares<T>, avx2::norm_row<T>);
+      default: break;
+    }
+  }
+#endif
   float inv_scale = 0.0f;
   if constexpr (MODE == Out::kFp8Static) inv_scale = 1.0f / *a.scale;
   at::parallel_for(0, a.rows, grain(d), [&](int64_t begin, int64_t end) {

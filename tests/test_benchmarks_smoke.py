@@ -14,7 +14,8 @@ from conftest import GPU, ROOT
 
 SCRIPTS = ["bench_rms_norm.py", "bench_norm_fp8.py", "bench_swiglu.py", "bench_decode.py",
            "bench_layer_norm.py", "bench_q4k.py", "bench_skinny_gemm.py", "profile_latency.py",
-           "bench_q4k_cpu.py", "read_floor.py", "bench_q4k_layer.py", "bench_q4k_decode.py"]
+           "bench_q4k_cpu.py", "read_floor.py", "bench_q4k_layer.py", "bench_q4k_decode.py",
+           "bench_norm_cpu.py"]
 
 
 @pytest.mark.skipif(GPU, reason="smoke runs use the CPU variant; the GPU session runs the real thing")

@@ -5,6 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import isa
 from reference import LAYOUT_SHAPES, assert_close, layer_norm_ref, poisoned_like, ulp_of, ulps_apart
 from test_kernelize import count_calls, kernelize_with
 
@@ -357,3 +358,14 @@ def test_kernelize_layer_norm(ik, device, dtype):
         assert excess.max().item() <= 0, f"first LayerNorm: an element {excess.max().item():.3g} past its budget"
         eps = torch.finfo(dtype).eps
         assert (y.float() - ref.float()).abs().max().item() <= 4 * eps * ref.float().abs().max().item()
+
+
+@pytest.mark.parametrize("name", isa.ISAS)
+def test_every_isa(ik, device, name):
+    """This file's CPU cases again under every instruction set below the CPU's best:
+    layer_norm has an AVX2 and an AVX-512 build of its row loops (cpu_kernels/row_simd.h)."""
+    isa.skip_unless_parent(device)
+    # The op's numeric cases (not the layer, opcheck, compile and kernelize ones, nor the
+    # GPU row layouts' large shapes, whose fp64 references take most of the time).
+    isa.rerun_under(ik, name, "test_layer_norm.py", "cpu and test_layer_norm_ and not rejects and not row_layouts",
+                    3 * 5 * 3)

@@ -10,7 +10,6 @@ import copy
 import math
 import os
 import re
-import subprocess
 import sys
 
 import pytest
@@ -18,6 +17,7 @@ import torch
 
 import test_kernelize
 from conftest import ROOT
+from isa import ISAS, run_child
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import ggml_quant  # noqa: E402  (ggml's quantiser, shared with bench_q4k_cpu.py)
@@ -237,7 +237,6 @@ def test_quantiser_beats_naive_rtn(ik, device, fmt, kind, record_property):
 # is read once per process, so test_gemv_every_isa reruns these tests and the pinned
 # quantiser bytes in a child process per instruction set.
 
-ISAS = ["baseline", "avx2", "avx512"]
 
 
 def check_isa(ik, device):
@@ -290,12 +289,6 @@ def test_gemv_one_hot_is_dequantize(ik, device, fmt):
         x = torch.zeros(8, 512, device=device)
         x[torch.arange(8), c + torch.arange(8)] = 1.0
         assert torch.equal(gemv(x, q), w[:, c:c + 8].T), f"columns {c}..{c + 7}"
-
-
-def run_child(code_or_args, isa, **kw):
-    env = {**os.environ, "IK_CPU_ISA": isa}
-    return subprocess.run([sys.executable, *code_or_args], env=env, cwd=ROOT, capture_output=True,
-                          text=True, timeout=900, **kw)
 
 
 @pytest.mark.parametrize("isa", ISAS)

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+import isa
 from reference import LAYOUT_SHAPES, assert_close, poisoned_like, rms_norm_ref
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
@@ -231,3 +232,48 @@ def test_rejects_wrong_device(ik, device):
     else:
         with pytest.raises(RuntimeError, match="weight must be on the same device as x"):
             ik.rms_norm(x, torch.randn(16, device="meta"), EPS)
+
+
+# ---- the CPU instruction sets (cpu_isa.h): rms_norm and fused_add_rms_norm have an AVX2 and
+# an AVX-512 build of their row loops beside the portable one.
+
+# Integer-valued rows: every sum of squares is exact in fp32 whatever the order, so each
+# instruction set must give the same bits, NaN and infinity rows included.
+SAME_BITS = """
+import hashlib, sys, torch, kernels
+ik = kernels.get_kernel("inference-kernels/inference-kernels", version=1)
+g = torch.Generator().manual_seed(5)
+h = hashlib.sha256()
+for dtype in (torch.float32, torch.float16, torch.bfloat16):
+    for hidden in (4099, 31, 64):
+        x = torch.randint(-8, 9, (6, hidden), generator=g).to(dtype)
+        x[4, 3], x[5, 0] = float("nan"), float("inf")
+        w = torch.randn(hidden, generator=g).to(dtype)
+        res = torch.randint(-4, 5, (6, hidden), generator=g).to(dtype)
+        outs = [ik.rms_norm(x, w, 1e-6)]
+        xa, ra = x.clone(), res.clone()
+        ik.fused_add_rms_norm(xa, ra, w, 1e-6)
+        for t in outs + [xa, ra]:
+            h.update(t.contiguous().view(torch.uint8).numpy().tobytes())
+print(ik.ops.cpu_isa(), h.hexdigest())
+"""
+
+
+def test_every_isa_gives_the_same_bits(ik, device):
+    isa.skip_unless_parent(device)
+    digests = {}
+    for name in isa.supported(ik):
+        proc = isa.run_child(["-c", SAME_BITS], name)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        got, digest = proc.stdout.split()[-2:]
+        assert got == name
+        digests[name] = digest
+    assert len(set(digests.values())) == 1, digests
+
+
+@pytest.mark.parametrize("name", isa.ISAS)
+def test_every_isa(ik, device, name):
+    """This file's CPU cases again under every instruction set."""
+    isa.skip_unless_parent(device)
+    isa.rerun_under(ik, name, "test_rms_norm.py",
+                    "cpu and not every_isa and not rejects and not row_layouts and not exact_fit", 2 * 3 * 5 * 3)

@@ -1,0 +1,116 @@
+"""The CPU RMSNorm per instruction set, next to transformers' eager LlamaRMSNorm on the
+same inputs (torch's own CPU kernels, which pick AVX2 / AVX-512 at run time).
+
+rms_norm and fused_add_rms_norm on [rows, 4096] for rows 1, 64 and 1024, fp32, bf16 and
+fp16. For each instruction set this CPU has (baseline, avx2, avx512) a worker process
+starts with IK_CPU_ISA set (read once, so one set per process) and times ours and the
+eager reference in that one process: medians of wall-clock loops (harness.time_us) over
+enough input copies to leave the L2 (the rows' bytes rotated through at least 64 MB),
+torch.set_num_threads(os.cpu_count()). Every output is checked against an fp64
+reference first (worst element's error relative to the row's largest).
+
+    python benchmarks/bench_norm_cpu.py            # writes $OUT (or benchmarks/out)/bench_norm_cpu.md
+    python benchmarks/bench_norm_cpu.py --cpu-smoke
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402
+
+ISAS = ("baseline", "avx2", "avx512")
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def hf_rms_norm(x, w, eps):
+    """transformers' LlamaRMSNorm.forward."""
+    v = x.float().pow(2).mean(-1, keepdim=True)
+    return w * (x.float() * torch.rsqrt(v + eps)).to(x.dtype)
+
+
+def hf_add_rms_norm(x, res, w, eps):
+    """The residual add a decoder layer does before its norm, then the norm."""
+    s = x + res
+    return hf_rms_norm(s, w, eps), s
+
+
+def worst(y, ref) -> float:
+    return ((y.double() - ref).abs().max() / ref.abs().max()).item()
+
+
+def worker(smoke: bool) -> list[dict]:
+    ik = harness.load_kernel()
+    torch.set_num_threads(os.cpu_count())
+    rows_list, hidden = ([1, 3], 256) if smoke else ([1, 64, 1024], 4096)
+    out = []
+    for dname, dt in DTYPES.items():
+        for rows in rows_list:
+            n_rot = max(1, min(64, (64 << 20) // (rows * hidden * dt.itemsize)))
+            xs = [torch.randn(rows, hidden, dtype=dt) for _ in range(n_rot)]
+            rs = [torch.randn(rows, hidden, dtype=dt) for _ in range(n_rot)]
+            w = torch.randn(hidden, dtype=dt)
+            ref = hf_rms_norm(xs[0].double(), w.double(), 1e-5)
+            s = (xs[0].double() + rs[0].double()).to(dt).double()  # the residual sum, rounded
+            ref_add = hf_rms_norm(s, w.double(), 1e-5)
+            with torch.inference_mode():
+                x0, r0 = xs[0].clone(), rs[0].clone()
+                ik.fused_add_rms_norm(x0, r0, w, 1e-5)  # in place: r0 <- x + r0, x0 <- norm(r0)
+                errs = {"rms_norm": worst(ik.rms_norm(xs[0], w, 1e-5), ref),
+                        "rms_norm (HF)": worst(hf_rms_norm(xs[0], w, 1e-5), ref),
+                        "fused_add_rms_norm": max(worst(x0, ref_add), worst(r0, s))}
+                t = {"rms_norm": harness.time_us(lambda i: ik.rms_norm(xs[i], w, 1e-5), n_rot, device="cpu"),
+                     "rms_norm (HF)": harness.time_us(lambda i: hf_rms_norm(xs[i], w, 1e-5), n_rot, device="cpu"),
+                     # in place on the copies: the values drift, the time does not
+                     "fused_add_rms_norm": harness.time_us(lambda i: ik.fused_add_rms_norm(xs[i], rs[i], w, 1e-5),
+                                                           n_rot, device="cpu"),
+                     "fused_add_rms_norm (HF)": harness.time_us(lambda i: hf_add_rms_norm(xs[i], rs[i], w, 1e-5),
+                                                                n_rot, device="cpu")}
+            out.append({"dtype": dname, "rows": rows, "hidden": hidden, "copies": n_rot,
+                        "us": {k: v.us for k, v in t.items()}, "worst_err": errs})
+    return out
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        print(json.dumps(worker(smoke="--cpu-smoke" in sys.argv)))
+        return
+    p = harness.bench_parser(__doc__, "bench_norm_cpu")
+    args = p.parse_args()
+    ik = harness.load_kernel()
+    best = ik.ops.cpu_isa()
+    results = {}
+    for isa in ISAS[:ISAS.index(best) + 1]:
+        cmd = [sys.executable, __file__, "--worker"] + (["--cpu-smoke"] if args.cpu_smoke else [])
+        proc = subprocess.run(cmd, env={**os.environ, "IK_CPU_ISA": isa}, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(f"worker {isa} failed:\n{proc.stderr[-3000:]}")
+        results[isa] = json.loads(proc.stdout.strip().splitlines()[-1])
+    md = harness.out_dir() / f"{args.name}.md"
+    md.write_text(f"# CPU RMSNorm per instruction set\n\n{os.cpu_count()} threads, torch {torch.__version__}, "
+                  f"best instruction set here: {best}\n")
+    isas = list(results)
+    for op in ("rms_norm", "fused_add_rms_norm"):
+        rows = []
+        for i, pt in enumerate(results[isas[0]]):
+            hf = [results[isa][i]["us"][f"{op} (HF)"] for isa in isas]
+            ours = [results[isa][i]["us"][op] for isa in isas]
+            errs = max(results[isa][i]["worst_err"][op] for isa in isas)
+            rows.append([pt["dtype"], f"{pt['rows']} x {pt['hidden']}", f"{min(hf):.1f}"]
+                        + [f"{u:.1f}" for u in ours] + [f"{min(hf) / ours[-1]:.2f}x", f"{errs:.1e}"])
+        harness.print_table(["dtype", "rows x hidden", "HF eager us (best)"] + [f"ours {isa} us" for isa in isas]
+                            + [f"HF / ours {isas[-1]}", "worst err (all sets)"], rows,
+                            f"{op}, CPU, wall clock", md)
+    (harness.out_dir() / f"{args.name}.json").write_text(json.dumps(results, indent=1))
+    print(f"wrote {md}")
+
+
+if __name__ == "__main__":
+    main()
