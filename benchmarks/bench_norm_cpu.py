@@ -1,8 +1,9 @@
-"""The CPU RMSNorm per instruction set, next to transformers' eager LlamaRMSNorm on the
-same inputs (torch's own CPU kernels, which pick AVX2 / AVX-512 at run time).
+"""The CPU norms per instruction set, next to eager torch on the same inputs (torch's own
+CPU kernels, which pick AVX2 / AVX-512 at run time): rms_norm and fused_add_rms_norm
+against transformers' LlamaRMSNorm (the add before it for the fused one), layer_norm
+against F.layer_norm (weight and bias).
 
-rms_norm and fused_add_rms_norm on [rows, 4096] for rows 1, 64 and 1024, fp32, bf16 and
-fp16. For each instruction set this CPU has (baseline, avx2, avx512) a worker process
+Each on [rows, 4096] for rows 1, 64 and 1024, fp32, bf16 and fp16. For each instruction set this CPU has (baseline, avx2, avx512) a worker process
 starts with IK_CPU_ISA set (read once, so one set per process) and times ours and the
 eager reference in that one process: medians of wall-clock loops (harness.time_us) over
 enough input copies to leave the L2 (the rows' bytes rotated through at least 64 MB),
@@ -60,19 +61,25 @@ def worker(smoke: bool) -> list[dict]:
             ref = hf_rms_norm(xs[0].double(), w.double(), 1e-5)
             s = (xs[0].double() + rs[0].double()).to(dt).double()  # the residual sum, rounded
             ref_add = hf_rms_norm(s, w.double(), 1e-5)
+            b = torch.randn(hidden, dtype=dt)
+            xd = xs[0].double()
+            ref_ln = torch.nn.functional.layer_norm(xd, (hidden,), w.double(), b.double(), 1e-5)
             with torch.inference_mode():
                 x0, r0 = xs[0].clone(), rs[0].clone()
                 ik.fused_add_rms_norm(x0, r0, w, 1e-5)  # in place: r0 <- x + r0, x0 <- norm(r0)
                 errs = {"rms_norm": worst(ik.rms_norm(xs[0], w, 1e-5), ref),
-                        "rms_norm (HF)": worst(hf_rms_norm(xs[0], w, 1e-5), ref),
-                        "fused_add_rms_norm": max(worst(x0, ref_add), worst(r0, s))}
+                        "fused_add_rms_norm": max(worst(x0, ref_add), worst(r0, s)),
+                        "layer_norm": worst(ik.layer_norm(xs[0], w, b, 1e-5), ref_ln)}
                 t = {"rms_norm": harness.time_us(lambda i: ik.rms_norm(xs[i], w, 1e-5), n_rot, device="cpu"),
-                     "rms_norm (HF)": harness.time_us(lambda i: hf_rms_norm(xs[i], w, 1e-5), n_rot, device="cpu"),
+                     "rms_norm (ref)": harness.time_us(lambda i: hf_rms_norm(xs[i], w, 1e-5), n_rot, device="cpu"),
                      # in place on the copies: the values drift, the time does not
                      "fused_add_rms_norm": harness.time_us(lambda i: ik.fused_add_rms_norm(xs[i], rs[i], w, 1e-5),
                                                            n_rot, device="cpu"),
-                     "fused_add_rms_norm (HF)": harness.time_us(lambda i: hf_add_rms_norm(xs[i], rs[i], w, 1e-5),
-                                                                n_rot, device="cpu")}
+                     "fused_add_rms_norm (ref)": harness.time_us(lambda i: hf_add_rms_norm(xs[i], rs[i], w, 1e-5),
+                                                                 n_rot, device="cpu"),
+                     "layer_norm": harness.time_us(lambda i: ik.layer_norm(xs[i], w, b, 1e-5), n_rot, device="cpu"),
+                     "layer_norm (ref)": harness.time_us(
+                         lambda i: torch.nn.functional.layer_norm(xs[i], (hidden,), w, b, 1e-5), n_rot, device="cpu")}
             out.append({"dtype": dname, "rows": rows, "hidden": hidden, "copies": n_rot,
                         "us": {k: v.us for k, v in t.items()}, "worst_err": errs})
     return out
@@ -94,19 +101,20 @@ def main() -> None:
             raise SystemExit(f"worker {isa} failed:\n{proc.stderr[-3000:]}")
         results[isa] = json.loads(proc.stdout.strip().splitlines()[-1])
     md = harness.out_dir() / f"{args.name}.md"
-    md.write_text(f"# CPU RMSNorm per instruction set\n\n{os.cpu_count()} threads, torch {torch.__version__}, "
+    md.write_text(f"# CPU norms per instruction set\n\n{os.cpu_count()} threads, torch {torch.__version__}, "
                   f"best instruction set here: {best}\n")
     isas = list(results)
-    for op in ("rms_norm", "fused_add_rms_norm"):
+    anchors = {"rms_norm": "HF eager", "fused_add_rms_norm": "HF eager", "layer_norm": "F.layer_norm"}
+    for op, anchor in anchors.items():
         rows = []
         for i, pt in enumerate(results[isas[0]]):
-            hf = [results[isa][i]["us"][f"{op} (HF)"] for isa in isas]
+            hf = [results[isa][i]["us"][f"{op} (ref)"] for isa in isas]
             ours = [results[isa][i]["us"][op] for isa in isas]
             errs = max(results[isa][i]["worst_err"][op] for isa in isas)
             rows.append([pt["dtype"], f"{pt['rows']} x {pt['hidden']}", f"{min(hf):.1f}"]
                         + [f"{u:.1f}" for u in ours] + [f"{min(hf) / ours[-1]:.2f}x", f"{errs:.1e}"])
-        harness.print_table(["dtype", "rows x hidden", "HF eager us (best)"] + [f"ours {isa} us" for isa in isas]
-                            + [f"HF / ours {isas[-1]}", "worst err (all sets)"], rows,
+        harness.print_table(["dtype", "rows x hidden", f"{anchor} us (best)"] + [f"ours {isa} us" for isa in isas]
+                            + [f"{anchor} / ours {isas[-1]}", "worst err (all sets)"], rows,
                             f"{op}, CPU, wall clock", md)
     (harness.out_dir() / f"{args.name}.json").write_text(json.dumps(results, indent=1))
     print(f"wrote {md}")
