@@ -31,17 +31,10 @@ namespace {
 using namespace inference_kernels::cpu;
 
 #if defined(__x86_64__)
-// The row loops for AVX2 and AVX-512 (row_simd.h), picked by cpu_isa(); see rms_norm.cpp.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#define IK_SIMD_BITS 256
-#include "row_simd.h"
-#undef IK_SIMD_BITS
-#define IK_SIMD_BITS 512
-#include "row_simd.h"
-#undef IK_SIMD_BITS
-#pragma GCC diagnostic pop
+// The row loops for AVX2 and AVX-512 (namespaces avx2, avx512; row_simd.h), picked by
+// cpu_isa().
+#define IK_SIMD_FILE "row_simd.h"
+#include "simd_builds.h"
 #endif
 
 template <typename T>

@@ -55,21 +55,9 @@ using inference_kernels::cpu::Isa;
 using inference_kernels::cpu::isa_name;
 
 #if defined(__x86_64__)
-// The gemv's AVX2 and AVX-512 inner loops (namespaces avx2, avx512), each compiled with
-// its own target attribute; cpu_isa() (cpu_isa.h) picks one at run time.
-// GCC 12's AVX-512 intrinsics fill their unused pass-through operand with
-// _mm512_undefined_*(), a self-initialised variable its -Wmaybe-uninitialized then
-// reports once inlined (GCC bug 105593): silenced for these two inclusions only.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#define IK_SIMD_BITS 256
-#include "q4k_simd.h"
-#undef IK_SIMD_BITS
-#define IK_SIMD_BITS 512
-#include "q4k_simd.h"
-#undef IK_SIMD_BITS
-#pragma GCC diagnostic pop
+// The gemv's AVX2 and AVX-512 inner loops (namespaces avx2, avx512).
+#define IK_SIMD_FILE "q4k_simd.h"
+#include "simd_builds.h"
 #endif
 
 inline float half_to_float(uint16_t bits) { return c10::Half(bits, c10::Half::from_bits()); }

@@ -28,18 +28,9 @@ using namespace inference_kernels::cpu;
 
 #if defined(__x86_64__)
 // The row loops for AVX2 and AVX-512 (namespaces avx2, avx512; row_simd.h), picked by
-// cpu_isa() for the fp16/bf16/fp32 output modes. GCC 12's AVX-512 intrinsics trip its
-// -Wmaybe-uninitialized once inlined (GCC bug 105593; see q4k.cpp).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#define IK_SIMD_BITS 256
-#include "row_simd.h"
-#undef IK_SIMD_BITS
-#define IK_SIMD_BITS 512
-#include "row_simd.h"
-#undef IK_SIMD_BITS
-#pragma GCC diagnostic pop
+// cpu_isa() for the fp16/bf16/fp32 output modes.
+#define IK_SIMD_FILE "row_simd.h"
+#include "simd_builds.h"
 #endif
 
 // One step of the normalised row, rounded as HF does: round(round(x * inv_rms) * w).
