@@ -1,7 +1,8 @@
-"""The CPU norms per instruction set, next to eager torch on the same inputs (torch's own
-CPU kernels, which pick AVX2 / AVX-512 at run time): rms_norm and fused_add_rms_norm
-against transformers' LlamaRMSNorm (the add before it for the fused one), layer_norm
-against F.layer_norm (weight and bias).
+"""The CPU norms and SwiGLU per instruction set, next to eager torch on the same inputs
+(torch's own CPU kernels, which pick AVX2 / AVX-512 at run time): rms_norm and
+fused_add_rms_norm against transformers' LlamaRMSNorm (the add before it for the fused
+one), layer_norm against F.layer_norm (weight and bias), silu_mul against HF's LlamaMLP
+activation F.silu(gate) * up.
 
 Each on [rows, 4096] for rows 1, 64 and 1024, fp32, bf16 and fp16. For each instruction set this CPU has (baseline, avx2, avx512) a worker process
 starts with IK_CPU_ISA set (read once, so one set per process) and times ours and the
@@ -69,7 +70,9 @@ def worker(smoke: bool) -> list[dict]:
                 ik.fused_add_rms_norm(x0, r0, w, 1e-5)  # in place: r0 <- x + r0, x0 <- norm(r0)
                 errs = {"rms_norm": worst(ik.rms_norm(xs[0], w, 1e-5), ref),
                         "fused_add_rms_norm": max(worst(x0, ref_add), worst(r0, s)),
-                        "layer_norm": worst(ik.layer_norm(xs[0], w, b, 1e-5), ref_ln)}
+                        "layer_norm": worst(ik.layer_norm(xs[0], w, b, 1e-5), ref_ln),
+                        "silu_mul": worst(ik.silu_mul(xs[0], rs[0]),
+                                          torch.nn.functional.silu(xd).to(dt).double() * rs[0].double())}
                 t = {"rms_norm": harness.time_us(lambda i: ik.rms_norm(xs[i], w, 1e-5), n_rot, device="cpu"),
                      "rms_norm (ref)": harness.time_us(lambda i: hf_rms_norm(xs[i], w, 1e-5), n_rot, device="cpu"),
                      # in place on the copies: the values drift, the time does not
@@ -79,7 +82,10 @@ def worker(smoke: bool) -> list[dict]:
                                                                  n_rot, device="cpu"),
                      "layer_norm": harness.time_us(lambda i: ik.layer_norm(xs[i], w, b, 1e-5), n_rot, device="cpu"),
                      "layer_norm (ref)": harness.time_us(
-                         lambda i: torch.nn.functional.layer_norm(xs[i], (hidden,), w, b, 1e-5), n_rot, device="cpu")}
+                         lambda i: torch.nn.functional.layer_norm(xs[i], (hidden,), w, b, 1e-5), n_rot, device="cpu"),
+                     "silu_mul": harness.time_us(lambda i: ik.silu_mul(xs[i], rs[i]), n_rot, device="cpu"),
+                     "silu_mul (ref)": harness.time_us(lambda i: torch.nn.functional.silu(xs[i]) * rs[i], n_rot,
+                                                       device="cpu")}
             out.append({"dtype": dname, "rows": rows, "hidden": hidden, "copies": n_rot,
                         "us": {k: v.us for k, v in t.items()}, "worst_err": errs})
     return out
@@ -101,10 +107,11 @@ def main() -> None:
             raise SystemExit(f"worker {isa} failed:\n{proc.stderr[-3000:]}")
         results[isa] = json.loads(proc.stdout.strip().splitlines()[-1])
     md = harness.out_dir() / f"{args.name}.md"
-    md.write_text(f"# CPU norms per instruction set\n\n{os.cpu_count()} threads, torch {torch.__version__}, "
+    md.write_text(f"# CPU norms and SwiGLU per instruction set\n\n{os.cpu_count()} threads, torch {torch.__version__}, "
                   f"best instruction set here: {best}\n")
     isas = list(results)
-    anchors = {"rms_norm": "HF eager", "fused_add_rms_norm": "HF eager", "layer_norm": "F.layer_norm"}
+    anchors = {"rms_norm": "HF eager", "fused_add_rms_norm": "HF eager", "layer_norm": "F.layer_norm",
+               "silu_mul": "F.silu(g) * u"}
     for op, anchor in anchors.items():
         rows = []
         for i, pt in enumerate(results[isas[0]]):

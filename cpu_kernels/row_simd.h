@@ -1,5 +1,6 @@
-// The norms' row loops for one x86 instruction set: rms_norm.cpp and layer_norm.cpp each
-// include this file twice,
+// The CPU row loops (RMSNorm, LayerNorm, SwiGLU) for one x86 instruction set:
+// rms_norm.cpp, layer_norm.cpp and activation.cpp each include this file twice
+// (simd_builds.h),
 // with IK_SIMD_BITS 256 (namespace avx2: AVX2, FMA, F16C) and 512 (namespace avx512:
 // AVX-512 F/BW/VL), and picks one at run time (cpu_isa.h). Every function carries the
 // target attribute instead of a global -march, as q4k_simd.h does: one CPU variant serves
@@ -39,6 +40,19 @@ IK_TARGET inline V sub(V a, V b) { return _mm512_sub_ps(a, b); }
 IK_TARGET inline V mul(V a, V b) { return _mm512_mul_ps(a, b); }
 IK_TARGET inline V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
 IK_TARGET inline float hsum(V v) { return _mm512_reduce_add_ps(v); }
+IK_TARGET inline V div(V a, V b) { return _mm512_div_ps(a, b); }
+IK_TARGET inline V fnmadd(V a, V b, V c) { return _mm512_fnmadd_ps(a, b, c); }  // c - a * b
+IK_TARGET inline V neg(V a) { return _mm512_sub_ps(_mm512_setzero_ps(), a); }
+IK_TARGET inline V round_int(V a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+// 2^k for integer-valued k in [-126, 127].
+IK_TARGET inline V pow2(V k) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23));
+}
+IK_TARGET inline V floor_half(V k) { return _mm512_roundscale_ps(_mm512_mul_ps(k, _mm512_set1_ps(0.5f)), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
+// a where m, else b; the masks compare x with a constant.
+IK_TARGET inline V where_gt(V x, float c, V a, V b) { return _mm512_mask_mov_ps(b, _mm512_cmp_ps_mask(x, _mm512_set1_ps(c), _CMP_GT_OQ), a); }
+IK_TARGET inline V where_lt(V x, float c, V a, V b) { return _mm512_mask_mov_ps(b, _mm512_cmp_ps_mask(x, _mm512_set1_ps(c), _CMP_LT_OQ), a); }
+IK_TARGET inline V where_nan(V x, V a, V b) { return _mm512_mask_mov_ps(b, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), a); }
 
 IK_TARGET inline V load(const float* p) { return _mm512_loadu_ps(p); }
 IK_TARGET inline V load(const c10::Half* p) {
@@ -78,6 +92,17 @@ IK_TARGET inline float hsum(V v) {
   const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
+IK_TARGET inline V div(V a, V b) { return _mm256_div_ps(a, b); }
+IK_TARGET inline V fnmadd(V a, V b, V c) { return _mm256_fnmadd_ps(a, b, c); }
+IK_TARGET inline V neg(V a) { return _mm256_sub_ps(_mm256_setzero_ps(), a); }
+IK_TARGET inline V round_int(V a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+IK_TARGET inline V pow2(V k) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23));
+}
+IK_TARGET inline V floor_half(V k) { return _mm256_floor_ps(_mm256_mul_ps(k, _mm256_set1_ps(0.5f))); }
+IK_TARGET inline V where_gt(V x, float c, V a, V b) { return _mm256_blendv_ps(b, a, _mm256_cmp_ps(x, _mm256_set1_ps(c), _CMP_GT_OQ)); }
+IK_TARGET inline V where_lt(V x, float c, V a, V b) { return _mm256_blendv_ps(b, a, _mm256_cmp_ps(x, _mm256_set1_ps(c), _CMP_LT_OQ)); }
+IK_TARGET inline V where_nan(V x, V a, V b) { return _mm256_blendv_ps(b, a, _mm256_cmp_ps(x, x, _CMP_UNORD_Q)); }
 
 IK_TARGET inline V load(const float* p) { return _mm256_loadu_ps(p); }
 IK_TARGET inline V load(const c10::Half* p) {
@@ -209,6 +234,48 @@ IK_TARGET void layer_norm_row(const T* x, const T* w, const T* b, T* out, int64_
     float y = (static_cast<float>(x[i]) - mean) * rstd;
     if (w) y *= static_cast<float>(w[i]);
     if (b) y += static_cast<float>(b[i]);
+    out[i] = static_cast<T>(y);
+  }
+}
+
+// exp(x) to about 1 ulp (Cody-Waite reduction by ln 2, a degree-6 polynomial on
+// [-ln2/2, ln2/2]: SLEEF's expf_u10 coefficients). 2^n is applied as two factors so that
+// n = 128 (x near ln FLT_MAX) and n < -126 (a subnormal result) stay in range; past
+// ln FLT_MAX the result is +inf and below -104 it is 0, as std::exp's; NaN stays NaN.
+IK_TARGET inline V exp(V x) {
+  const V n = round_int(mul(x, splat(1.442695040888963407f)));
+  V r = fnmadd(n, splat(0.693145751953125f), x);
+  r = fnmadd(n, splat(1.428606765330187045e-06f), r);
+  V u = splat(0.000198527617612853646278381f);
+  u = fmadd(u, r, splat(0.00139304355252534151077271f));
+  u = fmadd(u, r, splat(0.00833336077630519866943359f));
+  u = fmadd(u, r, splat(0.0416664853692054748535156f));
+  u = fmadd(u, r, splat(0.166666671633720397949219f));
+  u = fmadd(u, r, splat(0.5f));
+  u = add(fmadd(mul(r, r), u, r), splat(1.0f));
+  const V half = floor_half(n);
+  u = mul(mul(u, pow2(half)), pow2(sub(n, half)));
+  u = where_gt(x, 88.72283935546875f, splat(__builtin_inff()), u);
+  u = where_lt(x, -104.0f, zero(), u);
+  return where_nan(x, x, u);
+}
+
+// SwiGLU (activation.cpp): out <- round(round(silu(gate)) * up) with MUL, else
+// round(silu(gate)), silu(v) = v / (1 + exp(-v)) in fp32 (torch's formula). The vector
+// exp is within about 1 ulp of std::exp, which the tail uses.
+template <typename T, bool MUL>
+IK_TARGET void silu_row(const T* gate, const T* up, T* out, int64_t d) {
+  int64_t i = 0;
+  for (; i + kL <= d; i += kL) {
+    const V x = load(gate + i);
+    V y = div(x, add(splat(1.0f), exp(neg(x))));
+    if (MUL) y = mul(round_to<T>(y), load(up + i));
+    store(out + i, y);
+  }
+  for (; i < d; ++i) {
+    const float x = static_cast<float>(gate[i]);
+    float y = x / (1.0f + std::exp(-x));
+    if (MUL) y = static_cast<float>(static_cast<T>(y)) * static_cast<float>(up[i]);
     out[i] = static_cast<T>(y);
   }
 }

@@ -4,8 +4,10 @@ torch.compile and kernelize."""
 
 import pytest
 import torch
+import torch.nn.functional as F
 
-from reference import (assert_close, fp8_order, fp8_ref, poisoned_like, silu_mul_hf, silu_mul_ref,
+import isa
+from reference import (TOL, assert_close, fp8_order, fp8_ref, poisoned_like, silu_mul_hf, silu_mul_ref,
                        ulps_apart)
 from test_kernelize import count_calls, kernelize_with, kernelized_tiny_llama, relative_error
 
@@ -581,3 +583,28 @@ def test_kernelize_silu_and_mul(ik, device):
     y, calls = count_calls(ik.ops.silu_and_mul.default, lambda: model(x))
     assert calls == 1
     assert ulps_apart(y, ref, torch.bfloat16).max().item() <= max_ulps_vs_hf(torch.bfloat16, device)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_silu_extremes(ik, device, dtype):
+    """Past exp's range and at its edges (exp(-v) overflows below v = -88.72, underflows
+    above v = 104), infinities, NaN and signed zeros, in rows long enough for the CPU's
+    vector loops: torch's silu's values, NaN where it has NaN."""
+    edges = [100.0, -100.0, 88.5, -88.5, 88.8, -88.8, 87.5, -87.5, 104.5, -104.5, 20.0, -20.0,
+             0.0, -0.0, 1e-30, -1e-30, float("inf"), -float("inf"), float("nan"), 0.5, -0.5, 3.0, -3.0, 1.0]
+    x = torch.tensor(edges * 3, device=device).to(dtype)
+    out = ik.silu(x)
+    ref = F.silu(x.float()).to(dtype)
+    assert torch.equal(out.isnan(), ref.isnan())
+    finite = ~ref.isnan()
+    torch.testing.assert_close(out[finite].float(), ref[finite].float(), rtol=4 * TOL[dtype], atol=0.0)
+
+
+@pytest.mark.parametrize("name", isa.ISAS)
+def test_every_isa(ik, device, name):
+    """This file's numeric CPU cases again under every instruction set below the CPU's best:
+    silu, silu_and_mul and silu_mul have an AVX2 and an AVX-512 build of their row loops
+    (cpu_kernels/row_simd.h)."""
+    isa.skip_unless_parent(device)
+    isa.rerun_under(ik, name, "test_activation.py",
+                    "cpu and (test_silu or every_vector_width or strided) and not every_isa", 3 * 5 * 3)
