@@ -112,6 +112,18 @@ def ulps_apart(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> torch.Te
     return torch.where(same, torch.zeros_like(a), (a - b).abs() / ulp)
 
 
+def assert_silu_matches_cpu_op(out: torch.Tensor, cpu: torch.Tensor, dtype: torch.dtype) -> None:
+    """A SwiGLU output computed with the C library's exp (the MSL harness's stand-in for
+    Metal's) against our CPU op's: the same formula and rounding steps, but on x86 the CPU
+    op's vector exp (cpu_kernels/row_simd.h, SLEEF's, as torch's) and the C library's can
+    be an ulp or so apart, which the division and the product with up can grow to 3 ulps
+    of fp32 (measured); rounded to 16 bits, at most one ulp of the dtype remains."""
+    allowed = 4 if dtype == torch.float32 else 1
+    apart = ulps_apart(out, cpu, dtype)
+    assert (apart <= allowed).all(), f"{apart.max().item():.0f} ulps apart"
+    assert torch.equal(out.isnan(), cpu.isnan())
+
+
 def layer_norm_ref(x: torch.Tensor, weight=None, bias=None, eps: float = 1e-5) -> torch.Tensor:
     """fp64 LayerNorm over the last dimension (biased variance, as F.layer_norm)."""
     x64 = x.double()
