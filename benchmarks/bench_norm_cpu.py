@@ -32,21 +32,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
 from bench_q4k_cpu import bandwidth  # noqa: E402
+from bench_rms_norm import fused_add_rms_norm_eager, ref64, rms_norm_eager  # noqa: E402
 
 ISAS = ("baseline", "avx2", "avx512")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-def hf_rms_norm(x, w, eps):
-    """transformers' LlamaRMSNorm.forward."""
-    v = x.float().pow(2).mean(-1, keepdim=True)
-    return w * (x.float() * torch.rsqrt(v + eps)).to(x.dtype)
-
-
-def hf_add_rms_norm(x, res, w, eps):
-    """The residual add a decoder layer does before its norm, then the norm."""
-    s = x + res
-    return hf_rms_norm(s, w, eps), s
 
 
 def worst(y, ref) -> float:
@@ -64,9 +53,9 @@ def worker(smoke: bool) -> list[dict]:
             xs = [torch.randn(rows, hidden, dtype=dt) for _ in range(n_rot)]
             rs = [torch.randn(rows, hidden, dtype=dt) for _ in range(n_rot)]
             w = torch.randn(hidden, dtype=dt)
-            ref = hf_rms_norm(xs[0].double(), w.double(), 1e-5)
+            ref = ref64(xs[0], w, 1e-5)
             s = (xs[0].double() + rs[0].double()).to(dt).double()  # the residual sum, rounded
-            ref_add = hf_rms_norm(s, w.double(), 1e-5)
+            ref_add = ref64(s, w, 1e-5)
             b = torch.randn(hidden, dtype=dt)
             xd = xs[0].double()
             ref_ln = torch.nn.functional.layer_norm(xd, (hidden,), w.double(), b.double(), 1e-5)
@@ -79,12 +68,12 @@ def worker(smoke: bool) -> list[dict]:
                         "silu_mul": worst(ik.silu_mul(xs[0], rs[0]),
                                           torch.nn.functional.silu(xd).to(dt).double() * rs[0].double())}
                 t = {"rms_norm": harness.time_us(lambda i: ik.rms_norm(xs[i], w, 1e-5), n_rot, device="cpu"),
-                     "rms_norm (ref)": harness.time_us(lambda i: hf_rms_norm(xs[i], w, 1e-5), n_rot, device="cpu"),
+                     "rms_norm (ref)": harness.time_us(lambda i: rms_norm_eager(xs[i], w, 1e-5), n_rot, device="cpu"),
                      # in place on the copies: the values drift, the time does not
                      "fused_add_rms_norm": harness.time_us(lambda i: ik.fused_add_rms_norm(xs[i], rs[i], w, 1e-5),
                                                            n_rot, device="cpu"),
-                     "fused_add_rms_norm (ref)": harness.time_us(lambda i: hf_add_rms_norm(xs[i], rs[i], w, 1e-5),
-                                                                 n_rot, device="cpu"),
+                     "fused_add_rms_norm (ref)": harness.time_us(
+                         lambda i: fused_add_rms_norm_eager(xs[i], rs[i], w, 1e-5), n_rot, device="cpu"),
                      "layer_norm": harness.time_us(lambda i: ik.layer_norm(xs[i], w, b, 1e-5), n_rot, device="cpu"),
                      "layer_norm (ref)": harness.time_us(
                          lambda i: torch.nn.functional.layer_norm(xs[i], (hidden,), w, b, 1e-5), n_rot, device="cpu"),
