@@ -4,10 +4,11 @@ fused_add_rms_norm against transformers' LlamaRMSNorm (the add before it for the
 one), layer_norm against F.layer_norm (weight and bias), silu_mul against HF's LlamaMLP
 activation F.silu(gate) * up.
 
-Each on [rows, 4096] for rows 1, 64 and 1024, fp32, bf16 and fp16. For each instruction set this CPU has (baseline, avx2, avx512) a worker process
-starts with IK_CPU_ISA set (read once, so one set per process) and times ours and the
-eager reference in that one process: medians of wall-clock loops (harness.time_us) over
-enough input copies to leave the L2 (the rows' bytes rotated through at least 64 MB),
+Each on [rows, 4096] for rows 1, 64 and 1024, fp32, bf16 and fp16. For each instruction
+set this CPU has (baseline, avx2, avx512) a worker process starts with IK_CPU_ISA set
+(read once, so one set per process) and times ours and the eager reference in that one
+process: medians of wall-clock loops (harness.time_us) over input copies rotated through
+64 MB a tensor (past the L2; partly in a large L3),
 torch.set_num_threads(os.cpu_count()). Every output is checked against an fp64
 reference first (worst element's error relative to the row's largest). "% floor": the
 bytes an op must move (rms_norm and layer_norm read x and write out, the fused add reads
