@@ -5,10 +5,23 @@ read at each launch). Eager launches over 8 rotated weight copies: the device ti
 kernels' own, whatever the host's gaps.
 
     python3 benchmarks/profile_mlp_chain.py [M ...]      # default M 17 and 32
+    python3 benchmarks/profile_mlp_chain.py --state [M ...]
+    python3 benchmarks/profile_mlp_chain.py --pair CONVERT M   # for Nsight Compute
+
+--pair launches 8 times the gate_up GEMM at the given convert (0: the default) followed by
+the down GEMM at the default, without the profiler, for Nsight Compute to read a pair.
+
+--state asks why the down projection runs slower after convert 5: it times each kernel of
+gate_up (convert 1, 4 or 5 at several clusters) followed by the down GEMM (convert 1, 4 or
+5), a 20 us spin kernel, or a 109 MB copy, and samples the SM clock, power and clock-event
+reasons (nvidia-smi, every 20 ms) while each pair loops for 1 s without the profiler.
 """
 
 import os
+import statistics
+import subprocess
 import sys
+import time
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -38,18 +51,131 @@ def kernel_times(fn, copies, reps=2):
     return {k: (us / (reps * copies), n // (reps * copies)) for k, (us, n) in times.items()}
 
 
+def sampled_clocks(fn, copies, seconds=2.0):
+    """Median SM clock (MHz), power (W) and the clock-event reasons seen while fn loops."""
+    cmd = ["nvidia-smi", "--query-gpu=clocks.sm,power.draw,clocks_event_reasons.active",
+           "--format=csv,noheader,nounits", "-lms", "20"]
+    try:
+        smi = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    except OSError:
+        return "no nvidia-smi"
+    end = time.time() + seconds
+    calls = 0
+    while time.time() < end:
+        for i in range(copies):
+            fn(i)
+        calls += copies
+        if calls % (copies * 16) == 0:
+            torch.cuda.synchronize()
+    torch.cuda.synchronize()
+    smi.terminate()
+    rows = [r.split(",") for r in smi.communicate()[0].strip().splitlines() if r.count(",") == 2]
+    try:
+        sm = statistics.median(float(r[0]) for r in rows)
+        pw = statistics.median(float(r[1]) for r in rows)
+    except (ValueError, statistics.StatisticsError):
+        return f"unparsed: {rows[:2]}"
+    reasons = sorted({r[2].strip() for r in rows})
+    return f"SM {sm:.0f} MHz, {pw:.0f} W, reasons {reasons} ({len(rows)} samples)"
+
+
+def kernel_sequence(fn, copies, reps=2):
+    """Device us of each kernel of a call, in launch order: [(name, us)]."""
+    for i in range(copies):
+        fn(i)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            for i in range(copies):
+                fn(i)
+        torch.cuda.synchronize()
+    ev = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
+                key=lambda e: e.time_range.start)
+    per = len(ev) // (reps * copies)
+    out = []
+    for j in range(per):
+        us = [ev[c * per + j].device_time for c in range(reps * copies)]
+        out.append((ev[j].name.split("::")[-1][:30], statistics.median(us)))
+    return out
+
+
+def state(k, ms):
+    """Which gate_up kernels slow the down GEMM after them, and which down kernels suffer."""
+    hidden, inter, dev, dtype, copies = 16384, 6656, "cuda", torch.float16, 8
+    s1, s2 = torch.tensor([0.02], device=dev), torch.tensor([0.002], device=dev)
+    sw = torch.tensor([0.02 / 16], device=dev)
+    wgu = [(torch.randn(2 * inter, hidden, device=dev) * 3).to(FP8) for _ in range(copies)]
+    wd = [(torch.randn(hidden, inter, device=dev) * 3).to(FP8) for _ in range(copies)]
+    big = [torch.empty(hidden * inter, dtype=torch.uint8, device=dev) for _ in range(2)]
+    spin = 40000  # cycles: about 20 us at the H200's 1980 MHz
+    os.environ["IK_SKINNY_GEMM_RING"] = "0"
+    for m in ms:
+        q1 = (torch.randn(m, hidden, device=dev) * 20).to(FP8)
+        q2 = (torch.randn(m, inter, device=dev) * 20).to(FP8)
+        o1 = torch.empty(m, 2 * inter, device=dev, dtype=dtype)
+        o2 = torch.empty(m, hidden, device=dev, dtype=dtype)
+        for up_cfg, after in (([], "down"), ([0, 0, 0, 5], "down"), ([0, 0, 0, 4], "down"),
+                              ([0, 3, 1, 5], "down"), ([0, 4, 2, 5], "down"), ([0, 0, 0, 5], "spin, down"),
+                              ([], "down [0, 0, 0, 4]"), ([0, 0, 0, 5], "down [0, 0, 0, 4]"),
+                              ([0, 0, 0, 5], "down [0, 0, 0, 5]"), ([], "copy"), ([0, 0, 0, 5], "copy"),
+                              (None, "down")):
+            def fn(i, up_cfg=up_cfg, after=after):
+                if up_cfg is not None:
+                    k.ops.skinny_gemm_fp8(o1, q1, wgu[i], s1, sw, None, up_cfg)
+                if after == "copy":
+                    big[1].copy_(big[0])
+                    return
+                if after.startswith("spin"):
+                    torch.cuda._sleep(spin)
+                cfg = [int(v) for v in after[after.index("[") + 1:-1].split(",")] if "[" in after else []
+                k.ops.skinny_gemm_fp8(o2, q2, wd[i], s2, sw, None, cfg)
+
+            try:
+                seq = kernel_sequence(fn, copies)
+            except RuntimeError as e:  # a config these operands cannot take
+                print(f"M {m}, gate_up {up_cfg}, then {after}: {str(e).splitlines()[0][:80]}")
+                continue
+            line = ", ".join(f"{name} {us:.2f}" for name, us in seq)
+            print(f"M {m}, gate_up {up_cfg if up_cfg is not None else 'none'}, then {after}: {line}")
+            print(f"    {sampled_clocks(fn, copies, 1.0)}")
+
+
+def pair(k, convert, m):
+    hidden, inter, dev, dtype = 16384, 6656, "cuda", torch.float16
+    s1, s2 = torch.tensor([0.02], device=dev), torch.tensor([0.002], device=dev)
+    sw = torch.tensor([0.02 / 16], device=dev)
+    wgu = [(torch.randn(2 * inter, hidden, device=dev) * 3).to(FP8) for _ in range(2)]
+    wd = [(torch.randn(hidden, inter, device=dev) * 3).to(FP8) for _ in range(2)]
+    q1 = (torch.randn(m, hidden, device=dev) * 20).to(FP8)
+    q2 = (torch.randn(m, inter, device=dev) * 20).to(FP8)
+    o1 = torch.empty(m, 2 * inter, device=dev, dtype=dtype)
+    o2 = torch.empty(m, hidden, device=dev, dtype=dtype)
+    up_cfg = [0, 0, 0, convert] if convert else []
+    for i in range(8):
+        k.ops.skinny_gemm_fp8(o1, q1, wgu[i % 2], s1, sw, None, up_cfg)
+        k.ops.skinny_gemm_fp8(o2, q2, wd[i % 2], s2, sw, None, [])
+    torch.cuda.synchronize()
+
+
 def main() -> int:
     if not torch.cuda.is_available():
         print("profile_mlp_chain: no CUDA device")
         return 0
     k = harness.load_kernel()
+    args = sys.argv[1:]
+    if args and args[0] == "--pair":
+        pair(k, int(args[1]), int(args[2]))
+        return 0
+    if args and args[0] == "--state":
+        state(k, [int(v) for v in args[1:]] or [17, 32])
+        return 0
     hidden, inter, dev, dtype, copies = 16384, 6656, "cuda", torch.float16, 8
     w_norm = (1 + 0.1 * torch.randn(hidden, device=dev)).to(dtype)
     s1, s2 = torch.tensor([0.02], device=dev), torch.tensor([0.002], device=dev)
     sw = torch.tensor([0.02 / 16], device=dev)
     wgu = [(torch.randn(2 * inter, hidden, device=dev) * 3).to(FP8) for _ in range(copies)]
     wd = [(torch.randn(hidden, inter, device=dev) * 3).to(FP8) for _ in range(copies)]
-    for m in [int(v) for v in sys.argv[1:]] or [17, 32]:
+    for m in [int(v) for v in args] or [17, 32]:
         x = torch.randn(m, hidden, device=dev, dtype=dtype)
         q1 = k.rms_norm_fp8(x, w_norm, s1, 1e-6)
 

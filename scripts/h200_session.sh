@@ -137,6 +137,14 @@
 #           then the full benchmark at the new defaults (the MLP included)
 #   gemm_verify: the skinny GEMM tests, then compute-sanitizer on the GEMM
 #   gemm_mlp_ab: 13312 x 16384 and the decode MLP at M 16 / 17 / 32 with convert 5 off and on, twice
+#   carveout_ab: EXPERIMENT, mode on branch gemm-carveout (s24a, no effect): the skinny GEMM
+#           tests, then with a shared/L1 carveout hint for convert 1-3 off and on: the decode
+#           MLP chain per kernel, 13312 x 16384 and the decode MLP with convert 5 off and on,
+#           and all 11 weights at M 1 / 16 / 32 at the defaults
+#   chain_state: the down GEMM after convert 1 and after convert 5, with and without a spin
+#           kernel between, and the SM clock / power each variant runs at
+#   chain_ncu: Nsight Compute (launch statistics, L1 hit rate, time) of gate_up at the
+#           default and at convert 5, each followed by the down GEMM at the default, M 17
 #   gemm_chain: each kernel's device time in the decode MLP chain and the gate_up GEMM alone,
 #           convert 5 off and on (benchmarks/profile_mlp_chain.py)
 #   q4k_decode_compiled: the 8-layer compiled Q4_K_M steps alone, without the profiler
@@ -953,6 +961,15 @@ case "$MODE" in
             > "$OUT/bench_gemm_ring_ab.log" 2>&1; echo "rc $?"; pack
           bench_gemm --ms 1,8,16,17,24,32 --name bench_gemm_final > /dev/null; echo "rc $?" ;;
   gemm_verify) tests_gemm; pack; sanitizers_gemm ;;
+  chain_state) step "why the down projection is slower after convert 5 (profile_mlp_chain.py --state)"
+          timeout 300 python3 benchmarks/profile_mlp_chain.py --state 17 32 2>&1 | tee "$OUT/chain_state.log" ;;
+  chain_ncu) export PATH="$PATH:/usr/local/cuda/bin"
+          for cv in 0 5; do
+            step "Nsight Compute: gate_up at convert $cv (0: default) then the down GEMM, M 17"
+            timeout 200 ncu --clock-control none --cache-control none --kernel-name regex:skinny_gemm --launch-skip 8 \
+              --launch-count 4 --metrics gpu__time_duration.sum,launch__shared_mem_config_size,launch__shared_mem_per_block_dynamic,launch__shared_mem_per_block_static,launch__grid_size,launch__block_size,launch__occupancy_limit_shared_mem,launch__occupancy_limit_registers,launch__waves_per_multiprocessor,l1tex__t_sector_hit_rate.pct,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,lts__t_sector_hit_rate.pct,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct,sm__cycles_elapsed.avg.per_second \
+              python3 benchmarks/profile_mlp_chain.py --pair $cv 17 2>&1 | grep -vE "^==PROF==|^\s*$" | tee "$OUT/chain_ncu_$cv.txt"
+          done ;;
   gemm_chain) step "the decode MLP's kernels, convert 5 off and on (torch.profiler)"
           timeout 200 python3 benchmarks/profile_mlp_chain.py 17 32 2>&1 | tee "$OUT/profile_mlp_chain.log" | grep -vE "^ +0\.[0-9]+ us" ;;
   gemm_mlp_ab) for r in 0a 1a 0b 1b; do
