@@ -12,8 +12,9 @@ kernels' own, whatever the host's gaps.
 the down GEMM at the default, without the profiler, for Nsight Compute to read a pair.
 
 --state asks why the down projection runs slower after convert 5: it times each kernel of
-gate_up (convert 1, 4 or 5 at several clusters) followed by the down GEMM (convert 1, 4 or
-5), a 20 us spin kernel, or a 109 MB copy, and samples the SM clock, power and clock-event
+gate_up (convert 1, 4 or 5), a 4096 x 4096 GEMM (convert 5 or the default) or a decode
+attention (SDPA, 32 heads, 4096 keys) followed by the down GEMM (convert 1, 4 or 5), a
+20 us spin kernel, or a 109 MB copy, and samples the SM clock, power and clock-event
 reasons (nvidia-smi, every 20 ms) while each pair loops for 1 s without the profiler.
 """
 
@@ -107,6 +108,8 @@ def state(k, ms):
     wgu = [(torch.randn(2 * inter, hidden, device=dev) * 3).to(FP8) for _ in range(copies)]
     wd = [(torch.randn(hidden, inter, device=dev) * 3).to(FP8) for _ in range(copies)]
     big = [torch.empty(hidden * inter, dtype=torch.uint8, device=dev) for _ in range(2)]
+    wsq = [(torch.randn(4096, 4096, device=dev) * 3).to(FP8) for _ in range(copies)]
+    kv = [torch.randn(1, 32, 4096, 128, device=dev, dtype=dtype) for _ in range(2)]
     spin = 40000  # cycles: about 20 us at the H200's 1980 MHz
     os.environ["IK_SKINNY_GEMM_RING"] = "0"
     for m in ms:
@@ -114,14 +117,22 @@ def state(k, ms):
         q2 = (torch.randn(m, inter, device=dev) * 20).to(FP8)
         o1 = torch.empty(m, 2 * inter, device=dev, dtype=dtype)
         o2 = torch.empty(m, hidden, device=dev, dtype=dtype)
+        q3 = (torch.randn(m, 4096, device=dev) * 20).to(FP8)
+        o3 = torch.empty(m, 4096, device=dev, dtype=dtype)
+        qa = torch.randn(1, 32, 1, 128, device=dev, dtype=dtype)
         for up_cfg, after in (([], "down"), ([0, 0, 0, 5], "down"), ([0, 0, 0, 4], "down"),
-                              ([0, 3, 1, 5], "down"), ([0, 4, 2, 5], "down"), ([0, 0, 0, 5], "spin, down"),
-                              ([], "down [0, 0, 0, 4]"), ([0, 0, 0, 5], "down [0, 0, 0, 4]"),
-                              ([0, 0, 0, 5], "down [0, 0, 0, 5]"), ([], "copy"), ([0, 0, 0, 5], "copy"),
-                              (None, "down")):
+                              ([0, 0, 0, 5], "spin, down"), ([], "down [0, 0, 0, 4]"),
+                              ([0, 0, 0, 5], "down [0, 0, 0, 4]"), ([0, 0, 0, 5], "down [0, 0, 0, 5]"),
+                              ([], "copy"), ([0, 0, 0, 5], "copy"), (None, "down"),
+                              ("4096 x 4096 at convert 5", "down"), ("4096 x 4096 at the default", "down"),
+                              ("decode attention", "down")):
             def fn(i, up_cfg=up_cfg, after=after):
-                if up_cfg is not None:
+                if isinstance(up_cfg, list):
                     k.ops.skinny_gemm_fp8(o1, q1, wgu[i], s1, sw, None, up_cfg)
+                elif up_cfg and up_cfg.startswith("4096"):  # a short GEMM before the down
+                    k.ops.skinny_gemm_fp8(o3, q3, wsq[i], s1, sw, None, [0, 0, 0, 5] if "5" in up_cfg else [])
+                elif up_cfg:  # flash attention of one query token over 4096 cached ones
+                    torch.nn.functional.scaled_dot_product_attention(qa, kv[i % 2], kv[i % 2])
                 if after == "copy":
                     big[1].copy_(big[0])
                     return

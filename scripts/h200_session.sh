@@ -962,7 +962,7 @@ case "$MODE" in
           bench_gemm --ms 1,8,16,17,24,32 --name bench_gemm_final > /dev/null; echo "rc $?" ;;
   gemm_verify) tests_gemm; pack; sanitizers_gemm ;;
   chain_state) step "why the down projection is slower after convert 5 (profile_mlp_chain.py --state)"
-          timeout 300 python3 benchmarks/profile_mlp_chain.py --state 17 32 2>&1 | tee "$OUT/chain_state.log" ;;
+          timeout 300 python3 benchmarks/profile_mlp_chain.py --state ${STATE_MS:-17 32} 2>&1 | tee "$OUT/chain_state.log" ;;
   chain_ncu) export PATH="$PATH:/usr/local/cuda/bin"
           for cv in 0 5; do
             step "Nsight Compute: gate_up at convert $cv (0: default) then the down GEMM, M 17"
