@@ -904,7 +904,7 @@ int convert_for(const SkinnyGemmParams& p, int nt) {
   const bool small = bytes <= kSmallWeight, mid = bytes <= kMidWeight;  // small: the f16 copy's rule
   const bool sm90a = p.N >= 512 && vector_path(p) && device_attribute_once<cudaDevAttrComputeCapabilityMajor>() == 9;
   // Only where the caller left the work split to the launcher (the fields mean other things there).
-  const bool ring_wins = p.N >= 2048 && (small || (nt > 2 && p.K >= 8192));
+  const bool ring_wins = p.N >= 2048 && (small || (nt > 2 && (p.K >= 8192 || bytes > kLargeWeight)));
   if (ring_wins && p.M <= kMaxM && sm90a && !p.tiles_per_block && !p.warps_per_tile && !p.cluster && use_ring() &&
       ring_min_cluster(p) > 0) {
     return kWgmmaRing;

@@ -141,6 +141,8 @@
 #           tests, then with a shared/L1 carveout hint for convert 1-3 off and on: the decode
 #           MLP chain per kernel, 13312 x 16384 and the decode MLP with convert 5 off and on,
 #           and all 11 weights at M 1 / 16 / 32 at the defaults
+#   ring_big: convert 5's tests, then 13312 x 16384, 16384 x 6656 and the decode MLP at M 16 /
+#           17 / 32 with IK_SKINNY_GEMM_RING off and on (its rule past 64 MiB at M 17-32)
 #   chain_state: the down GEMM after convert 1 and after convert 5, with and without a spin
 #           kernel between, and the SM clock / power each variant runs at
 #   chain_ncu: Nsight Compute (launch statistics, L1 hit rate, time) of gate_up at the
@@ -961,6 +963,13 @@ case "$MODE" in
             > "$OUT/bench_gemm_ring_ab.log" 2>&1; echo "rc $?"; pack
           bench_gemm --ms 1,8,16,17,24,32 --name bench_gemm_final > /dev/null; echo "rc $?" ;;
   gemm_verify) tests_gemm; pack; sanitizers_gemm ;;
+  ring_big) step "skinny GEMM tests: convert 5's rule"
+          python3 -m pytest tests/test_skinny_gemm.py -q -k "ring" -p no:cacheprovider 2>&1 | tail -3
+          for r in 0 1; do
+            step "13312 x 16384 and the decode MLP, IK_SKINNY_GEMM_RING=$r"
+            IK_SKINNY_GEMM_RING=$r timeout 140 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" \
+              --shapes 13312x16384,16384x6656 --ms 16,17,32 --name "bench_gemm_mlp_ring$r" 2>&1 | grep -E "^ +(16|17|32) "
+          done ;;
   chain_state) step "why the down projection is slower after convert 5 (profile_mlp_chain.py --state)"
           timeout 300 python3 benchmarks/profile_mlp_chain.py --state ${STATE_MS:-17 32} 2>&1 | tee "$OUT/chain_state.log" ;;
   chain_ncu) export PATH="$PATH:/usr/local/cuda/bin"

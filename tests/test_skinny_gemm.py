@@ -268,13 +268,13 @@ def test_wgmma_default_choices(ik, device, m, n, k):
 
 
 @pytest.mark.parametrize("m", [1, 8, 16, 17, 32])
-@pytest.mark.parametrize("n,k", [(2100, 2048 + 64 * 3 + 16), (2304, 8256), (6144, 8192 + 64)])
+@pytest.mark.parametrize("n,k", [(2100, 2048 + 64 * 3 + 16), (2304, 8256), (6144, 8192 + 64), (16448, 4160)])
 @pytest.mark.parametrize("ring", ["1", "0"])
 def test_wgmma_ring_default_choices(ik, device, monkeypatch, m, n, k, ring):
     """The launcher's own choices where IK_SKINNY_GEMM_RING=1 (read at each launch) lets
     convert 5 run (N >= 2048: up to 16 MiB of weight at every M, and at M 17-32 with K >=
-    8192), persistent where the tiles outnumber the resident clusters (6144 x 8256 at M
-    32), and the same operands with it off (the default)."""
+    8192 or past 64 MiB, 16448 x 4160), persistent where the tiles outnumber the resident
+    clusters (6144 x 8256 at M 32), and the same operands with it off (the default)."""
     cuda_only(device)
     monkeypatch.setenv("IK_SKINNY_GEMM_RING", ring)
     a = rand_fp8((m, k), device)
