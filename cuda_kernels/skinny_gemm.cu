@@ -842,6 +842,7 @@ int wgmma_min_cluster(const SkinnyGemmParams& p) {
 // 3 of 104 to 416):
 // - with IK_SKINNY_GEMM_RING=1 only, convert 5 (4's MMAs, persistent, the weights through a
 //   shared-memory ring) at N >= 2048 up to 16 MiB at every M, and at M 17-32 with K >= 8192
+//   or past 64 MiB (the last so a chain of large GEMMs stays on convert 5; see use_ring)
 //   (twenty-third session, s23d, 11 weights at M 1 / 8 / 16 / 17 / 24 / 32, us against the
 //   default before it): 2304 x 16384 at M 24 / 32 17.65 / 18.81 against 18.36 / 22.10;
 //   13312 x 16384 62.93 / 64.39 / 68.76 at M 17 / 24 / 32 against 64.67 / 65.76 / 73.21;
@@ -889,10 +890,11 @@ constexpr int64_t kMiB = int64_t{1} << 20, kSmallWeight = 16 * kMiB, kMidWeight 
                   kLargeWeight = 64 * kMiB;
 
 // convert 5 where ring_wins (below) only with IK_SKINNY_GEMM_RING=1 (read at each launch).
-// Alone it is faster there, but in the decode MLP the down projection that follows it
-// (convert 1) ran 9-15 us slower and the chain lost 14-15 us at M 17-32 (twenty-third session,
-// profile_mlp_chain.py): likely the shared/L1 split it leaves behind (a carveout hint for
-// convert 1-3, branch gemm-carveout, is not yet measured).
+// Alone it is faster up to 16 MiB and at M 17-32 with K >= 8192, but convert 1 after it
+// runs 30-35% slower (as after cuDNN's decode attention or a device copy; not after
+// convert 1 or 4; not the shared/L1 split: a carveout hint changed nothing), so at M 17-32
+// it also takes the weights past 64 MiB, where convert 1 would follow it: the decode MLP
+// then ties the default (twenty-fourth session, s24c/s24g/s24i; profile_mlp_chain.py --state).
 bool use_ring() {
   const char* v = std::getenv("IK_SKINNY_GEMM_RING");
   return v && v[0] == '1';
