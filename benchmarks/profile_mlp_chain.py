@@ -33,8 +33,8 @@ import harness  # noqa: E402
 FP8 = torch.float8_e4m3fn
 
 
-def kernel_times(fn, copies, reps=2):
-    """Device us a call per kernel name (first 60 characters), and launches a call."""
+def cuda_events(fn, copies, reps):
+    """The CUDA kernel events of reps x copies calls of fn (after one warm pass)."""
     for i in range(copies):
         fn(i)
     torch.cuda.synchronize()
@@ -43,12 +43,16 @@ def kernel_times(fn, copies, reps=2):
             for i in range(copies):
                 fn(i)
         torch.cuda.synchronize()
+    return [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+def kernel_times(fn, copies, reps=2):
+    """Device us a call per kernel name (first 60 characters), and launches a call."""
     times = {}
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            t = times.setdefault(e.name[:60], [0.0, 0])
-            t[0] += e.device_time
-            t[1] += 1
+    for e in cuda_events(fn, copies, reps):
+        t = times.setdefault(e.name[:60], [0.0, 0])
+        t[0] += e.device_time
+        t[1] += 1
     return {k: (us / (reps * copies), n // (reps * copies)) for k, (us, n) in times.items()}
 
 
@@ -82,16 +86,7 @@ def sampled_clocks(fn, copies, seconds=2.0):
 
 def kernel_sequence(fn, copies, reps=2):
     """Device us of each kernel of a call, in launch order: [(name, us)]."""
-    for i in range(copies):
-        fn(i)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps):
-            for i in range(copies):
-                fn(i)
-        torch.cuda.synchronize()
-    ev = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
-                key=lambda e: e.time_range.start)
+    ev = sorted(cuda_events(fn, copies, reps), key=lambda e: e.time_range.start)
     per = len(ev) // (reps * copies)
     out = []
     for j in range(per):
