@@ -32,14 +32,7 @@
 #include <cstring>
 #include <vector>
 
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t e_ = (x);                                                                       \
-    if (e_ != cudaSuccess) {                                                                    \
-      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);      \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
+#include "probe_util.cuh"
 
 namespace {
 
@@ -111,29 +104,8 @@ struct Args {
   float scale;
 };
 
-__global__ void reference(const uint8_t* w, const uint8_t* x, float* out, int n, int k, int m, float scale) {
-  const int r = blockIdx.x * blockDim.x + threadIdx.x, mm = blockIdx.y;
-  if (r >= n) return;
-  double s = 0;
-  for (int i = 0; i < k; ++i) {
-    __nv_fp8_e4m3 a, b;
-    a.__x = w[int64_t(r) * k + i];
-    b.__x = x[int64_t(mm) * k + i];
-    s += double(float(a)) * double(float(b));
-  }
-  out[int64_t(mm) * n + r] = float(s * scale);
-}
-
-// finite e4m3 of magnitude 2^-3..2^3, either sign
-__global__ void fill(uint8_t* p, int64_t count, uint32_t seed) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
-    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
-    p[i] = uint8_t((h & 0x80) | (((h >> 8) % 7 + 4) << 3) | ((h >> 16) & 7));
-  }
-}
+using probe::fill;
+using probe::reference;
 
 // R1: one weight row a lane (8 a warp, 32 a warpgroup) and the A fragment straight from
 // its 16-byte load, no register moves. Logical rows g and g + 8 of the MMA are both

@@ -95,6 +95,11 @@
 #           blog's shapes, M 1/8/16/32 (no package build); wgmma_probe_bench adds
 #           bench_skinny_gemm.py --quick --no-mlp (ours and _scaled_mm in the same call);
 #           wgmma_all: the probe and bench_skinny_gemm.py --no-mlp at all 11 weight shapes
+#   tma_probe: EXPERIMENT (issue 4): benchmarks/tma_probe.cu (the weight as wgmma's shared-
+#           memory operand, fed by TMA from a producer warp): correctness at odd sizes,
+#           timing at the blog's shapes, then compute-sanitizer (memcheck, racecheck,
+#           synccheck) on the correctness checks; tma_probe_bench and tma_all as the
+#           wgmma ones (bench_skinny_gemm.py beside it)
 #   s16a-e: EXPERIMENTS, modes on branch q4k-bulk (BENCHMARKS.md, sixteenth session): tiled
 #           blocks through bulk copies (cp.async.bulk, 2-4 stages) or lanes' cp.async (2, 3
 #           stages), register caps, x prefetched into L1, x ahead in the staged loop
@@ -752,17 +757,25 @@ sweep_bg() {
 }
 
 environment
-if [ "$MODE" = wgmma_probe ] || [ "$MODE" = wgmma_probe_bench ] || [ "$MODE" = wgmma_all ]; then
-  if [ "$MODE" = wgmma_all ]; then export PROBE_SHAPES="2304:16384,13312:16384,16384:6656,6144:4096,4096:4096,28672:4096,4096:14336,1280:8192,1024:8192,7168:8192,8192:3584"; fi
-  if [ "$MODE" != wgmma_probe ]; then ( build ) > "$OUT/build_bg.log" 2>&1 & build_pid=$!; fi
-  step "wgmma probe"
-  nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -Xptxas -v benchmarks/wgmma_probe.cu -o /tmp/wgmma_probe \
-    > "$OUT/wgmma_probe_build.log" 2>&1 || { tail -20 "$OUT/wgmma_probe_build.log"; status=1; }
-  timeout 240 /tmp/wgmma_probe > "$OUT/wgmma_probe.log" 2>&1 || status=1
-  grep -vE " (ok|bf16)$" "$OUT/wgmma_probe.log" | head -150; grep -cE " (ok|bf16)$" "$OUT/wgmma_probe.log"; pack
-  if [ "$MODE" != wgmma_probe ]; then
+case "$MODE" in wgmma_probe|wgmma_probe_bench|wgmma_all|tma_probe|tma_probe_bench|tma_all) PROBE=${MODE%%_*} ;; *) PROBE= ;; esac
+if [ -n "$PROBE" ]; then
+  case "$MODE" in *_all) export PROBE_SHAPES="2304:16384,13312:16384,16384:6656,6144:4096,4096:4096,28672:4096,4096:14336,1280:8192,1024:8192,7168:8192,8192:3584" ;; esac
+  if [ "$MODE" != "${PROBE}_probe" ]; then ( build ) > "$OUT/build_bg.log" 2>&1 & build_pid=$!; fi
+  step "$PROBE probe"
+  nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -Xptxas -v "benchmarks/${PROBE}_probe.cu" -o "/tmp/${PROBE}_probe" \
+    > "$OUT/${PROBE}_probe_build.log" 2>&1 || { tail -20 "$OUT/${PROBE}_probe_build.log"; status=1; }
+  timeout 300 "/tmp/${PROBE}_probe" > "$OUT/${PROBE}_probe.log" 2>&1 || status=1
+  grep -vE " (ok|bf16)$" "$OUT/${PROBE}_probe.log" | head -150; grep -cE " (ok|bf16)$" "$OUT/${PROBE}_probe.log"; pack
+  if [ "$PROBE" = tma ] && [ "$MODE" = tma_probe ]; then
+    step "compute-sanitizer on the TMA probe's small checks"
+    export PATH="$PATH:/usr/local/cuda/bin"
+    for tool in memcheck racecheck synccheck; do
+      PROBE_SANITIZE=1 timeout 200 compute-sanitizer --tool $tool --print-limit 5 /tmp/tma_probe 2>&1 | tail -3
+    done
+  fi
+  if [ "$MODE" != "${PROBE}_probe" ]; then
     wait $build_pid || { tail -5 "$OUT/build_bg.log"; status=1; }
-    if [ "$MODE" = wgmma_all ]; then bench_gemm --no-mlp; else bench_gemm --quick --no-mlp; fi
+    case "$MODE" in *_all) bench_gemm --no-mlp ;; *) bench_gemm --quick --no-mlp ;; esac
   fi
   echo "session status $status"; exit $status
 fi
