@@ -16,6 +16,10 @@ multi-GB model does), "hot" reuses one copy (a weight that stays in L2/L3).
 GB/s counts weight bytes only; "% read BW" compares with the read bandwidth measured
 first (torch sum over 2 GiB of fp32, far beyond the L3).
 
+Then, in the main process, ours at the best instruction set against ggml's CPU mul_mat on
+the same bytes (llama.cpp's kernels, through ggml-python: x quantised to Q8_K, integer dot
+products, ggml's own thread pool of as many threads), cold and hot, with both errors.
+
 The quantiser: a 4096 x 4096 fp32 weight (randn * 0.02) to Q4_K and Q6_K, in each worker
 with all threads and with one (best of 3 wall-clock calls), beside ggml's own quantiser
 (ggml_quantize_chunk through ggml-python, one thread: it has no threads of its own) in
@@ -220,6 +224,44 @@ def main() -> None:
         harness.print_table(headers, table, "CPU k-quant gemv vs torch matmul (x fp32)", md)
         worst = max(r["err"] for r in rows if r["impl"].startswith("ours"))
         print(f"largest relative error of ours against fp64: {worst:.2g}")
+        ggml_table(rows, weights, ms, best, smoke, md)
+
+
+def ggml_table(rows: list[dict], weights: dict, ms: list[int], best: str, smoke: bool, md: Path) -> None:
+    """Ours at the CPU's best instruction set against ggml's CPU mul_mat (llama.cpp's
+    kernels: x quantised to Q8_K, integer dot products) on the same bytes, ggml's own
+    threads as many as torch's, in this process."""
+    threads = os.cpu_count() or 1
+    table = []
+    try:
+        for (n, k), fmts in weights.items():
+            for m in ms:
+                x = torch.randn(m, k)
+                for fmt, (q, w) in fmts.items():
+                    ref = x.double() @ w.double().T
+                    for cache in ("cold", "hot"):
+                        copies = copies_for(q.numel(), cache == "cold", smoke)
+                        mm = ggml_quant.MulMat(q, fmt, k, m, copies=copies, threads=threads)
+                        try:
+                            mm.set_x(x)
+                            mm.run(0)
+                            err = harness.rel_err(mm.out(0), ref)
+                            t = harness.time_us(lambda i: mm.run(i), copies, device="cpu", trials=9,
+                                                min_calls=4 if smoke else 16)
+                        finally:
+                            mm.close()
+                        ours = next(r for r in rows if (r["isa"], r["n"], r["m"], r["impl"], r["cache"])
+                                    == (best, n, m, f"ours {fmt}", cache))
+                        table.append([f"{n} x {k}", m, cache, fmt, ours["us"], t.us, t.us / ours["us"],
+                                      f"{ours['err']:.1e}", f"{err:.1e}"])
+    except ImportError as e:
+        print(f"ggml-python unavailable ({e}): no ggml table")
+        return
+    harness.print_table(["N x K", "M", "cache", "format", f"ours us ({best})", "ggml us", "ggml / ours",
+                         "ours rel err", "ggml rel err"], table,
+                        f"CPU k-quant gemv against ggml's mul_mat (llama.cpp's CPU kernels, x quantised "
+                        f"to Q8_K), {threads} threads each; errors against the fp64 product of the "
+                        f"dequantised weight", md)
 
 
 def quantiser_table(rows: list[dict], w: torch.Tensor, read_bw: float, md: Path) -> None:
