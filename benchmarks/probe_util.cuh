@@ -1,14 +1,17 @@
 // What the standalone skinny-GEMM probes share (benchmarks/wgmma_probe.cu,
 // benchmarks/tma_probe.cu; EXPERIMENTS, not part of the package): the error check, the
-// random fp8 fill and the fp64 reference product.
+// random fp8 fill, the fp64 reference product, the correctness check and the graph timer.
 #pragma once
 
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #define CK(x)                                                                              \
   do {                                                                                     \
@@ -44,6 +47,68 @@ __global__ void fill(uint8_t* p, int64_t count, uint32_t seed) {
     h ^= h >> 13;
     p[i] = uint8_t((h & 0x80) | (((h >> 8) % 7 + 4) << 3) | ((h >> 16) & 7));
   }
+}
+
+// max |ours - ref| / max |ref| over an [m, n] product of random fp8 w [n, k] and x [m, k]:
+// run(w, x, out) adds scale 0.5 times the product into the zeroed fp32 out.
+template <typename Run>
+double check_product(int n, int k, int m, Run run) {
+  uint8_t *w, *x;
+  float *out, *ref;
+  CK(cudaMalloc(&w, size_t(n) * k));
+  CK(cudaMalloc(&x, size_t(m) * k));
+  CK(cudaMalloc(&out, size_t(m) * n * 4));
+  CK(cudaMalloc(&ref, size_t(m) * n * 4));
+  fill<<<256, 256>>>(w, int64_t(n) * k, 1234u + n);
+  fill<<<256, 256>>>(x, int64_t(m) * k, 99u + m);
+  CK(cudaMemset(out, 0, size_t(m) * n * 4));
+  CK(run(w, x, out));
+  reference<<<dim3((n + 127) / 128, m), 128>>>(w, x, ref, n, k, m, 0.5f);
+  CK(cudaDeviceSynchronize());
+  std::vector<float> o(size_t(m) * n), r(size_t(m) * n);
+  CK(cudaMemcpy(o.data(), out, o.size() * 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(r.data(), ref, r.size() * 4, cudaMemcpyDeviceToHost));
+  double err = 0, mx = 0;
+  for (size_t i = 0; i < o.size(); ++i) {
+    err = std::max(err, double(std::abs(o[i] - r[i])));
+    mx = std::max(mx, double(std::abs(r[i])));
+  }
+  cudaFree(w), cudaFree(x), cudaFree(out), cudaFree(ref);
+  return err / std::max(mx, 1e-30);
+}
+
+// Median us a launch over 12 replays of a CUDA graph of 4 x `copies` launches:
+// launch(i, stream) issues the one on weight copy i (warmed up, and checked, first).
+template <typename Launch>
+float graph_time_us(int copies, Launch launch) {
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  for (int i = 0; i < copies; ++i) CK(launch(i, st));  // outside the capture (attributes, errors)
+  CK(cudaStreamSynchronize(st));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  const int reps = 4;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  for (int r = 0; r < reps; ++r)
+    for (int i = 0; i < copies; ++i) launch(i, st);
+  CK(cudaStreamEndCapture(st, &graph));
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0), cudaEventCreate(&e1);
+  std::vector<float> ts;
+  for (int it = 0; it < 12; ++it) {
+    cudaEventRecord(e0, st);
+    cudaGraphLaunch(exec, st);
+    cudaEventRecord(e1, st);
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    cudaEventElapsedTime(&ms, e0, e1);
+    ts.push_back(ms * 1000.f / (reps * copies));
+  }
+  std::sort(ts.begin(), ts.end());
+  cudaEventDestroy(e0), cudaEventDestroy(e1);
+  cudaGraphExecDestroy(exec), cudaGraphDestroy(graph), cudaStreamDestroy(st);
+  return ts[ts.size() / 2];
 }
 
 }  // namespace probe

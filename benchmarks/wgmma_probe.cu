@@ -253,73 +253,24 @@ const Variant kVariants[] = {
 
 // max |ours - ref| / max |ref| over the output
 double check(const Variant& v, int n, int k, int m, int splits) {
-  uint8_t *w, *x;
-  float *out, *ref;
-  CK(cudaMalloc(&w, size_t(n) * k));
-  CK(cudaMalloc(&x, size_t(m) * k));
-  CK(cudaMalloc(&out, size_t(m) * n * 4));
-  CK(cudaMalloc(&ref, size_t(m) * n * 4));
-  fill<<<256, 256>>>(w, int64_t(n) * k, 1234u + n);
-  fill<<<256, 256>>>(x, int64_t(m) * k, 99u + m);
-  CK(cudaMemset(out, 0, size_t(m) * n * 4));
-  const int nchunks = k / kChunk;
-  Args a{w, x, out, n, k, m, (nchunks + splits - 1) / splits, 0.5f};
-  const int real_splits = (nchunks + a.cps - 1) / a.cps;
-  CK(v.launch((m + 7) / 8)(a, real_splits, 0));
-  reference<<<dim3((n + 127) / 128, m), 128>>>(w, x, ref, n, k, m, 0.5f);
-  CK(cudaDeviceSynchronize());
-  std::vector<float> o(size_t(m) * n), r(size_t(m) * n);
-  CK(cudaMemcpy(o.data(), out, o.size() * 4, cudaMemcpyDeviceToHost));
-  CK(cudaMemcpy(r.data(), ref, r.size() * 4, cudaMemcpyDeviceToHost));
-  double err = 0, mx = 0;
-  for (size_t i = 0; i < o.size(); ++i) {
-    err = std::max(err, double(std::abs(o[i] - r[i])));
-    mx = std::max(mx, double(std::abs(r[i])));
-  }
-  cudaFree(w), cudaFree(x), cudaFree(out), cudaFree(ref);
-  return err / std::max(mx, 1e-30);
+  return probe::check_product(n, k, m, [&](const uint8_t* w, const uint8_t* x, float* out) {
+    const int nchunks = k / kChunk;
+    Args a{w, x, out, n, k, m, (nchunks + splits - 1) / splits, 0.5f};
+    return v.launch((m + 7) / 8)(a, (nchunks + a.cps - 1) / a.cps, 0);
+  });
 }
 
 // median us a call over graph replays of `copies` launches on rotated weights
 float time_it(const Variant& v, uint8_t* w, int copies, const uint8_t* x, float* out, int n, int k, int m,
               int splits) {
-  cudaStream_t st;
-  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   const int nchunks = k / kChunk;
   Args a{w, x, out, n, k, m, (nchunks + splits - 1) / splits, 1.f};
   const int real_splits = (nchunks + a.cps - 1) / a.cps;
   auto fn = v.launch((m + 7) / 8);
-  for (int i = 0; i < copies; ++i) {  // warm-up (and the attribute) outside the capture
+  return probe::graph_time_us(copies, [&](int i, cudaStream_t st) {
     a.w = w + size_t(i) * n * k;
-    CK(fn(a, real_splits, st));
-  }
-  CK(cudaStreamSynchronize(st));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  const int reps = 4;
-  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-  for (int r = 0; r < reps; ++r)
-    for (int i = 0; i < copies; ++i) {
-      a.w = w + size_t(i) * n * k;
-      fn(a, real_splits, st);
-    }
-  CK(cudaStreamEndCapture(st, &graph));
-  CK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0), cudaEventCreate(&e1);
-  std::vector<float> ts;
-  for (int it = 0; it < 12; ++it) {
-    cudaEventRecord(e0, st);
-    cudaGraphLaunch(exec, st);
-    cudaEventRecord(e1, st);
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    cudaEventElapsedTime(&ms, e0, e1);
-    ts.push_back(ms * 1000.f / (reps * copies));
-  }
-  std::sort(ts.begin(), ts.end());
-  cudaGraphExecDestroy(exec), cudaGraphDestroy(graph), cudaStreamDestroy(st);
-  return ts[ts.size() / 2];
+    return fn(a, real_splits, st);
+  });
 }
 
 }  // namespace
