@@ -5,13 +5,19 @@
 // Why: at M = 32 the package's wgmma kernels (convert 4 / 5) trail torch._scaled_mm by
 // 10-30% (BENCHMARKS.md, twenty-third session). They hold the weight as the register
 // operand, one row a lane, so each m64 MMA covers 32 distinct rows and the activation is
-// duplicated in B: half of every MMA is wasted, and every 16 weight bytes cost a load
-// instruction in the consuming warps (convert 5 adds a cp.async and a shared load). Here
-// one thread issues a bulk tensor copy of [64 C rows x 128 bytes] a panel into a 128-byte
-// swizzled ring; C consumer warpgroups each run m64nNNk32 MMAs on 64 distinct rows, both
-// operands from shared memory (K-major, 128-byte swizzle), and release the stage through
-// an mbarrier. Predicted: the weight stream limited by HBM alone, as cuBLAS's (about 92% of
-// the copy bandwidth at 13312 x 16384, M = 32), with a quarter of convert 4's MMA work.
+// duplicated in B (half of every MMA is padding), and every 16 weight bytes cost a load
+// instruction in the consuming warps. The eighteenth session's staged form (branch
+// wg-staged: the weight in shared memory, 128-byte swizzle, a cp.async producer warp,
+// each block's whole K share of the activation copied before its first MMA, partials
+// through distributed shared memory) reached 0.75-0.99x of the default, so the padding was
+// not the limit. What differs here, and is what cuBLAS's kernels do (Nsight Compute, s18e:
+// nvjet_sm90_qqtst_128x8_128x12_2x1: 128 blocks of 384 threads, 12 stages of 128 K
+// bytes): one thread issues bulk tensor copies (TMA) of [64 C rows x 128 bytes] panels, so
+// no warp spends instructions on loads; the activation streams with the weight, a panel a
+// stage; rings up to 16 stages deep. C consumer warpgroups each run m64nNNk32 MMAs on 64
+// distinct rows, both operands in shared memory (K-major, 128-byte swizzle), and release
+// the stage through an mbarrier. Predicted: the weight stream limited by HBM alone, as
+// cuBLAS's (about 92% of the copy bandwidth at 13312 x 16384, M = 32).
 //
 // D^T = W X^T, W [N, K] e4m3 and X [M, K] e4m3 row-major (K-major, what wgmma's fp8 form
 // requires of both operands). Tails: TMA fills rows past N or M and bytes past K with
@@ -300,10 +306,12 @@ constexpr Variant variant(const char* name) {
                  {residency<C, P, S, 8>, residency<C, P, S, 16>, residency<C, P, S, 24>, residency<C, P, S, 32>}};
 }
 
-// C x P x S: 2 x 2 x 4 holds 160 KB (one block an SM), the others 72-144 KB.
+// C x P x S at n = 32: 2 x 2 x 4 holds 160 KB (one block an SM), 2 x 1 x 10 200 KB and
+// 1 x 1 x 16 192 KB (cuBLAS-like deep rings of 128 K bytes), the others 72-144 KB.
 const Variant kVariants[] = {
-    variant<2, 2, 4>("c2p2s4"), variant<2, 1, 4>("c2p1s4"), variant<1, 2, 4>("c1p2s4"),
-    variant<2, 2, 2>("c2p2s2"), variant<4, 1, 4>("c4p1s4"),
+    variant<2, 2, 4>("c2p2s4"), variant<2, 1, 4>("c2p1s4"),   variant<1, 2, 4>("c1p2s4"),
+    variant<2, 2, 2>("c2p2s2"), variant<4, 1, 4>("c4p1s4"),   variant<2, 1, 10>("c2p1s10"),
+    variant<1, 1, 16>("c1p1s16"),
 };
 
 // Panels a split: the even share, rounded up to whole stages of P (the kernel's loads).

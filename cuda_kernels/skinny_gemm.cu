@@ -891,7 +891,7 @@ constexpr int64_t kMiB = int64_t{1} << 20, kSmallWeight = 16 * kMiB, kMidWeight 
 
 // convert 5 where ring_wins (below) only with IK_SKINNY_GEMM_RING=1 (read at each launch).
 // Alone it is faster up to 16 MiB and at M 17-32 with K >= 8192, but convert 1 after it
-// runs 30-35% slower (as after cuDNN's decode attention or a device copy; not after
+// runs 28-37% slower (as after cuDNN's decode attention, or up to 44% after a copy; not after
 // convert 1 or 4; not the shared/L1 split: a carveout hint changed nothing), so at M 17-32
 // it also takes the weights past 64 MiB, where convert 1 would follow it: the decode MLP
 // then ties the default (twenty-fourth session, s24c/s24g/s24i; profile_mlp_chain.py --state).
