@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <utility>
 #include <vector>
 
 #define CK(x)                                                                              \
@@ -109,6 +111,46 @@ float graph_time_us(int copies, Launch launch) {
   cudaEventDestroy(e0), cudaEventDestroy(e1);
   cudaGraphExecDestroy(exec), cudaGraphDestroy(graph), cudaStreamDestroy(st);
   return ts[ts.size() / 2];
+}
+
+// PROBE_SHAPES=N:K,N:K,..: the timed weights (default: issue 4's three).
+inline std::vector<std::pair<int, int>> timed_shapes() {
+  std::vector<std::pair<int, int>> shapes = {{2304, 16384}, {13312, 16384}, {16384, 6656}};
+  if (const char* e = std::getenv("PROBE_SHAPES")) {
+    shapes.clear();
+    for (const char* q = e; *q; ++q)
+      if (q == e || q[-1] == ',') shapes.emplace_back(std::atoi(q), std::atoi(std::strchr(q, ':') + 1));
+  }
+  return shapes;
+}
+
+// A timed weight [n, k] in `copies` rotated copies (at least 8 and 400 MB, so none is read
+// from L2), 32 rows of activation and an [32, n] fp32 output, random fp8.
+struct Operands {
+  int n, k, copies;
+  uint8_t *w, *x;
+  float* out;
+  Operands(int n_, int k_) : n(n_), k(k_) {
+    const size_t wbytes = size_t(n) * k;
+    copies = std::max<int>(8, int((400ull << 20) / wbytes) + 1);
+    CK(cudaMalloc(&w, wbytes * copies));
+    CK(cudaMalloc(&x, size_t(32) * k));
+    CK(cudaMalloc(&out, size_t(32) * n * 4));
+    fill<<<1024, 256>>>(w, int64_t(wbytes) * copies, 7u);
+    fill<<<64, 256>>>(x, int64_t(32) * k, 8u);
+    CK(cudaDeviceSynchronize());
+  }
+  ~Operands() { cudaFree(w), cudaFree(x), cudaFree(out); }
+  Operands(const Operands&) = delete;
+  Operands& operator=(const Operands&) = delete;
+};
+
+// The GPU's name and SM count, printed; returns the SM count.
+inline int print_device() {
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("%s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  return prop.multiProcessorCount;
 }
 
 }  // namespace probe

@@ -330,14 +330,14 @@ double check(const Variant& v, int n, int k, int m, int splits) {
 
 // median us a call over graph replays of `copies` launches on rotated weights (the output
 // is not zeroed between launches: timing only)
-float time_it(const Variant& v, uint8_t* w, int copies, const uint8_t* x, float* out, int n, int k, int m,
-              int splits) {
+float time_it(const Variant& v, const probe::Operands& o, int m, int splits) {
+  const int n = o.n, k = o.k;
   const int panels = (k + kPanel - 1) / kPanel;
-  Args a{out, n, m, k, split_panels(panels, splits, v.panels), 1.f};
+  Args a{o.out, n, m, k, split_panels(panels, splits, v.panels), 1.f};
   const int real_splits = (panels + a.pps - 1) / a.pps;
   auto fn = v.launch[nn_index(m)];
-  return probe::graph_time_us(copies, [&](int i, cudaStream_t st) {
-    return fn(w + size_t(i) * n * k, x, a, real_splits, st);
+  return probe::graph_time_us(o.copies, [&](int i, cudaStream_t st) {
+    return fn(o.w + size_t(i) * n * k, o.x, a, real_splits, st);
   });
 }
 
@@ -353,10 +353,7 @@ std::vector<int> int_list(const char* env, std::vector<int> dflt) {
 }  // namespace
 
 int main() {
-  cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, 0));
-  const int sms = prop.multiProcessorCount;
-  std::printf("%s, %d SMs\n", prop.name, sms);
+  const int sms = probe::print_device();
 
   // Correctness: N not a multiple of the block's rows, K not a multiple of a panel (1040)
   // or of a stage, M at every n, splits that leave a short last one.
@@ -382,27 +379,12 @@ int main() {
   std::printf("\ntiming (us a call, median of graph replays, weights rotated over >= 8 copies and >= 400 MB):\n");
   std::printf("%-8s %6s %6s %3s %7s %6s %6s %9s %6s\n", "variant", "N", "K", "M", "splits", "ctas", "res/SM", "us",
               "GB/s");
-  // PROBE_SHAPES=N:K,N:K,..: those weights (default: issue 4's three)
-  std::vector<std::pair<int, int>> shapes = {{2304, 16384}, {13312, 16384}, {16384, 6656}};
-  if (const char* e = std::getenv("PROBE_SHAPES")) {
-    shapes.clear();
-    for (const char* q = e; *q; ++q)
-      if (q == e || q[-1] == ',') shapes.emplace_back(std::atoi(q), std::atoi(std::strchr(q, ':') + 1));
-  }
   const std::vector<int> ms = int_list("PROBE_MS", {1, 8, 16, 32});
   const std::vector<int> fixed = int_list("PROBE_SPLITS", {});
-  for (auto nk : shapes) {
+  for (auto nk : probe::timed_shapes()) {
     const int n = nk.first, k = nk.second;
     const size_t wbytes = size_t(n) * k;
-    const int copies = std::max<int>(8, int((400ull << 20) / wbytes) + 1);
-    uint8_t *w, *x;
-    float* out;
-    CK(cudaMalloc(&w, wbytes * copies));
-    CK(cudaMalloc(&x, size_t(32) * k));
-    CK(cudaMalloc(&out, size_t(32) * n * 4));
-    probe::fill<<<1024, 256>>>(w, int64_t(wbytes) * copies, 7u);
-    probe::fill<<<64, 256>>>(x, int64_t(32) * k, 8u);
-    CK(cudaDeviceSynchronize());
+    const probe::Operands ops(n, k);
     const int panels = (k + kPanel - 1) / kPanel;
     for (int m : ms) {
       float best = 1e30f;
@@ -423,7 +405,7 @@ int main() {
           s = (panels + pps - 1) / pps;
           if (s == last) continue;
           last = s;
-          const float us = time_it(v, w, copies, x, out, n, k, m, s);
+          const float us = time_it(v, ops, m, s);
           std::printf("%-8s %6d %6d %3d %7d %6d %6d %9.2f %6.0f\n", v.name, n, k, m, s, tiles * s, res, us,
                       wbytes / (us * 1e3));
           if (us < best) best = us, best_name = v.name, best_s = s;
@@ -431,7 +413,6 @@ int main() {
       }
       std::printf("BEST %d x %d M %d: %.2f us (%s, %d splits)\n", n, k, m, best, best_name, best_s);
     }
-    cudaFree(w), cudaFree(x), cudaFree(out);
   }
   return wrong ? 1 : 0;
 }

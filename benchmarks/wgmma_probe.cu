@@ -261,14 +261,14 @@ double check(const Variant& v, int n, int k, int m, int splits) {
 }
 
 // median us a call over graph replays of `copies` launches on rotated weights
-float time_it(const Variant& v, uint8_t* w, int copies, const uint8_t* x, float* out, int n, int k, int m,
-              int splits) {
+float time_it(const Variant& v, const probe::Operands& o, int m, int splits) {
+  const int n = o.n, k = o.k;
   const int nchunks = k / kChunk;
-  Args a{w, x, out, n, k, m, (nchunks + splits - 1) / splits, 1.f};
+  Args a{o.w, o.x, o.out, n, k, m, (nchunks + splits - 1) / splits, 1.f};
   const int real_splits = (nchunks + a.cps - 1) / a.cps;
   auto fn = v.launch((m + 7) / 8);
-  return probe::graph_time_us(copies, [&](int i, cudaStream_t st) {
-    a.w = w + size_t(i) * n * k;
+  return probe::graph_time_us(o.copies, [&](int i, cudaStream_t st) {
+    a.w = o.w + size_t(i) * n * k;
     return fn(a, real_splits, st);
   });
 }
@@ -276,10 +276,7 @@ float time_it(const Variant& v, uint8_t* w, int copies, const uint8_t* x, float*
 }  // namespace
 
 int main() {
-  cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, 0));
-  const int sms = prop.multiProcessorCount;
-  std::printf("%s, %d SMs\n", prop.name, sms);
+  const int sms = probe::print_device();
 
   // Correctness: odd N (tail rows clamped, not stored), K ranges that do not divide, every
   // n-tile count, both readings of the descriptor's two offsets.
@@ -297,25 +294,10 @@ int main() {
   std::printf("\ntiming (us a call, median of graph replays, weights rotated over >= 8 copies and >= 400 MB):\n");
   std::printf("%-8s %6s %6s %3s %7s %6s %9s %9s %6s\n", "variant", "N", "K", "M", "splits", "ctas", "res/SM",
               "us", "GB/s");
-  // PROBE_SHAPES=N:K,N:K,..: those weights (default: issue 4's three)
-  std::vector<std::pair<int, int>> shapes = {{2304, 16384}, {13312, 16384}, {16384, 6656}};
-  if (const char* e = std::getenv("PROBE_SHAPES")) {
-    shapes.clear();
-    for (const char* q = e; *q; ++q)
-      if (q == e || q[-1] == ',') shapes.emplace_back(std::atoi(q), std::atoi(std::strchr(q, ':') + 1));
-  }
-  for (auto nk : shapes) {
+  for (auto nk : probe::timed_shapes()) {
     const int n = nk.first, k = nk.second;
     const size_t wbytes = size_t(n) * k;
-    const int copies = std::max<int>(8, int((400ull << 20) / wbytes) + 1);
-    uint8_t *w, *x;
-    float* out;
-    CK(cudaMalloc(&w, wbytes * copies));
-    CK(cudaMalloc(&x, size_t(32) * k));
-    CK(cudaMalloc(&out, size_t(32) * n * 4));
-    fill<<<1024, 256>>>(w, int64_t(wbytes) * copies, 7u);
-    fill<<<64, 256>>>(x, int64_t(32) * k, 8u);
-    CK(cudaDeviceSynchronize());
+    const probe::Operands ops(n, k);
     for (int m : {1, 8, 16, 32}) {
       float best = 1e30f;
       const char* best_name = "";
@@ -350,7 +332,7 @@ int main() {
           last = s;
           const int res = v.res((m + 7) / 8)(cps);
           if (res == 0) continue;
-          const float us = time_it(v, w, copies, x, out, n, k, m, s);
+          const float us = time_it(v, ops, m, s);
           std::printf("%-8s %6d %6d %3d %7d %6d %9d %9.2f %6.0f\n", v.name, n, k, m, s, tiles * s, res, us,
                       wbytes / (us * 1e3));
           if (us < best) best = us, best_name = v.name, best_s = s;
@@ -358,7 +340,6 @@ int main() {
       }
       std::printf("BEST %d x %d M %d: %.2f us (%s, %d splits)\n", n, k, m, best, best_name, best_s);
     }
-    cudaFree(w), cudaFree(x), cudaFree(out);
   }
   return 0;
 }
