@@ -84,13 +84,28 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
 }
 
 // [box] of the 2-D tensor map at (c0 bytes along K, c1 rows) into shared memory, counted
-// on the mbarrier's transaction bytes.
+// on the mbarrier's transaction bytes; with `policy`, under that L2 cache policy.
 __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
           dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
       : "memory");
+}
+__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar,
+                                         uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "l"(policy)
+      : "memory");
+}
+// An L2 policy that evicts these lines first: the weight is read once, so it should not
+// push the activation (read by every block) out of L2.
+__device__ __forceinline__ uint64_t evict_first_policy() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
 }
 
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -154,7 +169,8 @@ struct Args {
   float scale;
 };
 
-template <int C, int P, int S, int NN>
+// EF: the weight's copies under an evict-first L2 policy.
+template <int C, int P, int S, int NN, bool EF>
 __global__ void __launch_bounds__(128 * (C + 1), 1)
     tma_gemm(const __grid_constant__ CUtensorMap tw, const __grid_constant__ CUtensorMap tx, Args a) {
   using Sh = Shape<C, P, S>;
@@ -183,6 +199,7 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
 
   if (wg == 0) {
     if (threadIdx.x == 0) {
+      [[maybe_unused]] const uint64_t policy = EF ? evict_first_policy() : 0;
       for (int i = 0; i < nstages; ++i) {
         const int slot = i % S;
         if (i >= S) mbar_wait(empty + 8 * slot, ((i / S) + 1) & 1);
@@ -193,7 +210,11 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
 #pragma unroll
         for (int p = 0; p < P; ++p) {
           const int kc = (p0 + i * P + p) * kPanel;
-          tma_load(st + p * kW, &tw, kc, row0, full + 8 * slot);
+          if constexpr (EF) {
+            tma_load(st + p * kW, &tw, kc, row0, full + 8 * slot, policy);
+          } else {
+            tma_load(st + p * kW, &tw, kc, row0, full + 8 * slot);
+          }
           tma_load(st + P * kW + p * kX, &tx, kc, 0, full + 8 * slot);
         }
       }
@@ -275,10 +296,10 @@ struct Variant {
   int (*res[4])();
 };
 
-template <int C, int P, int S, int NN>
+template <int C, int P, int S, bool EF, int NN>
 cudaError_t launch(const uint8_t* w, const uint8_t* x, Args a, int splits, cudaStream_t st) {
   constexpr int smem = Shape<C, P, S>::template smem_bytes<NN>();
-  auto kernel = tma_gemm<C, P, S, NN>;
+  auto kernel = tma_gemm<C, P, S, NN, EF>;
   static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (attr != cudaSuccess) return attr;
   const CUtensorMap tw = tensor_map(w, a.n, a.k, 64 * C), tx = tensor_map(x, a.m, a.k, NN);
@@ -287,31 +308,33 @@ cudaError_t launch(const uint8_t* w, const uint8_t* x, Args a, int splits, cudaS
   return cudaGetLastError();
 }
 
-template <int C, int P, int S, int NN>
+template <int C, int P, int S, bool EF, int NN>
 int residency() {
   constexpr int smem = Shape<C, P, S>::template smem_bytes<NN>();
-  auto kernel = tma_gemm<C, P, S, NN>;
+  auto kernel = tma_gemm<C, P, S, NN, EF>;
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) return 0;
   int n = 0;
   if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 128 * (C + 1), smem) != cudaSuccess) return 0;
   return n;
 }
 
-template <int C, int P, int S>
+template <int C, int P, int S, bool EF = false>
 constexpr Variant variant(const char* name) {
   return Variant{name,
                  64 * C,
                  P,
-                 {launch<C, P, S, 8>, launch<C, P, S, 16>, launch<C, P, S, 24>, launch<C, P, S, 32>},
-                 {residency<C, P, S, 8>, residency<C, P, S, 16>, residency<C, P, S, 24>, residency<C, P, S, 32>}};
+                 {launch<C, P, S, EF, 8>, launch<C, P, S, EF, 16>, launch<C, P, S, EF, 24>, launch<C, P, S, EF, 32>},
+                 {residency<C, P, S, EF, 8>, residency<C, P, S, EF, 16>, residency<C, P, S, EF, 24>,
+                  residency<C, P, S, EF, 32>}};
 }
 
 // C x P x S at n = 32: 2 x 2 x 4 holds 160 KB (one block an SM), 2 x 1 x 10 200 KB and
-// 1 x 1 x 16 192 KB (cuBLAS-like deep rings of 128 K bytes), the others 72-144 KB.
+// 1 x 1 x 16 192 KB (cuBLAS-like deep rings of 128 K bytes), the others 72-144 KB; "ef":
+// the weight under an evict-first L2 policy.
 const Variant kVariants[] = {
-    variant<2, 2, 4>("c2p2s4"), variant<2, 1, 4>("c2p1s4"),   variant<1, 2, 4>("c1p2s4"),
-    variant<2, 2, 2>("c2p2s2"), variant<4, 1, 4>("c4p1s4"),   variant<2, 1, 10>("c2p1s10"),
-    variant<1, 1, 16>("c1p1s16"),
+    variant<2, 2, 4>("c2p2s4"),   variant<2, 1, 4>("c2p1s4"),   variant<1, 2, 4>("c1p2s4"),
+    variant<2, 2, 2>("c2p2s2"),   variant<4, 1, 4>("c4p1s4"),   variant<2, 1, 10>("c2p1s10"),
+    variant<1, 1, 16>("c1p1s16"), variant<2, 1, 10, true>("c2p1s10ef"),
 };
 
 // Panels a split: the even share, rounded up to whole stages of P (the kernel's loads).
