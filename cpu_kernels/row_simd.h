@@ -72,7 +72,6 @@ IK_TARGET inline __m512i bf16_bits(V v) {
 }
 IK_TARGET inline V from_bf16_bits(__m512i r) { return _mm512_castsi512_ps(_mm512_slli_epi32(r, 16)); }
 IK_TARGET inline V round_half(V v) { return _mm512_cvtph_ps(half_bits(v)); }
-IK_TARGET inline V round_bf16(V v) { return from_bf16_bits(bf16_bits(v)); }
 IK_TARGET inline void store(float* p, V v) { _mm512_storeu_ps(p, v); }
 IK_TARGET inline void store(c10::Half* p, V v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), half_bits(v)); }
 IK_TARGET inline void store(c10::BFloat16* p, V v) {
@@ -122,7 +121,6 @@ IK_TARGET inline __m256i bf16_bits(V v) {
 }
 IK_TARGET inline V from_bf16_bits(__m256i r) { return _mm256_castsi256_ps(_mm256_slli_epi32(r, 16)); }
 IK_TARGET inline V round_half(V v) { return _mm256_cvtph_ps(half_bits(v)); }
-IK_TARGET inline V round_bf16(V v) { return from_bf16_bits(bf16_bits(v)); }
 IK_TARGET inline void store(float* p, V v) { _mm256_storeu_ps(p, v); }
 IK_TARGET inline void store(c10::Half* p, V v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), half_bits(v)); }
 IK_TARGET inline void store(c10::BFloat16* p, V v) {
@@ -133,6 +131,8 @@ IK_TARGET inline void store(c10::BFloat16* p, V v) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
 }
 #endif
+// The same in both: the bf16 rounding's bits back as floats.
+IK_TARGET inline V round_bf16(V v) { return from_bf16_bits(bf16_bits(v)); }
 
 // Rounds to T and back, as a T-typed intermediate would.
 template <typename T>
