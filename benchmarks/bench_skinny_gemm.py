@@ -22,11 +22,13 @@ under torch.compile.
 --tune sweeps the kernel's work split [tiles_per_block, warps_per_tile, cluster,
 convert] on the blog's three shapes (what the launcher's defaults should be).
 
---paths times the activation paths (convert 1-4) side by side on the blog's shapes (M 1, 8, 16, 24,
-32; launcher's split): the default, convert 1 and 2 (fp8 activation converted in every
-warp), convert 3 (f16 pre-pass + cp.async weight ring) with and without the programmatic
-dependent launch of the GEMM after the pre-pass (IK_SKINNY_GEMM_PDL=0), and
-torch._scaled_mm; every output is checked against the fp64 reference first.
+--paths times the activation paths (convert 1-4 and 6) side by side on the blog's shapes (M 1,
+8, 16, 24, 32; launcher's split): the default, convert 1 and 2 (fp8 activation converted in
+every warp), convert 3 (f16 pre-pass + cp.async weight ring) with and without the
+programmatic dependent launch of the GEMM after the pre-pass (IK_SKINNY_GEMM_PDL=0),
+convert 4 (fp8 warpgroup MMA, weight in registers), convert 6 (the same MMAs fed by the
+tensor memory accelerator) and torch._scaled_mm; every output is checked against the fp64
+reference first.
 
     python benchmarks/bench_skinny_gemm.py [--quick] [--tune] [--paths] [--out DIR]
     python benchmarks/bench_skinny_gemm.py --cpu-smoke
@@ -174,8 +176,9 @@ def tune_sweep(k, shapes, ms, bw, dev, md, results, configs=None):
 
 
 PATHS = {"default": ([], None), "cvt1": ([0, 0, 0, 1], None), "cvt2": ([0, 0, 0, 2], None),
-         "cvt3": ([0, 0, 0, 3], None), "cvt3 no PDL": ([0, 0, 0, 3], "0"), "cvt4": ([0, 0, 0, 4], None)}
-CVT4_MAX_M = 32  # convert 4 (the fp8 warpgroup MMA) takes at most 32 rows
+         "cvt3": ([0, 0, 0, 3], None), "cvt3 no PDL": ([0, 0, 0, 3], "0"), "cvt4": ([0, 0, 0, 4], None),
+         "cvt6": ([0, 0, 0, 6], None)}
+CVT4_MAX_M = 32  # convert 4 and 6 (the fp8 warpgroup MMA) take at most 32 rows
 
 
 def paths_sweep(k, shapes, ms, bw, dev, md, results):
@@ -190,7 +193,7 @@ def paths_sweep(k, shapes, ms, bw, dev, md, results):
             log = {"errors": [], "notes": []}
             row = [m]
             for name, (cfg, pdl) in PATHS.items():
-                if cfg[3:] == [4] and (m > CVT4_MAX_M or dev != "cuda"):
+                if cfg[3:] in ([4], [6]) and (m > CVT4_MAX_M or dev != "cuda"):
                     row.append("-")
                     continue
                 if pdl is not None:

@@ -118,7 +118,8 @@ struct SkinnyGemmParams {
   // thread-block cluster (1..8, reduced through distributed shared memory). Convert 4
   // reads tiles_per_block as warpgroups a block (1, 2) and warps_per_tile as groups of 8
   // chunks each lane keeps in flight (1, 2; 2 at M <= 16 only); convert 5 reads
-  // warps_per_tile as its ring's slots (3, 4; tiles_per_block must be 0).
+  // warps_per_tile as its ring's slots (3, 4; tiles_per_block must be 0); convert 6 reads
+  // only `cluster` (the others must be 0).
   int tiles_per_block, warps_per_tile, cluster;
   // How the fast path turns the fp8 activation into f16 for the tensor cores: 1 the
   // conversion instruction in every warp (exact, NaN stays NaN; the default otherwise),
@@ -130,8 +131,10 @@ struct SkinnyGemmParams {
   // K <= 8192; NaN stays NaN;
   // sums move from the MMA's accumulator, which keeps fewer bits than fp32, into fp32
   // every 8 chunks of 64 K bytes), 5 as 4 in persistent clusters, the weights through a
-  // shared-memory ring (sm_90a, M <= 32; a default only with IK_SKINNY_GEMM_RING=1). 0 =
-  // default. skinny_gemm.cu's convert_for has the rules and their measurements.
+  // shared-memory ring (sm_90a, M <= 32; a default only with IK_SKINNY_GEMM_RING=1), 6 none:
+  // the same MMAs with the weight as the shared-memory operand, copied by the tensor memory
+  // accelerator (sm_90a, M <= 32; sums into fp32 every 256 K bytes). 0 = default.
+  // skinny_gemm.cu's convert_for has the rules and their measurements.
   int convert;
   // Workspace of skinny_gemm_fp8_workspace_bytes(p) bytes (16-byte aligned), or null
   // where that is 0: the f16 copy of a for convert 3 (CUDA); the split-K partials and

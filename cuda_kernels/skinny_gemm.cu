@@ -62,6 +62,7 @@
 #include "device_info.cuh"
 #include "ptx.cuh"
 #include "vec_io.cuh"
+#include "tma.cuh"
 #include "wgmma.cuh"
 
 namespace {
@@ -148,7 +149,7 @@ __device__ __forceinline__ F16x8 to_f16_div256(const uint4& v) {
 // per warp through the conversion instruction (kCvt) or integer operations (kIntOps), or
 // once, by a pre-pass writing an f16 copy of `a` that the warps load as ready B fragments
 // (kF16Copy; that path also streams the weight through a cp.async ring, see the kernel).
-enum Convert : int { kCvt = 1, kIntOps = 2, kF16Copy = 3, kWgmma = 4, kWgmmaRing = 5 };
+enum Convert : int { kCvt = 1, kIntOps = 2, kF16Copy = 3, kWgmma = 4, kWgmmaRing = 5, kTma = 6 };
 
 // kF16Copy: chunks of weight in each warp's cp.async ring (S - 1 in flight while one is
 // computed): 4 x 2 KB per warp, 64 KB for a block of 8 warps, two blocks per SM.
@@ -793,6 +794,122 @@ __global__ void __launch_bounds__(256, 1)
   }
 }
 
+// convert 6 (kTma, M <= 32, sm_90a): the weight as wgmma's shared-memory operand, copied by
+// the tensor memory accelerator (tma.cuh), the design of cuBLAS's kernels for these shapes
+// (Nsight Compute, s18e). Convert 4 and 5 hold the weight as the register operand: every
+// 16 weight bytes cost a load instruction in the warps that multiply, and each m64 MMA
+// covers 32 distinct rows (the activation twice in B). Here one thread of a producer
+// warpgroup issues the copies of [128 rows x 128 K bytes] weight boxes and [NN x 128]
+// activation boxes, kTmaP boxes a stage, into a ring of kTmaS stages, and two consumer
+// warpgroups each multiply 64 distinct rows (m64nNNk32, both operands in shared memory,
+// 128-byte swizzle), releasing each stage through an mbarrier: no consumer instruction
+// is spent on loads. The activation streams with the weight (no whole-K copy up front).
+// K is split over the blocks of a cluster (up to 8) and the partials summed through
+// distributed shared memory in rank order (wg_sum_partials), as convert 4 does. The fp8
+// accumulator's sums move into fp32 registers once a stage (256 K bytes). Tails: the
+// copies read zeros past N, M and K, so any N, M <= 32 and K % 16 == 0 (the tensor map's
+// stride rule; vector_path) work.
+// The probe's measurements at 2 x 2 x 4 (consumers x boxes x stages) against _scaled_mm
+// (s25a, M 32): 13312 x 16384 56.31 us against 55.50, 16384 x 6656 29.29 against 29.00,
+// 2304 x 16384 13.76 against 15.40.
+constexpr int kTmaConsumers = 2, kTmaRows = 64 * kTmaConsumers, kTmaThreads = 128 * (kTmaConsumers + 1);
+constexpr int kTmaP = 2, kTmaS = 4;
+__host__ __device__ constexpr int tma_stage_bytes(int nn) { return (kTmaRows + nn) * kTmaPanel * kTmaP; }
+// The ring (1024-byte aligned: the swizzle's pattern repeats every 1024 bytes), its full
+// and empty barriers, the block's fp32 partials [32][kTmaRows], and the alignment's slack.
+__host__ __device__ constexpr int tma_smem_bytes(int nn) {
+  return kTmaS * tma_stage_bytes(nn) + 2 * kTmaS * 8 + kMaxM * kTmaRows * 4 + 1024;
+}
+
+template <typename OutT, int NN>
+__global__ void __launch_bounds__(kTmaThreads, 1)
+    skinny_gemm_tma_kernel(const __grid_constant__ CUtensorMap tw, const __grid_constant__ CUtensorMap tx,
+                           SkinnyGemmParams p, int pps) {
+  constexpr int kW = kTmaRows * kTmaPanel, kX = NN * kTmaPanel;  // bytes a box
+  constexpr int kStage = tma_stage_bytes(NN);
+  extern __shared__ uint8_t tsm[];
+  cg::cluster_group cluster = cg::this_cluster();
+  const int nc = int(cluster.num_blocks()), rank = int(cluster.block_rank());
+  const uint32_t raw = smem_addr(tsm), base = (raw + 1023) & ~1023u;
+  const uint32_t full = base + kTmaS * kStage, empty = full + kTmaS * 8;
+  float* partials = reinterpret_cast<float*>(tsm + (empty + kTmaS * 8 - raw));
+  const int panels = int((p.K + kTmaPanel - 1) / kTmaPanel);
+  const int p0 = rank * pps, np = std::max(0, std::min(pps, panels - p0));
+  const int nstages = (np + kTmaP - 1) / kTmaP;
+  const int64_t tile = blockIdx.x / nc;
+  const int row0 = int(tile * kTmaRows);
+  // Warp-uniform in the compiler's eyes too (else ptxas serialises the MMAs: C7520).
+  const int wg = __shfl_sync(0xFFFFFFFFu, int(threadIdx.x / 128), 0);
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kTmaS; ++s) {
+      mbar_init(full + 8 * s, 1);
+      mbar_init(empty + 8 * s, 4 * kTmaConsumers);  // lane 0 of every consumer warp
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    if (threadIdx.x == 0) {
+      for (int i = 0; i < nstages; ++i) {
+        const int slot = i % kTmaS;
+        if (i >= kTmaS) mbar_wait(empty + 8 * slot, ((i / kTmaS) + 1) & 1);
+        // Always kTmaP boxes: a split's panels are a multiple of kTmaP (the launcher
+        // rounds), so only the last split's last stage reaches past K, where they are zeros.
+        mbar_arrive_expect_tx(full + 8 * slot, kTmaP * (kW + kX));
+        const uint32_t st = base + slot * kStage;
+#pragma unroll
+        for (int b = 0; b < kTmaP; ++b) {
+          const int kc = (p0 + i * kTmaP + b) * kTmaPanel;
+          tma_load_2d(st + b * kW, &tw, kc, row0, full + 8 * slot);
+          tma_load_2d(st + kTmaP * kW + b * kX, &tx, kc, 0, full + 8 * slot);
+        }
+      }
+    }
+    __syncwarp();
+  } else {
+    const int c = wg - 1;
+    float acc[NN / 2] = {}, d[NN / 2];
+    for (int i = 0; i < nstages; ++i) {
+      const int slot = i % kTmaS;
+      mbar_wait(full + 8 * slot, (i / kTmaS) & 1);
+      const uint32_t st = base + slot * kStage;
+      const uint32_t wa = st + c * 64 * kTmaPanel, xa = st + kTmaP * kW;
+      wgmma_fence();
+      wgmma_e4m3_ss<NN, 0>(d, desc_sw128(wa), desc_sw128(xa));
+#pragma unroll
+      for (int j = 1; j < 4 * kTmaP; ++j) {
+        const int b = j / 4, kk = j % 4;  // box, and 32-byte k step in its swizzle row
+        wgmma_e4m3_ss<NN, 1>(d, desc_sw128(wa + b * kW + 32 * kk), desc_sw128(xa + b * kX + 32 * kk));
+      }
+      wgmma_commit();
+      wgmma_wait_all();
+      if ((threadIdx.x & 31) == 0) mbar_arrive(empty + 8 * slot);
+#pragma unroll
+      for (int j = 0; j < NN / 2; ++j) acc[j] += d[j];
+    }
+    // d[4j + e]: weight row 16 w + g + 8 (e / 2) of this warpgroup's 64, activation row
+    // 8 j + 2 t + e % 2 (wgmma.cuh's D layout).
+    const int lane = threadIdx.x & 31, w = (threadIdx.x / 32) & 3, g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int j = 0; j < NN / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = 64 * c + 16 * w + g + 8 * (e / 2), m = 8 * j + 2 * t + (e % 2);
+        if (m < p.M) partials[m * kTmaRows + r] = acc[4 * j + e];
+      }
+    }
+  }
+  if (nc > 1) {
+    cluster.sync();
+  } else {
+    __syncthreads();
+  }
+  wg_sum_partials<OutT, kTmaRows, kTmaThreads>(p, cluster, partials, nc, rank, tile);
+  if (nc > 1) cluster.sync();  // keep this block's partials alive until all have read them
+}
+
 template <typename OutT, int NT>
 auto kernel_for(int convert) {
   return convert == kF16Copy ? skinny_gemm_kernel<OutT, NT, kF16Copy>
@@ -837,9 +954,23 @@ int wgmma_min_cluster(const SkinnyGemmParams& p) {
   return 0;
 }
 
+// convert 6: the operands it takes (M <= 32, rows 16-byte aligned, K % 16 == 0, sizes
+// that the tensor maps' 32-bit coordinates reach) on a device with the tensor-map encoder.
+bool tma_ready(const SkinnyGemmParams& p) {
+  return p.M <= kMaxM && vector_path(p) && p.N <= INT32_MAX && p.K <= INT32_MAX &&
+         device_attribute_once<cudaDevAttrComputeCapabilityMajor>() == 9 && tensor_map_encoder() != nullptr;
+}
+
 // The activation's conversion: the caller's, else (H200, bench_skinny_gemm.py --paths and
 // --tune, BENCHMARKS.md, thirteenth and fourteenth sessions, 10 weights of 2 to 56 MiB and
 // 3 of 104 to 416):
+// - convert 6 (the TMA-fed MMAs) at M <= 32 and N >= 1024 (smaller N not measured), where
+//   the caller left tiles_per_block and warps_per_tile to the launcher. Against the rules
+//   below (s25b/s25d, --tune, all 11 weights, M 1 / 8 / 16 / 32) it won or tied at 43 of
+//   44 points, by up to 1.4x at M 32 (4096 x 14336 20.92 against 29.17 us, 13312 x 16384
+//   59.99 against 72.39, 2304 x 16384 15.31 against 22.37), and lost at 4096 x 4096 M 1
+//   (8.13 against 7.86; at a K split of 2, 7.77). The rules below stand for the rest
+//   (M > 32 slices, N < 1024, other devices, the caller's splits).
 // - with IK_SKINNY_GEMM_RING=1 only, convert 5 (4's MMAs, persistent, the weights through a
 //   shared-memory ring) at N >= 2048 up to 16 MiB at every M, and at M 17-32 with K >= 8192
 //   or past 64 MiB (the last so a chain of large GEMMs stays on convert 5; see use_ring)
@@ -911,6 +1042,7 @@ int convert_for(const SkinnyGemmParams& p, int nt) {
       ring_min_cluster(p) > 0) {
     return kWgmmaRing;
   }
+  if (p.N >= 1024 && !p.tiles_per_block && !p.warps_per_tile && tma_ready(p)) return kTma;
   const bool wgmma_wins = (nt == 1 && bytes <= kLargeWeight && p.K <= 8192 && p.N <= p.K) ||
                           (p.M <= kMaxM && (small || (mid && (nt <= 3 || p.K <= 8192))));
   if (wgmma_wins && sm90a && wgmma_min_cluster(p) > 0) {
@@ -1094,9 +1226,68 @@ int launch_ring(const SkinnyGemmParams& p, cudaStream_t stream) {
                      : launch_ring_with<OutT, NH, 3>(p, best_nc, best_n, stream);
 }
 
+// convert 6: clusters of nc blocks resident at once (one block an SM: its ring), asked
+// once per device and nc; 0 if unknown.
+template <typename OutT, int NN>
+int tma_clusters(int nc) {
+  static int resident[kDeviceSlots][kMaxCluster + 1] = {};
+  const int dev = device_slot();
+  int n = dev >= 0 ? resident[dev][nc] : 0;
+  if (!n) {
+    n = clusters_resident(skinny_gemm_tma_kernel<OutT, NN>, kTmaThreads, size_t(tma_smem_bytes(NN)), nc);
+    n = n > 0 ? n : -1;
+    if (dev >= 0) resident[dev][nc] = n;
+  }
+  return std::max(n, 0);
+}
+
+// convert 6's K split (cluster): the caller's, else the one that puts a block on about half
+// the SMs (SMs / 2 / tiles, rounded), at most 8 and at most one a stage of K, shrunk until
+// every cluster is resident at once (clusters live inside one GPC). Each block takes a
+// whole number of stages. Half, not all: at 1 to 8 splits over 8 weights (s25d, M 1 / 16 /
+// 32) the fastest split put 48 to 112 blocks on the 132 SMs, most 56 to 80 (2304 x 16384:
+// 4; 4096 x 4096 and 4096 x 14336: 2; 1024 x 8192: 8; N >= 6144 at K <= 8192: 1 or 2),
+// while filling them (2304 x 16384 at 7: 17.71 against 13.08 us at 4, M 1; s25c) ran up to
+// 1.4x slower. Half the SMs' rings keep enough bytes in flight; why more clusters cost so
+// much is not measured (one block an SM, so a GPC holds whole clusters only partly, is
+// the likely part).
+template <typename OutT, int NN>
+int launch_tma(const SkinnyGemmParams& p, cudaStream_t stream) {
+  constexpr auto kernel = skinny_gemm_tma_kernel<OutT, NN>;
+  constexpr int smem = tma_smem_bytes(NN);
+  if (!tma_ready(p)) return cudaErrorInvalidValue;
+  const cudaError_t e = max_dynamic_smem_once<kernel>(smem);
+  if (e != cudaSuccess) return e;
+  CUtensorMap tw, tx;
+  if (!tensor_map_2d(&tw, p.b, p.N, p.K, p.ldb, kTmaRows) || !tensor_map_2d(&tx, p.a, p.M, p.K, p.lda, NN)) {
+    return cudaErrorInvalidValue;
+  }
+  const int64_t tiles = (p.N + kTmaRows - 1) / kTmaRows, panels = (p.K + kTmaPanel - 1) / kTmaPanel;
+  const int64_t stages = (panels + kTmaP - 1) / kTmaP;
+  int nc = p.cluster;
+  if (nc <= 0) {
+    nc = int(std::clamp<int64_t>((sm_count() / 2 + tiles / 2) / tiles, 1, std::min<int64_t>(kMaxCluster, stages)));
+    for (; nc > 1; --nc) {
+      if (tiles <= tma_clusters<OutT, NN>(nc)) break;
+    }
+    const int64_t per = (stages + nc - 1) / nc;
+    nc = int((stages + per - 1) / per);  // no block without K
+  }
+  const int64_t pps = (stages + nc - 1) / nc * kTmaP;  // panels a split
+  if (tiles * nc > INT32_MAX) return cudaErrorInvalidValue;
+  cudaLaunchAttribute attr[1];
+  cudaLaunchConfig_t cfg = cluster_launch(tiles * nc, kTmaThreads, size_t(smem), stream, nc, attr);
+  if (nc == 1) cfg.numAttrs = 0;  // no cluster: a plain launch
+  return cudaLaunchKernelEx(&cfg, kernel, tw, tx, p, int(pps));
+}
+
 template <typename OutT, int NT>
 int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int convert = convert_for(p, NT);
+  if (convert == kTma) {
+    if (p.M > kMaxM) return cudaErrorInvalidValue;  // the wrapper says so first
+    return launch_tma<OutT, 8 * NT>(p, stream);
+  }
   if (convert == kWgmmaRing) {
     if (p.M > kMaxM) return cudaErrorInvalidValue;  // the wrapper says so first
     return launch_ring<OutT, NT>(p, stream);

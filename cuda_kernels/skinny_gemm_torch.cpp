@@ -17,7 +17,8 @@ using namespace inference_kernels;
 // warps_per_tile, cluster, convert], 0 = the launcher's choice for that field (convert:
 // gpu_launchers.h; 3 takes a workspace of 2 * M * K bytes, allocated here; 4 takes
 // `cluster`, its K split, tiles_per_block, its warpgroups a block, and warps_per_tile,
-// its groups of chunks in flight; 5 takes `cluster` and warps_per_tile, its ring slots).
+// its groups of chunks in flight; 5 takes `cluster` and warps_per_tile, its ring slots;
+// 6 takes `cluster`, its K split).
 // On ROCm,
 // warps_per_tile is the K splits across work items and cluster and convert are ignored.
 void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
@@ -33,10 +34,12 @@ void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor
               "config: tiles_per_block * warps_per_tile must be at most 8 (0 = automatic), got ",
               num(rb), " and ", num(kw));
   TORCH_CHECK(nc >= 0 && nc <= 8, "config: cluster must be 0 (automatic) to 8, got ", num(nc));
-  TORCH_CHECK(cvt >= 0 && cvt <= 5, "config: convert must be 0 (automatic), 1, 2, 3, 4 or 5, got ", num(cvt));
+  TORCH_CHECK(cvt >= 0 && cvt <= 6, "config: convert must be 0 (automatic), 1, 2, 3, 4, 5 or 6, got ", num(cvt));
 #ifdef CUDA_KERNEL
   TORCH_CHECK(cvt < 4 || p.M <= 32, "config: convert ", num(cvt), " (wgmma) takes at most 32 rows of a, got ",
               num(p.M));
+  TORCH_CHECK(cvt != 6 || (rb == 0 && kw == 0), "config: convert 6 takes tiles_per_block 0 and warps_per_tile 0 ",
+              "(its blocks are fixed: 128 weight rows, a ring of 4 stages), got ", num(rb), " and ", num(kw));
 #endif
   p.tiles_per_block = int(rb);
   p.warps_per_tile = int(kw);

@@ -148,6 +148,12 @@
 #           and all 11 weights at M 1 / 16 / 32 at the defaults
 #   ring_big: convert 5's tests, then 13312 x 16384, 16384 x 6656 and the decode MLP at M 16 /
 #           17 / 32 with IK_SKINNY_GEMM_RING off and on (its rule past 64 MiB at M 17-32)
+#   tma_pkg: convert 6 (the TMA kernel, s25): build, its tests and the config errors, then
+#           --tune with convert 6 against the default and _scaled_mm, all 11 weights, M 1 / 8 /
+#           16 / 32 (TMA_MS, TMA_SHAPES and TMA_CONFIGS override)
+#   gemm_tma_verify: every skinny GEMM test, then compute-sanitizer (memcheck, racecheck and
+#           synccheck) on the GEMM
+#   gemm_tma_bench: the full GEMM benchmark (11 weights, M 1-32, the decode MLP)
 #   chain_state: the down GEMM after convert 1 and after convert 5, with and without a spin
 #           kernel between, and the SM clock / power each variant runs at
 #   chain_ncu: Nsight Compute (launch statistics, L1 hit rate, time) of gate_up at the
@@ -976,6 +982,20 @@ case "$MODE" in
             > "$OUT/bench_gemm_ring_ab.log" 2>&1; echo "rc $?"; pack
           bench_gemm --ms 1,8,16,17,24,32 --name bench_gemm_final > /dev/null; echo "rc $?" ;;
   gemm_verify) tests_gemm; pack; sanitizers_gemm ;;
+  tma_pkg) step "skinny GEMM tests: convert 6 and the config errors"
+          python3 -m pytest tests/test_skinny_gemm.py -q -rfE -p no:cacheprovider -k "tma or bad_config or nan_and_extremes" \
+            2>&1 | tee "$OUT/pytest_tma.log" | tail -6; pack
+          step "--tune: convert 6 against the default and _scaled_mm"
+          timeout 420 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --tune --configs "${TMA_CONFIGS:-0,0,0,6}" --name tune_tma \
+            --shapes "${TMA_SHAPES:-2304x16384,13312x16384,16384x6656,6144x4096,4096x4096,28672x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584}" \
+            --ms "${TMA_MS:-1,8,16,32}" 2>&1 | tee "$OUT/tune_tma.log" | grep -E "^tune|auto|, 6\]|_scaled_mm" ;;
+  gemm_tma_verify) tests_gemm; pack
+          sanitizers_gemm; pack
+          step "compute-sanitizer (gemm, synccheck)"
+          PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 240 compute-sanitizer --tool synccheck --error-exitcode 9 \
+            python3 scripts/sanitize_cuda.py skinny_gemm > "$OUT/sanitizer_gemm_synccheck.log" 2>&1
+          rc=$?; tail -3 "$OUT/sanitizer_gemm_synccheck.log"; echo "synccheck exit $rc"; [ $rc = 0 ] || status=1 ;;
+  gemm_tma_bench) bench_gemm ;;
   ring_big) step "skinny GEMM tests: convert 5's rule"
           python3 -m pytest tests/test_skinny_gemm.py -q -k "ring" -p no:cacheprovider 2>&1 | tail -3
           for r in 0 1; do

@@ -251,7 +251,8 @@ def test_wgmma_path(ik, device, m, n, k):
                                                                       (4500, 4096))] + [(24, 2100, 8256)] +
                          [(m, 7168, 8192) for m in (1, 2, 8)])
 def test_wgmma_default_choices(ik, device, m, n, k):
-    """The launcher's own choices where convert 4 runs by default: past 16 MiB of weight at
+    """The launcher's own choices where convert 4 ran by default before convert 6 (which
+    takes these operands now, N >= 1024; 600 x 4288 still takes convert 4): past 16 MiB of weight at
     M <= 16 (two groups of chunks in flight at K <= 8192 or M 9-16, one at M 2-8 with K >
     8192), up to 16 MiB at M 17-32 (n = 48 or 64; a K tail and N not a multiple of the
     block's 64 rows), past it up to 36 MiB at M 17-24, or at M 25-32 with K <= 8192, and
@@ -274,7 +275,7 @@ def test_wgmma_ring_default_choices(ik, device, monkeypatch, m, n, k, ring):
     """The launcher's own choices where IK_SKINNY_GEMM_RING=1 (read at each launch) lets
     convert 5 run (N >= 2048: up to 16 MiB of weight at every M, and at M 17-32 with K >=
     8192 or past 64 MiB, 16448 x 4160), persistent where the tiles outnumber the resident
-    clusters (6144 x 8256 at M 32), and the same operands with it off (the default)."""
+    clusters (6144 x 8256 at M 32), and the same operands with it off (the default: convert 6)."""
     cuda_only(device)
     monkeypatch.setenv("IK_SKINNY_GEMM_RING", ring)
     a = rand_fp8((m, k), device)
@@ -306,6 +307,74 @@ def test_wgmma_ring_persistent(ik, device, m, nc):
         outs.append(out)
     assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
     assert_rows_close(outs[1], reference(a, b, sa, sb, bias), torch.bfloat16)
+
+
+@pytest.mark.parametrize("m", [1, 5, 8, 9, 16, 17, 24, 25, 32])
+@pytest.mark.parametrize("n,k", [(1000, 64 * 37 + 16), (37, 6656), (2304 + 13, 1040), (130, 16), (129, 128 * 9),
+                                 (300, 16384)])
+def test_tma_path(ik, device, m, n, k):
+    """convert 6 (the weight and the activation copied by the tensor memory accelerator into
+    a ring of 4 stages, MMAs on both from shared memory, n = 8, 16, 24 or 32) at the
+    launcher's K split and at 1, 3 and 8: odd N (a last block of 128 rows mostly past N,
+    zeros from the copies), K tails (K % 128 != 0, K = 16: one box, seven blocks of a
+    cluster of 8 with no K), long K (32 stages a block), strided rows of a and b,
+    per-channel scales, bias, both out dtypes."""
+    cuda_only(device)
+    a = rand_fp8((m, k + 48), device)[:, :k]
+    b = rand_fp8((n, k + 16), device)[:, :k]
+    sa, sb = scales(n, device, True)
+    for dt in (torch.bfloat16, torch.float16):
+        bias = torch.randn(n, device=device).to(dt)
+        ref = reference(a, b, sa, sb, bias)
+        for nc in (0, 1, 3, 8):
+            out = poisoned(m, n, dt, device)
+            ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, [0, 0, nc, 6])
+            assert_rows_close(out, ref, dt)
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 1024, 8192), (8, 2304, 16384), (17, 4096 + 77, 4096), (32, 6144, 1040),
+                                   (32, 16448, 4160)])
+def test_tma_is_the_default(ik, device, m, n, k):
+    """At M <= 32 and N >= 1024 the launcher runs convert 6 with its own K split: the
+    default's output is bitwise the explicit convert 6's (one split order), and right."""
+    cuda_only(device)
+    a, b = rand_fp8((m, k), device), rand_fp8((n, k), device)
+    sa, sb = scales(n, device, True)
+    bias = torch.randn(n, device=device).bfloat16()
+    outs = []
+    for cfg in ([], [0, 0, 0, 6]):
+        out = poisoned(m, n, torch.bfloat16, device)
+        ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, cfg)
+        outs.append(out)
+    assert torch.equal(outs[0], outs[1]), "the default is not convert 6 here"
+    assert_rows_close(outs[0], reference(a, b, sa, sb, bias), torch.bfloat16)
+
+
+@pytest.mark.parametrize("m", [1, 32])
+def test_tma_deterministic_and_nan_in_its_row(ik, device, m):
+    """convert 6 sums a row's K split in rank order: two runs are bitwise equal. A NaN
+    weight (in K's last partial box, in a whole box, in the last row of a block of 128)
+    reaches its own output column only; the zeros the copies put past K and past N do not
+    spread it."""
+    cuda_only(device)
+    n, k = 300, 128 * 5 + 48
+    a, b = rand_fp8((m, k), device), rand_fp8((n, k), device)
+    one = torch.ones(1, device=device)
+    outs = []
+    for _ in range(2):
+        out = poisoned(m, n, torch.bfloat16, device)
+        ik.ops.skinny_gemm_fp8(out, a, b, one, one, None, [0, 0, 3, 6])
+        outs.append(out)
+    assert torch.equal(outs[0], outs[1]), "two runs differ (the split-K sums must be in a fixed order)"
+    b[5, k - 3] = float("nan")
+    b[6, 200] = float("nan")
+    b[127, k - 16] = float("nan")
+    bad = torch.zeros(n, dtype=torch.bool, device=device)
+    bad[[5, 6, 127]] = True
+    for nc in (1, 3):
+        out = poisoned(m, n, torch.bfloat16, device)
+        ik.ops.skinny_gemm_fp8(out, a, b, one, one, None, [0, 0, nc, 6])
+        assert torch.isnan(out[:, bad]).all() and not torch.isnan(out[:, ~bad]).any(), nc
 
 
 @pytest.mark.parametrize("nc", [1, 2, 8])
@@ -352,7 +421,7 @@ def test_f16_copy_matches_per_warp_conversion(ik, device, m, k):
 def test_fp8_nan_and_extremes(ik, device):
     """Saturated weights and activations (+-448) and subnormals: exact products in fp32.
     A NaN weight propagates; an activation NaN propagates on the CPU and, on CUDA, with
-    convert=1, 3 and 4 (convert=2 reads it as 480: documented)."""
+    convert=1, 3, 4 and 6 (convert=2 reads it as 480: documented)."""
     k = 256
     a = torch.full((2, k), 448.0, device=device).to(FP8)
     a[1] = torch.tensor(2.0 ** -9, device=device).to(FP8)  # the smallest subnormal
@@ -370,7 +439,7 @@ def test_fp8_nan_and_extremes(ik, device):
     if device == "cuda":
         out = poisoned(2, 16, torch.bfloat16, device)
         ik.ops.skinny_gemm_fp8(out, a_nan, b, one, one, None, [0, 0, 0, 1])
-        for cvt in (3, 4):
+        for cvt in (3, 4, 6):
             out3 = poisoned(2, 16, torch.bfloat16, device)
             ik.ops.skinny_gemm_fp8(out3, a_nan, b, one, one, None, [0, 0, 0, cvt])
             assert torch.isnan(out3[0]).all() and not torch.isnan(out3[1]).any(), f"convert {cvt}"
@@ -497,18 +566,23 @@ def test_rejects_bad_config(ik, device):
     out = torch.empty(4, 8, device=device, dtype=torch.bfloat16)
     for cfg, msg in (([3, 3], "tiles_per_block \\* warps_per_tile must be at most 8"),
                      ([1, 1, 9], "cluster must be 0 \\(automatic\\) to 8, got 9"),
-                     ([1, 1, 1, 6], "convert must be 0 \\(automatic\\), 1, 2, 3, 4 or 5, got 6"),
+                     ([0, 0, 1, 7], "convert must be 0 \\(automatic\\), 1, 2, 3, 4, 5 or 6, got 7"),
                      ([1, 1, 1, 1, 1], "config holds at most 4 values")):
         with pytest.raises(RuntimeError, match=msg):
             ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, cfg)
     a17, out17 = rand_fp8((17, 64), device), torch.empty(17, 8, device=device, dtype=torch.bfloat16)
     a33, out33 = rand_fp8((33, 64), device), torch.empty(33, 8, device=device, dtype=torch.bfloat16)
-    for cvt in (4, 5):
+    for cvt in (4, 5, 6):
         with pytest.raises(RuntimeError, match=f"convert {cvt} \\(wgmma\\) takes at most 32 rows of a, got 33"):
             ik.ops.skinny_gemm_fp8(out33, a33, b, sa, sb, None, [0, 0, 0, cvt])
     for cfg in ([1, 0, 0, 5], [0, 2, 0, 5]):
         with pytest.raises(RuntimeError, match="convert 5 takes tiles_per_block 0 and warps_per_tile 0 "
                                                f"\\(automatic\\), 3 or 4 \\(ring slots\\), got {cfg[0]} and {cfg[1]}"):
+            ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, cfg)
+    for cfg in ([1, 0, 0, 6], [0, 3, 2, 6]):
+        with pytest.raises(RuntimeError, match="convert 6 takes tiles_per_block 0 and warps_per_tile 0 \\(its blocks "
+                                               f"are fixed: 128 weight rows, a ring of 4 stages\\), got {cfg[0]} "
+                                               f"and {cfg[1]}"):
             ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, cfg)
     with pytest.raises(RuntimeError, match="one group of chunks in flight past 16 rows of a \\(warps_per_tile 0 "
                                            "or 1\\), got warps_per_tile 2 at 17 rows"):
