@@ -119,7 +119,8 @@ struct SkinnyGemmParams {
   // reads tiles_per_block as warpgroups a block (1, 2) and warps_per_tile as groups of 8
   // chunks each lane keeps in flight (1, 2; 2 at M <= 16 only); convert 5 reads
   // warps_per_tile as its ring's slots (3, 4; tiles_per_block must be 0); convert 6 reads
-  // only `cluster` (the others must be 0).
+  // tiles_per_block as consumer warpgroups a block (1, 2; 64 weight rows each) and
+  // `cluster`; warps_per_tile must be 0.
   int tiles_per_block, warps_per_tile, cluster;
   // How the fast path turns the fp8 activation into f16 for the tensor cores: 1 the
   // conversion instruction in every warp (exact, NaN stays NaN; the default otherwise),

@@ -812,21 +812,22 @@ __global__ void __launch_bounds__(256, 1)
 // The probe's measurements at 2 x 2 x 4 (consumers x boxes x stages) against _scaled_mm
 // (s25a, M 32): 13312 x 16384 56.31 us against 55.50, 16384 x 6656 29.29 against 29.00,
 // 2304 x 16384 13.76 against 15.40.
-constexpr int kTmaConsumers = 2, kTmaRows = 64 * kTmaConsumers, kTmaThreads = 128 * (kTmaConsumers + 1);
+// C consumer warpgroups (64 weight rows each) and the producer's: 128 (C + 1) threads.
 constexpr int kTmaP = 2, kTmaS = 4;
-__host__ __device__ constexpr int tma_stage_bytes(int nn) { return (kTmaRows + nn) * kTmaPanel * kTmaP; }
+__host__ __device__ constexpr int tma_stage_bytes(int nn, int c) { return (64 * c + nn) * kTmaPanel * kTmaP; }
 // The ring (1024-byte aligned: the swizzle's pattern repeats every 1024 bytes), its full
-// and empty barriers, the block's fp32 partials [32][kTmaRows], and the alignment's slack.
-__host__ __device__ constexpr int tma_smem_bytes(int nn) {
-  return kTmaS * tma_stage_bytes(nn) + 2 * kTmaS * 8 + kMaxM * kTmaRows * 4 + 1024;
+// and empty barriers, the block's fp32 partials [32][64 C], and the alignment's slack.
+__host__ __device__ constexpr int tma_smem_bytes(int nn, int c) {
+  return kTmaS * tma_stage_bytes(nn, c) + 2 * kTmaS * 8 + kMaxM * 64 * c * 4 + 1024;
 }
 
-template <typename OutT, int NN>
-__global__ void __launch_bounds__(kTmaThreads, 1)
+template <typename OutT, int NN, int C>
+__global__ void __launch_bounds__(128 * (C + 1), 1)
     skinny_gemm_tma_kernel(const __grid_constant__ CUtensorMap tw, const __grid_constant__ CUtensorMap tx,
                            SkinnyGemmParams p, int pps) {
+  constexpr int kTmaRows = 64 * C, kTmaThreads = 128 * (C + 1);
   constexpr int kW = kTmaRows * kTmaPanel, kX = NN * kTmaPanel;  // bytes a box
-  constexpr int kStage = tma_stage_bytes(NN);
+  constexpr int kStage = tma_stage_bytes(NN, C);
   extern __shared__ uint8_t tsm[];
   cg::cluster_group cluster = cg::this_cluster();
   const int nc = int(cluster.num_blocks()), rank = int(cluster.block_rank());
@@ -844,7 +845,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < kTmaS; ++s) {
       mbar_init(full + 8 * s, 1);
-      mbar_init(empty + 8 * s, 4 * kTmaConsumers);  // lane 0 of every consumer warp
+      mbar_init(empty + 8 * s, 4 * C);  // lane 0 of every consumer warp
     }
     mbar_init_fence();
   }
@@ -1228,33 +1229,35 @@ int launch_ring(const SkinnyGemmParams& p, cudaStream_t stream) {
 
 // convert 6: clusters of nc blocks resident at once (one block an SM: its ring), asked
 // once per device and nc; 0 if unknown.
-template <typename OutT, int NN>
+template <typename OutT, int NN, int C>
 int tma_clusters(int nc) {
   static int resident[kDeviceSlots][kMaxCluster + 1] = {};
   const int dev = device_slot();
   int n = dev >= 0 ? resident[dev][nc] : 0;
   if (!n) {
-    n = clusters_resident(skinny_gemm_tma_kernel<OutT, NN>, kTmaThreads, size_t(tma_smem_bytes(NN)), nc);
+    n = clusters_resident(skinny_gemm_tma_kernel<OutT, NN, C>, 128 * (C + 1), size_t(tma_smem_bytes(NN, C)), nc);
     n = n > 0 ? n : -1;
     if (dev >= 0) resident[dev][nc] = n;
   }
   return std::max(n, 0);
 }
 
-// convert 6's K split (cluster): the caller's, else the one that puts a block on about half
-// the SMs (SMs / 2 / tiles, rounded), at most 8 and at most one a stage of K, shrunk until
-// every cluster is resident at once (clusters live inside one GPC). Each block takes a
-// whole number of stages. Half, not all: at 1 to 8 splits over 8 weights (s25d, M 1 / 16 /
-// 32) the fastest split put 48 to 112 blocks on the 132 SMs, most 56 to 80 (2304 x 16384:
-// 4; 4096 x 4096 and 4096 x 14336: 2; 1024 x 8192: 8; N >= 6144 at K <= 8192: 1 or 2),
-// while filling them (2304 x 16384 at 7: 17.71 against 13.08 us at 4, M 1; s25c) ran up to
-// 1.4x slower. Half the SMs' rings keep enough bytes in flight; why more clusters cost so
-// much is not measured (one block an SM, so a GPC holds whole clusters only partly, is
+// convert 6's K split (cluster): the caller's, else the one that fills about half the
+// block slots (SMs x blocks an SM / 2 / tiles, rounded), at most 8 and at most one a stage
+// of K, shrunk until every cluster is resident at once (clusters live inside one GPC).
+// Each block takes a whole number of stages. Half, not all: at 1 to 8 splits over 8
+// weights (s25d, two consumers, one block an SM, M 1 / 16 / 32) the fastest split put 48
+// to 112 blocks on the 132 SMs, most 56 to 80 (2304 x 16384: 4; 4096 x 4096 and 4096 x
+// 14336: 2; 1024 x 8192: 8; N >= 6144 at K <= 8192: 1 or 2), while filling them (2304 x
+// 16384 at 7: 17.71 against 13.08 us at 4, M 1; s25c) ran up to 1.4x slower; with one
+// consumer (two blocks an SM, s25g, M 8 / 32) 4096 x 4096 and 4096 x 14336 ran fastest at
+// 2 (128 blocks), N >= 6144 at 1. Half the slots' rings keep enough bytes in flight; why
+// more clusters cost so much is not measured (a GPC holding whole clusters only partly is
 // the likely part).
-template <typename OutT, int NN>
+template <typename OutT, int NN, int C>
 int launch_tma(const SkinnyGemmParams& p, cudaStream_t stream) {
-  constexpr auto kernel = skinny_gemm_tma_kernel<OutT, NN>;
-  constexpr int smem = tma_smem_bytes(NN);
+  constexpr auto kernel = skinny_gemm_tma_kernel<OutT, NN, C>;
+  constexpr int smem = tma_smem_bytes(NN, C), kTmaRows = 64 * C, kTmaThreads = 128 * (C + 1);
   if (!tma_ready(p)) return cudaErrorInvalidValue;
   const cudaError_t e = max_dynamic_smem_once<kernel>(smem);
   if (e != cudaSuccess) return e;
@@ -1266,9 +1269,11 @@ int launch_tma(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int64_t stages = (panels + kTmaP - 1) / kTmaP;
   int nc = p.cluster;
   if (nc <= 0) {
-    nc = int(std::clamp<int64_t>((sm_count() / 2 + tiles / 2) / tiles, 1, std::min<int64_t>(kMaxCluster, stages)));
+    const int smem_per_sm = device_attribute_once<cudaDevAttrMaxSharedMemoryPerMultiprocessor>();
+    const int64_t slots = int64_t(sm_count()) * std::max(1, smem_per_sm / (smem + 1024));  // 1 KB: the system's
+    nc = int(std::clamp<int64_t>((slots / 2 + tiles / 2) / tiles, 1, std::min<int64_t>(kMaxCluster, stages)));
     for (; nc > 1; --nc) {
-      if (tiles <= tma_clusters<OutT, NN>(nc)) break;
+      if (tiles <= tma_clusters<OutT, NN, C>(nc)) break;
     }
     const int64_t per = (stages + nc - 1) / nc;
     nc = int((stages + per - 1) / per);  // no block without K
@@ -1286,7 +1291,15 @@ int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int convert = convert_for(p, NT);
   if (convert == kTma) {
     if (p.M > kMaxM) return cudaErrorInvalidValue;  // the wrapper says so first
-    return launch_tma<OutT, 8 * NT>(p, stream);
+    // tiles_per_block: consumer warpgroups a block (64 weight rows each); else one for N >=
+    // 4096 (two blocks an SM), two below. One against two (s25g, M 8 / 32, us, each at the
+    // launcher's split): 6144 x 4096 9.31 / 10.52 against 10.19 / 12.13; 28672 x 4096 32.81
+    // / 35.77 against 33.79 / 37.90; 8192 x 3584 10.04 / 11.15 against 10.54 / 12.42; 7168 x
+    // 8192 17.63 / 19.19 against 18.53 / 20.78; 13312 x 16384 56.25 / 57.58 against 56.59 /
+    // 58.32; at a split of 2, 4096 x 4096 7.48 / 8.51 against 8.12 / 9.82. N < 4096 not
+    // measured with one.
+    const bool one = p.tiles_per_block == 1 || (p.tiles_per_block == 0 && p.N >= 4096);
+    return one ? launch_tma<OutT, 8 * NT, 1>(p, stream) : launch_tma<OutT, 8 * NT, 2>(p, stream);
   }
   if (convert == kWgmmaRing) {
     if (p.M > kMaxM) return cudaErrorInvalidValue;  // the wrapper says so first

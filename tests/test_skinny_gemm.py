@@ -315,7 +315,8 @@ def test_wgmma_ring_persistent(ik, device, m, nc):
 def test_tma_path(ik, device, m, n, k):
     """convert 6 (the weight and the activation copied by the tensor memory accelerator into
     a ring of 4 stages, MMAs on both from shared memory, n = 8, 16, 24 or 32) at the
-    launcher's K split and at 1, 3 and 8: odd N (a last block of 128 rows mostly past N,
+    launcher's K split and at 1, 3 and 8, with two consumer warpgroups (128 rows a block) and
+    one (64; at splits 2 and 8 too): odd N (a last block mostly past N,
     zeros from the copies), K tails (K % 128 != 0, K = 16: one box, seven blocks of a
     cluster of 8 with no K), long K (32 stages a block), strided rows of a and b,
     per-channel scales, bias, both out dtypes."""
@@ -326,9 +327,9 @@ def test_tma_path(ik, device, m, n, k):
     for dt in (torch.bfloat16, torch.float16):
         bias = torch.randn(n, device=device).to(dt)
         ref = reference(a, b, sa, sb, bias)
-        for nc in (0, 1, 3, 8):
+        for rb, nc in ((0, 0), (0, 1), (0, 3), (2, 8), (1, 0), (1, 2), (1, 8)):
             out = poisoned(m, n, dt, device)
-            ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, [0, 0, nc, 6])
+            ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, [rb, 0, nc, 6])
             assert_rows_close(out, ref, dt)
 
 
@@ -579,10 +580,10 @@ def test_rejects_bad_config(ik, device):
         with pytest.raises(RuntimeError, match="convert 5 takes tiles_per_block 0 and warps_per_tile 0 "
                                                f"\\(automatic\\), 3 or 4 \\(ring slots\\), got {cfg[0]} and {cfg[1]}"):
             ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, cfg)
-    for cfg in ([1, 0, 0, 6], [0, 3, 2, 6]):
-        with pytest.raises(RuntimeError, match="convert 6 takes tiles_per_block 0 and warps_per_tile 0 \\(its blocks "
-                                               f"are fixed: 128 weight rows, a ring of 4 stages\\), got {cfg[0]} "
-                                               f"and {cfg[1]}"):
+    for cfg in ([3, 0, 0, 6], [0, 3, 2, 6]):
+        with pytest.raises(RuntimeError, match="convert 6 takes tiles_per_block 0 \\(automatic\\), 1 or 2 \\(consumer "
+                                               "warpgroups of 64 weight rows a block\\) and warps_per_tile 0, got "
+                                               f"{cfg[0]} and {cfg[1]}"):
             ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, cfg)
     with pytest.raises(RuntimeError, match="one group of chunks in flight past 16 rows of a \\(warps_per_tile 0 "
                                            "or 1\\), got warps_per_tile 2 at 17 rows"):
