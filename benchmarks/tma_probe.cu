@@ -1,6 +1,8 @@
 // EXPERIMENT (issue 4, not part of the package): the skinny FP8 GEMM with the weight as
 // wgmma's shared-memory operand, fed by the tensor memory accelerator (TMA) from a
-// producer warp: the design cuBLAS-class kernels use, which none of ours has tried.
+// producer warp: the design cuBLAS-class kernels use. First run in the twenty-fifth
+// session (s25a: at M = 32 56.31 us at 13312 x 16384 against cuBLASLt's 55.50; BENCHMARKS.md);
+// its c2p2s4 variant became the package's convert 6 (cuda_kernels/skinny_gemm.cu).
 //
 // Why: at M = 32 the package's wgmma kernels (convert 4 / 5) trail torch._scaled_mm by
 // 10-30% (BENCHMARKS.md, twenty-third session). They hold the weight as the register

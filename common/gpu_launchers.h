@@ -122,20 +122,17 @@ struct SkinnyGemmParams {
   // tiles_per_block as consumer warpgroups a block (1, 2; 64 weight rows each) and
   // `cluster`; warps_per_tile must be 0.
   int tiles_per_block, warps_per_tile, cluster;
-  // How the fast path turns the fp8 activation into f16 for the tensor cores: 1 the
-  // conversion instruction in every warp (exact, NaN stays NaN; the default otherwise),
-  // 2 integer bit operations in every warp (exact for every finite value, an fp8 NaN
-  // reads as 480), 3 once, by a pre-pass into an f16 copy of a in `workspace` (exact, NaN stays NaN;
-  // the default at M > 8 for weights under 64 MiB with K past 8192 where 4 does not
-  // run), 4 none: Hopper's fp8 warpgroup MMA (sm_90a, M <= 32; the default for N >= 512
-  // rows and N x K <= 16 MiB, up to 36 MiB at M <= 16, and up to 64 MiB at M = 1 with
-  // K <= 8192; NaN stays NaN;
-  // sums move from the MMA's accumulator, which keeps fewer bits than fp32, into fp32
+  // The fast path's kernel, named by how the fp8 activation reaches the tensor cores: 1
+  // the conversion instruction in every warp (exact, NaN stays NaN), 2 integer bit
+  // operations in every warp (exact for every finite value, an fp8 NaN reads as 480), 3
+  // once, by a pre-pass into an f16 copy of a in `workspace` (exact, NaN stays NaN), 4 none:
+  // Hopper's fp8 warpgroup MMA with the weight in registers (sm_90a, M <= 32; NaN stays
+  // NaN; sums move from the MMA's accumulator, which keeps fewer bits than fp32, into fp32
   // every 8 chunks of 64 K bytes), 5 as 4 in persistent clusters, the weights through a
-  // shared-memory ring (sm_90a, M <= 32; a default only with IK_SKINNY_GEMM_RING=1), 6 none:
-  // the same MMAs with the weight as the shared-memory operand, copied by the tensor memory
-  // accelerator (sm_90a, M <= 32; sums into fp32 every 256 K bytes). 0 = default.
-  // skinny_gemm.cu's convert_for has the rules and their measurements.
+  // cp.async ring, 6 none: the same MMAs with both operands copied to shared memory by the
+  // tensor memory accelerator (sm_90a, M <= 32; sums into fp32 every 256 K bytes; the
+  // default at N >= 1024). 0 = the launcher's choice; skinny_gemm.cu's convert_for has the
+  // rules and their measurements.
   int convert;
   // Workspace of skinny_gemm_fp8_workspace_bytes(p) bytes (16-byte aligned), or null
   // where that is 0: the f16 copy of a for convert 3 (CUDA); the split-K partials and

@@ -41,9 +41,11 @@
 //   CUDA-graph capturable (the f16 copy is a workspace from the caller's allocator). The
 //   launcher sizes the split so that about 16 warps per SM stream weights and the whole
 //   grid is resident at once.
-// - convert 4 (M <= 32, sm_90a; the default for small weights, convert_for): no conversion,
-//   Hopper's fp8 warpgroup MMA with the weight as the register operand
-//   (skinny_gemm_wgmma_kernel).
+// - convert 4 (M <= 32, sm_90a): no conversion, Hopper's fp8 warpgroup MMA with the weight
+//   as the register operand (skinny_gemm_wgmma_kernel); 5 the same in persistent clusters.
+// - convert 6 (M <= 32, sm_90a; the default at N >= 1024, convert_for): the same MMAs with
+//   both operands in shared memory, copied there by the tensor memory accelerator from a
+//   producer warpgroup (skinny_gemm_tma_kernel). The paths above serve the rest.
 // - Tails: rows past N and activation rows past M are clamped to the last real row
 //   (valid memory; their outputs are never stored) or, in the f16 copy, zeros. K % 64 != 0
 //   leaves a last chunk that loads zeros past K. Rows that are not 16-byte aligned, or
