@@ -1245,7 +1245,7 @@ int tma_clusters(int nc) {
 }
 
 // convert 6's K split (cluster): the caller's, else the one that fills about half the
-// block slots (SMs x blocks an SM / 2 / tiles, rounded), at most 8 and at most one a stage
+// block slots (SMs x blocks an SM / 2 / tiles, rounded), at most 4 and at most one a stage
 // of K, shrunk until every cluster is resident at once (clusters live inside one GPC).
 // Each block takes a whole number of stages. Half, not all: at 1 to 8 splits over 8
 // weights (s25d, two consumers, one block an SM, M 1 / 16 / 32) the fastest split put 48
@@ -1253,9 +1253,11 @@ int tma_clusters(int nc) {
 // 14336: 2; 1024 x 8192: 8; N >= 6144 at K <= 8192: 1 or 2), while filling them (2304 x
 // 16384 at 7: 17.71 against 13.08 us at 4, M 1; s25c) ran up to 1.4x slower; with one
 // consumer (two blocks an SM, s25g, M 8 / 32) 4096 x 4096 and 4096 x 14336 ran fastest at
-// 2 (128 blocks), N >= 6144 at 1. Half the slots' rings keep enough bytes in flight; why
-// more clusters cost so much is not measured (a GPC holding whole clusters only partly is
-// the likely part).
+// 2 (128 blocks), N >= 6144 at 1, and 1024 x 8192 and 1280 x 8192 at 4 (s25j: 6 and 8 up
+// to 1.16x slower at M 32), hence the cap. Half the slots' rings keep enough bytes in
+// flight; why more clusters cost so much is not measured (a GPC holding whole clusters only
+// partly is the likely part).
+constexpr int kTmaMaxSplit = 4;
 template <typename OutT, int NN, int C>
 int launch_tma(const SkinnyGemmParams& p, cudaStream_t stream) {
   constexpr auto kernel = skinny_gemm_tma_kernel<OutT, NN, C>;
@@ -1273,7 +1275,7 @@ int launch_tma(const SkinnyGemmParams& p, cudaStream_t stream) {
   if (nc <= 0) {
     const int smem_per_sm = device_attribute_once<cudaDevAttrMaxSharedMemoryPerMultiprocessor>();
     const int64_t slots = int64_t(sm_count()) * std::max(1, smem_per_sm / (smem + 1024));  // 1 KB: the system's
-    nc = int(std::clamp<int64_t>((slots / 2 + tiles / 2) / tiles, 1, std::min<int64_t>(kMaxCluster, stages)));
+    nc = int(std::clamp<int64_t>((slots / 2 + tiles / 2) / tiles, 1, std::min<int64_t>(kTmaMaxSplit, stages)));
     for (; nc > 1; --nc) {
       if (tiles <= tma_clusters<OutT, NN, C>(nc)) break;
     }
@@ -1293,14 +1295,16 @@ int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int convert = convert_for(p, NT);
   if (convert == kTma) {
     if (p.M > kMaxM) return cudaErrorInvalidValue;  // the wrapper says so first
-    // tiles_per_block: consumer warpgroups a block (64 weight rows each); else one for N >=
-    // 4096 (two blocks an SM), two below. One against two (s25g, M 8 / 32, us, each at the
-    // launcher's split): 6144 x 4096 9.31 / 10.52 against 10.19 / 12.13; 28672 x 4096 32.81
-    // / 35.77 against 33.79 / 37.90; 8192 x 3584 10.04 / 11.15 against 10.54 / 12.42; 7168 x
-    // 8192 17.63 / 19.19 against 18.53 / 20.78; 13312 x 16384 56.25 / 57.58 against 56.59 /
-    // 58.32; at a split of 2, 4096 x 4096 7.48 / 8.51 against 8.12 / 9.82. N < 4096 not
-    // measured with one.
-    const bool one = p.tiles_per_block == 1 || (p.tiles_per_block == 0 && p.N >= 4096);
+    // tiles_per_block: consumer warpgroups a block (64 weight rows each); else one (two
+    // blocks an SM). One against two (s25g, M 8 / 32, us, each at the launcher's split):
+    // 6144 x 4096 9.31 / 10.52 against 10.19 / 12.13; 28672 x 4096 32.81 / 35.77 against
+    // 33.79 / 37.90; 8192 x 3584 10.04 / 11.15 against 10.54 / 12.42; 7168 x 8192 17.63 /
+    // 19.19 against 18.53 / 20.78; 13312 x 16384 56.25 / 57.58 against 56.59 / 58.32; at a
+    // split of 2, 4096 x 4096 7.48 / 8.51 against 8.12 / 9.82. At a split of 4 (s25j, M 1 /
+    // 16 / 32): 1280 x 8192 6.30 / 6.48 / 6.97 against 6.70 / 6.80 / 8.08; 1024 x 8192 6.12
+    // / 6.27 / 6.74 against 6.09 / 6.13 / 7.12; 2304 x 16384 12.77 / 13.29 / 14.27 against
+    // 12.55 / 13.29 / 14.23.
+    const bool one = p.tiles_per_block != 2;
     return one ? launch_tma<OutT, 8 * NT, 1>(p, stream) : launch_tma<OutT, 8 * NT, 2>(p, stream);
   }
   if (convert == kWgmmaRing) {

@@ -315,8 +315,8 @@ def test_wgmma_ring_persistent(ik, device, m, nc):
 def test_tma_path(ik, device, m, n, k):
     """convert 6 (the weight and the activation copied by the tensor memory accelerator into
     a ring of 4 stages, MMAs on both from shared memory, n = 8, 16, 24 or 32) at the
-    launcher's K split and at 1, 3 and 8, with two consumer warpgroups (128 rows a block) and
-    one (64; at splits 2 and 8 too): odd N (a last block mostly past N,
+    launcher's K split and at 1, 3 and 8, with one consumer warpgroup (64 rows a block, the
+    default) and two (128): odd N (a last block mostly past N,
     zeros from the copies), K tails (K % 128 != 0, K = 16: one box, seven blocks of a
     cluster of 8 with no K), long K (32 stages a block), strided rows of a and b,
     per-channel scales, bias, both out dtypes."""
@@ -327,7 +327,7 @@ def test_tma_path(ik, device, m, n, k):
     for dt in (torch.bfloat16, torch.float16):
         bias = torch.randn(n, device=device).to(dt)
         ref = reference(a, b, sa, sb, bias)
-        for rb, nc in ((0, 0), (0, 1), (0, 3), (2, 8), (1, 0), (1, 2), (1, 8)):
+        for rb, nc in ((0, 0), (0, 1), (0, 3), (1, 8), (2, 0), (2, 1), (2, 3), (2, 8)):
             out = poisoned(m, n, dt, device)
             ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, [rb, 0, nc, 6])
             assert_rows_close(out, ref, dt)
@@ -336,7 +336,8 @@ def test_tma_path(ik, device, m, n, k):
 @pytest.mark.parametrize("m,n,k", [(1, 1024, 8192), (8, 2304, 16384), (17, 4096 + 77, 4096), (32, 6144, 1040),
                                    (32, 16448, 4160)])
 def test_tma_is_the_default(ik, device, m, n, k):
-    """At M <= 32 and N >= 1024 the launcher runs convert 6 with its own K split: the
+    """At M <= 32 and N >= 1024 the launcher runs convert 6 with its own K split (one
+    consumer warpgroup a block, the split at most 4): the
     default's output is bitwise the explicit convert 6's (one split order), and right."""
     cuda_only(device)
     a, b = rand_fp8((m, k), device), rand_fp8((n, k), device)
