@@ -563,6 +563,20 @@ __device__ __forceinline__ void wg_sum_partials(const SkinnyGemmParams& p, cg::c
   }
 }
 
+// A block's partials are written: the cluster's sums for the tile (wg_sum_partials), between
+// the barriers that make every block's partials visible and keep them alive until read.
+template <typename OutT, int kRows, int kThreads>
+__device__ __forceinline__ void wg_finish_tile(const SkinnyGemmParams& p, cg::cluster_group& cluster, float* partials,
+                                               int nc, int rank, int64_t tile) {
+  if (nc > 1) {
+    cluster.sync();
+  } else {
+    __syncthreads();
+  }
+  wg_sum_partials<OutT, kRows, kThreads>(p, cluster, partials, nc, rank, tile);
+  if (nc > 1) cluster.sync();
+}
+
 // G: groups of kWgU chunks a lane keeps in flight (wgmma_groups): with 2, one group's
 // loads are on their way while the other's MMAs run (112-122 registers against 72-90).
 template <typename OutT, int NH, int WGS, int G = 1>
@@ -657,13 +671,7 @@ __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyG
 
   float* partials = reinterpret_cast<float*>(wsm + wg_x_slots(cps) * NH * 512);
   wg_put_partials<NH, kRows>(partials, acc, t, rl, M);
-  if (nc > 1) {
-    cluster.sync();
-  } else {
-    __syncthreads();
-  }
-  wg_sum_partials<OutT, kRows, kThreads>(p, cluster, partials, nc, rank, tile);
-  if (nc > 1) cluster.sync();  // keep this block's partials alive until all have read them
+  wg_finish_tile<OutT, kRows, kThreads>(p, cluster, partials, nc, rank, tile);
 }
 
 // convert 5 (kWgmmaRing, M <= 32): convert 4's MMAs (the same fragments, B layout and
@@ -904,13 +912,7 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
       }
     }
   }
-  if (nc > 1) {
-    cluster.sync();
-  } else {
-    __syncthreads();
-  }
-  wg_sum_partials<OutT, kTmaRows, kTmaThreads>(p, cluster, partials, nc, rank, tile);
-  if (nc > 1) cluster.sync();  // keep this block's partials alive until all have read them
+  wg_finish_tile<OutT, kTmaRows, kTmaThreads>(p, cluster, partials, nc, rank, tile);
 }
 
 template <typename OutT, int NT>

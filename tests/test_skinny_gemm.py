@@ -34,6 +34,14 @@ def reference(a, b, sa, sb, bias=None):
     return y if bias is None else y + bias.double()
 
 
+def strided_operands(m, n, k, device):
+    """a [m, k] and b [n, k] as column slices of wider tensors (row strides past K), and
+    per-channel scales."""
+    a = rand_fp8((m, k + 48), device)[:, :k]
+    b = rand_fp8((n, k + 16), device)[:, :k]
+    return (a, b) + scales(n, device, True)
+
+
 def poisoned(m, n, dtype, device):
     return torch.full((m, n), float("nan"), dtype=dtype, device=device)
 
@@ -230,9 +238,7 @@ def test_wgmma_path(ik, device, m, n, k):
     chunk, K = 16), K ranges shorter than a group of 8 chunks, per-channel scales, bias,
     both out dtypes, strided rows of a and b."""
     cuda_only(device)
-    a = rand_fp8((m, k + 48), device)[:, :k]
-    b = rand_fp8((n, k + 16), device)[:, :k]
-    sa, sb = scales(n, device, True)
+    a, b, sa, sb = strided_operands(m, n, k, device)
     for dt in (torch.bfloat16, torch.float16):
         bias = torch.randn(n, device=device).to(dt)
         ref = reference(a, b, sa, sb, bias)
@@ -321,9 +327,7 @@ def test_tma_path(ik, device, m, n, k):
     cluster of 8 with no K), long K (32 stages a block), strided rows of a and b,
     per-channel scales, bias, both out dtypes."""
     cuda_only(device)
-    a = rand_fp8((m, k + 48), device)[:, :k]
-    b = rand_fp8((n, k + 16), device)[:, :k]
-    sa, sb = scales(n, device, True)
+    a, b, sa, sb = strided_operands(m, n, k, device)
     for dt in (torch.bfloat16, torch.float16):
         bias = torch.randn(n, device=device).to(dt)
         ref = reference(a, b, sa, sb, bias)
