@@ -9,9 +9,9 @@ import torch
 
 FP8 = torch.float8_e4m3fn
 ROW_TOL = 1e-2
-# M 1-8 (one n-tile, activation converted per warp), 9-32 (two to four n-tiles; for
-# these small weights the f16 copy of a and the weight ring by default), > 32 (slices of
-# 32 rows).
+# M 1-8 (one n-tile), 9-32 (two to four n-tiles), > 32 (slices of 32 rows). By default on
+# CUDA, 2317 x 1040 takes convert 6 at M <= 32; the narrower weights (N < 1024) convert 1,
+# and K % 16 != 0 the byte path.
 MS = [1, 2, 7, 8, 9, 12, 16, 17, 24, 25, 31, 32, 33, 64]
 # (N, K): odd N, K % 64 != 0 (a last partial chunk), K % 16 != 0 (the byte path), K < 64.
 SHAPES = [(129, 4096), (2304 + 13, 1040), (64, 80), (40, 4099), (17, 16)]
@@ -186,19 +186,21 @@ def test_large_m_goes_to_scaled_mm(ik, device, m):
 
 
 @pytest.mark.parametrize("m", [8, 24])
-def test_cuda_graph_replays_new_inputs(ik, device, m):
-    """M = 24 captures the f16 pre-pass, its workspace and the programmatic dependent
-    launch of the GEMM into the graph."""
+@pytest.mark.parametrize("cfg", [[], [0, 0, 0, 3]])
+def test_cuda_graph_replays_new_inputs(ik, device, m, cfg):
+    """The default (convert 6: its tensor maps are built at capture and name the same
+    buffers at every replay) and convert 3 (at M = 24 the f16 pre-pass, its workspace and
+    the programmatic dependent launch of the GEMM) captured into a graph."""
     cuda_only(device)
     n, k = 2304 + 13, 4096
     a, b = rand_fp8((m, k), device), rand_fp8((n, k), device)
     sa, sb = scales(n, device, True)
     out = poisoned(m, n, torch.bfloat16, device)
-    ik.skinny_gemm_fp8(a, b, sa, sb, out=out)  # warm-up (allocations, module load)
+    ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, cfg)  # warm-up (allocations, module load)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        ik.skinny_gemm_fp8(a, b, sa, sb, out=out)
+        ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, cfg)
     for _ in range(2):
         a.copy_(rand_fp8((m, k), device))
         sa.copy_(scales(n, device, False)[0])
@@ -452,8 +454,8 @@ def test_fp8_nan_and_extremes(ik, device):
     else:
         out = ik.skinny_gemm_fp8(a_nan, b, one, one)
     assert torch.isnan(out[0]).all() and not torch.isnan(out[1]).any()
-    # M > 8 with a small weight takes the f16 copy by default: an activation NaN still
-    # propagates (as through convert 1, the default for large weights).
+    # M > 8 (two n-tiles; convert 1 by default at this N): an activation NaN still
+    # propagates.
     a12 = a.repeat(6, 1)
     a12[7, 9] = float("nan")
     y = ik.skinny_gemm_fp8(a12, b, one, one)
