@@ -1025,7 +1025,8 @@ bool tma_ready(const SkinnyGemmParams& p) {
 constexpr int64_t kMiB = int64_t{1} << 20, kSmallWeight = 16 * kMiB, kMidWeight = 36 * kMiB,
                   kLargeWeight = 64 * kMiB;
 
-// convert 5 where ring_wins (below) only with IK_SKINNY_GEMM_RING=1 (read at each launch).
+// convert 5 where ring_wins (below) only with IK_SKINNY_GEMM_RING=1 (read at each launch;
+// before convert 6's rule, which is faster wherever this one applies: an experiment switch).
 // Alone it is faster up to 16 MiB and at M 17-32 with K >= 8192, but convert 1 after it
 // runs 28-37% slower (as after cuDNN's decode attention, or up to 44% after a copy; not after
 // convert 1 or 4; not the shared/L1 split: a carveout hint changed nothing), so at M 17-32
