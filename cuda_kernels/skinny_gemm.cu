@@ -1232,8 +1232,8 @@ int launch_ring(const SkinnyGemmParams& p, cudaStream_t stream) {
                      : launch_ring_with<OutT, NH, 3>(p, best_nc, best_n, stream);
 }
 
-// convert 6: clusters of nc blocks resident at once (one block an SM: its ring), asked
-// once per device and nc; 0 if unknown.
+// convert 6: clusters of nc blocks resident at once (as many an SM as the ring leaves room for),
+// asked once per device and nc; 0 if unknown.
 template <typename OutT, int NN, int C>
 int tma_clusters(int nc) {
   static int resident[kDeviceSlots][kMaxCluster + 1] = {};
