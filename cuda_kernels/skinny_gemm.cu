@@ -809,13 +809,14 @@ __global__ void __launch_bounds__(256, 1)
 // (Nsight Compute, s18e). Convert 4 and 5 hold the weight as the register operand: every
 // 16 weight bytes cost a load instruction in the warps that multiply, and each m64 MMA
 // covers 32 distinct rows (the activation twice in B). Here one thread of a producer
-// warpgroup issues the copies of [128 rows x 128 K bytes] weight boxes and [NN x 128]
-// activation boxes, kTmaP boxes a stage, into a ring of kTmaS stages, and two consumer
-// warpgroups each multiply 64 distinct rows (m64nNNk32, both operands in shared memory,
-// 128-byte swizzle), releasing each stage through an mbarrier: no consumer instruction
-// is spent on loads. The activation streams with the weight (no whole-K copy up front).
-// K is split over the blocks of a cluster (up to 8) and the partials summed through
-// distributed shared memory in rank order (wg_sum_partials), as convert 4 does. The fp8
+// warpgroup issues the copies of [64 C rows x 128 K bytes] weight boxes and [NN x 128]
+// activation boxes, kTmaP boxes a stage, into a ring of kTmaS stages, and C consumer
+// warpgroups (one by default, two by config; launch) each multiply 64 distinct rows
+// (m64nNNk32, both operands in shared memory, 128-byte swizzle), releasing each stage
+// through an mbarrier: no consumer instruction is spent on loads. The activation streams
+// with the weight (no whole-K copy up front). K is split over the blocks of a cluster (up
+// to 4 by default, 8 by config; launch_tma) and the partials summed through distributed
+// shared memory in rank order (wg_sum_partials), as convert 4 does. The fp8
 // accumulator's sums move into fp32 registers once a stage (256 K bytes). Tails: the
 // copies read zeros past N, M and K, so any N, M <= 32 and K % 16 == 0 (the tensor map's
 // stride rule; vector_path) work.
