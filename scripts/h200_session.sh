@@ -154,7 +154,7 @@
 #   gemm_tma_verify: every skinny GEMM test, then compute-sanitizer (memcheck, racecheck and
 #           synccheck) on the GEMM
 #   gemm_tma_bench: the full GEMM benchmark (11 weights, M 1-32, the decode MLP)
-#   tma_ncu: PREPARED (not run yet): Nsight Compute of convert 6 (benchmarks/gemm_case.py)
+#   tma_ncu: PREPARED (not run yet): Nsight Compute of convert 6 (benchmarks/profile_gemm.py)
 #           at 4096 x 4096 and 13312 x 16384, M 1 and 32 (where it trails cuBLASLt at M 32):
 #           speed of light, memory workload, warp states, launch statistics; then
 #           _scaled_mm's kernel at the same points (TMA_NCU_CASES overrides: "N K M;...")
@@ -1003,22 +1003,15 @@ case "$MODE" in
   tma_ncu) export PATH="$PATH:/usr/local/cuda/bin"
           IFS=';' read -ra cases <<< "${TMA_NCU_CASES:-4096 4096 1;4096 4096 32;13312 16384 1;13312 16384 32}"
           for c in "${cases[@]}"; do
-            set -- $c
-            step "Nsight Compute: convert 6 at $1 x $2, M $3"
-            timeout 120 ncu --clock-control none --kernel-name regex:skinny_gemm_tma --launch-skip 8 --launch-count 1 \
-              --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats \
-              --section Occupancy python3 benchmarks/gemm_case.py "$1" "$2" "$3" 2>&1 | grep -vE "^==PROF==|^\s*$" \
-              | tee "$OUT/tma_ncu_$1x$2_m$3.txt" | grep -E "Duration|Throughput|Busy|Stall|Warp Cycles|Registers|Shared Memory|Waves|Block Limit|Achieved|Grid|Cluster" | head -40
-            step "Nsight Compute: _scaled_mm at $1 x $2, M $3"
-            timeout 120 ncu --clock-control none --kernel-name regex:"nvjet|sm90|gemm" --launch-skip 8 --launch-count 1 \
-              --section SpeedOfLight --section LaunchStats python3 -c "
-import torch
-w=[(torch.randn($1,$2,device='cuda')*3).clamp(-448,448).to(torch.float8_e4m3fn) for _ in range(8)]
-a=(torch.randn($3,$2,device='cuda')*3).clamp(-448,448).to(torch.float8_e4m3fn)
-s=torch.tensor(0.01,device='cuda')
-for i in range(12): torch._scaled_mm(a, w[i%8].t(), scale_a=s, scale_b=s, out_dtype=torch.bfloat16)
-torch.cuda.synchronize()" 2>&1 | grep -vE "^==PROF==|^\s*$" | tee "$OUT/tma_ncu_cublas_$1x$2_m$3.txt" \
-              | grep -E "Duration|Throughput|Grid|Block Size|Cluster|Registers|Shared Memory|Waves|nvjet|Function" | head -20
+            read -r n k m <<< "$c"
+            for impl in ours scaled_mm; do
+              step "Nsight Compute: $impl at $n x $k, M $m (ours: convert 6, the default)"
+              timeout 120 ncu --profile-from-start off --clock-control none --launch-skip 2 --launch-count 1 \
+                --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats \
+                --section Occupancy python3 benchmarks/profile_gemm.py $impl $n $k $m 2>&1 | grep -vE "^==PROF==|^\s*$" \
+                | tee "$OUT/tma_ncu_${impl}_${n}x${k}_m$m.txt" \
+                | grep -E "Duration|Throughput|Busy|Stall|Warp Cycles|Registers|Shared Memory|Waves|Block Limit|Achieved|Grid|Cluster|Function|skinny|nvjet" | head -40
+            done
           done ;;
   ring_big) step "skinny GEMM tests: convert 5's rule"
           python3 -m pytest tests/test_skinny_gemm.py -q -k "ring" -p no:cacheprovider 2>&1 | tail -3
