@@ -2,7 +2,9 @@
 // wgmma's shared-memory operand, fed by the tensor memory accelerator (TMA) from a
 // producer warp: the design cuBLAS-class kernels use. First run in the twenty-fifth
 // session (s25a: at M = 32 56.31 us at 13312 x 16384 against cuBLASLt's 55.50; BENCHMARKS.md);
-// its c2p2s4 variant became the package's convert 6 (cuda_kernels/skinny_gemm.cu).
+// its c2p2s4 variant became the package's convert 6 (cuda_kernels/skinny_gemm.cu). Since
+// then it takes its TMA, mbarrier and wgmma wrappers from the package (cuda_kernels/tma.cuh);
+// s25a ran the form of commit 7536699, with its own copies of them.
 //
 // Why: at M = 32 the package's wgmma kernels (convert 4 / 5) trail torch._scaled_mm by
 // 10-30% (BENCHMARKS.md, twenty-third session). They hold the weight as the register
@@ -45,9 +47,12 @@
 #include <cstring>
 #include <vector>
 
+#include "../cuda_kernels/tma.cuh"  // the package's TMA, mbarrier and wgmma wrappers
 #include "probe_util.cuh"
 
 namespace {
+
+using namespace inference_kernels::cuda;
 
 constexpr int kPanel = 128;  // K bytes a panel: one 128-byte swizzle row, 4 MMAs of k = 32
 
@@ -55,45 +60,7 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// K-major operand in 128-byte swizzle: 8-row groups of 1024 bytes (the stride offset), the
-// leading offset unused (1), layout type 1 (SWIZZLE_128B). The tile starts 1024-aligned, so
-// the base offset is 0; a k step of 32 bytes inside the swizzle row adds 32 to the start.
-__device__ __forceinline__ uint64_t desc_sw128(uint32_t addr) {
-  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
-}
-
-__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, int bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-// Traps after about 2^26 failed tries (seconds), so a copy that never lands fails the
-// launch instead of hanging the probe.
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  for (uint32_t tries = 0; !done; ++tries) {
-    if (tries == (1u << 26)) __trap();
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  }
-}
-
-// [box] of the 2-D tensor map at (c0 bytes along K, c1 rows) into shared memory, counted
-// on the mbarrier's transaction bytes; with `policy`, under that L2 cache policy.
-__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
-          dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
-      : "memory");
-}
+// The box of `map` (tma.cuh's tma_load_2d) under the L2 cache policy `policy`.
 __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar,
                                          uint64_t policy) {
   asm volatile(
@@ -109,10 +76,6 @@ __device__ __forceinline__ uint64_t evict_first_policy() {
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
   return p;
 }
-
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 
 // d (+)= A (64 x 32 at da) * B (32 x NN at db), both shared memory; acc == 0: d not read.
 #define TP_D4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
@@ -195,7 +158,7 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
       mbar_init(full + 8 * s, 1);
       mbar_init(empty + 8 * s, 4 * C);  // lane 0 of every consumer warp
     }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    mbar_init_fence();
   }
   __syncthreads();
 
@@ -207,7 +170,7 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
         if (i >= S) mbar_wait(empty + 8 * slot, ((i / S) + 1) & 1);
         // Always P panels: a split's panels are a multiple of P (the host rounds), so only
         // the last split's last stage runs past K, where the copies read zeros.
-        mbar_expect_tx(full + 8 * slot, P * (kW + kX));
+        mbar_arrive_expect_tx(full + 8 * slot, P * (kW + kX));
         const uint32_t st = base + slot * kStage;
 #pragma unroll
         for (int p = 0; p < P; ++p) {
@@ -215,9 +178,9 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
           if constexpr (EF) {
             tma_load(st + p * kW, &tw, kc, row0, full + 8 * slot, policy);
           } else {
-            tma_load(st + p * kW, &tw, kc, row0, full + 8 * slot);
+            tma_load_2d(st + p * kW, &tw, kc, row0, full + 8 * slot);
           }
-          tma_load(st + P * kW + p * kX, &tx, kc, 0, full + 8 * slot);
+          tma_load_2d(st + P * kW + p * kX, &tx, kc, 0, full + 8 * slot);
         }
       }
     }
@@ -232,15 +195,15 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
     const int slot = i % S;
     mbar_wait(full + 8 * slot, (i / S) & 1);
     const uint32_t st = base + slot * kStage;
-    wg_fence();
+    wgmma_fence();
 #pragma unroll
     for (int p = 0; p < P; ++p) {
       const uint32_t wa = st + p * kW + c * 64 * kPanel, xa = st + P * kW + p * kX;
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) wgmma_ss<NN>(d, desc_sw128(wa + 32 * kk), desc_sw128(xa + 32 * kk), p | kk);
     }
-    wg_commit();
-    wg_wait0();
+    wgmma_commit();
+    wgmma_wait_all();
     if ((threadIdx.x & 31) == 0) mbar_arrive(empty + 8 * slot);
 #pragma unroll
     for (int j = 0; j < NN / 2; ++j) acc[j] += d[j];
@@ -257,33 +220,12 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
     }
 }
 
-PFN_cuTensorMapEncodeTiled_v12000 encoder() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q;
-    CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
-    if (q != cudaDriverEntryPointSuccess || !f) {
-      std::printf("cuTensorMapEncodeTiled not found\n");
-      std::exit(1);
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  return fn;
-}
-
-// A [rows, k] row-major e4m3 matrix as a tensor map of [box_rows x 128 bytes] boxes,
-// 128-byte swizzle, zeros past its edges.
+// A [rows, k] row-major e4m3 matrix as a tensor map of [box_rows x 128 bytes] boxes
+// (tma.cuh's tensor_map_2d); exits if the driver refuses.
 CUtensorMap tensor_map(const uint8_t* p, int rows, int k, int box_rows) {
   CUtensorMap map;
-  const cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(rows)};
-  const cuuint64_t strides[1] = {cuuint64_t(k)};
-  const cuuint32_t box[2] = {cuuint32_t(kPanel), cuuint32_t(box_rows)};
-  const cuuint32_t estr[2] = {1, 1};
-  const CUresult r = encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(p), dims, strides, box,
-                               estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    std::printf("cuTensorMapEncodeTiled failed (%d): rows %d k %d box %d\n", int(r), rows, k, box_rows);
+  if (!tensor_map_2d(&map, p, rows, k, k, box_rows)) {
+    std::printf("tensor map failed: rows %d k %d box %d\n", rows, k, box_rows);
     std::exit(1);
   }
   return map;
