@@ -154,6 +154,10 @@
 #   gemm_tma_verify: every skinny GEMM test, then compute-sanitizer (memcheck, racecheck and
 #           synccheck) on the GEMM
 #   gemm_tma_bench: the full GEMM benchmark (11 weights, M 1-32, the decode MLP)
+#   copy_probe: EXPERIMENT (issues 3 and 5): benchmarks/copy_probe.cu, copies of 33.5 and 67 MB
+#           each way (cudaMemcpy, LDG/STG shapes and cache hints, bulk copies through a
+#           shared-memory ring) and fp16 LayerNorm 4096 x 4096 with rows bulk-loaded into a
+#           ring, against the package's; compute-sanitizer first on its small sizes
 #   tma_ncu: PREPARED (not run yet): Nsight Compute of convert 6 (benchmarks/profile_gemm.py)
 #           at 4096 x 4096 and 13312 x 16384, M 1 and 32 (where it trails cuBLASLt at M 32):
 #           speed of light, memory workload, warp states, launch statistics; then
@@ -829,6 +833,18 @@ fi
 if [ "$MODE" = tune_ln ]; then
   tune --only "layer_norm fp16 8192x5120,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 4096x4096,layer_norm fp16 4096x8192"
   grep -E "^  layer_norm" "$OUT/tune_norms.log" | sort -k5 -n | head -40; echo "session status $status"; exit $status
+fi
+if [ "$MODE" = copy_probe ]; then
+  step "copy probe (benchmarks/copy_probe.cu)"
+  nvcc -std=c++20 -O3 -gencode arch=compute_90a,code=sm_90a -Xptxas -v -Icommon -Icuda_kernels benchmarks/copy_probe.cu \
+    cuda_kernels/layer_norm.cu -o /tmp/copy_probe > "$OUT/copy_probe_build.log" 2>&1 || { tail -20 "$OUT/copy_probe_build.log"; exit 1; }
+  export PATH="$PATH:/usr/local/cuda/bin"
+  for tool in memcheck racecheck synccheck; do
+    PROBE_SANITIZE=1 timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 /tmp/copy_probe > "$OUT/copy_probe_$tool.log" 2>&1
+    rc=$?; echo "$tool exit $rc: $(grep -c MISMATCH "$OUT/copy_probe_$tool.log") mismatches; $(tail -1 "$OUT/copy_probe_$tool.log")"; [ $rc = 0 ] || status=1
+  done
+  timeout 300 /tmp/copy_probe > "$OUT/copy_probe.log" 2>&1 || status=1
+  cat "$OUT/copy_probe.log"; echo "session status $status"; exit $status
 fi
 case "$MODE" in s9f1|s10b|s10c|s11b|s11c) tune_build_bg ;; esac
 build
