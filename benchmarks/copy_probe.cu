@@ -11,12 +11,14 @@
 //   - a persistent grid-stride LDG/STG loop;
 //   - bulk copies (cp.async.bulk, one thread a block): chunks through a ring of S
 //     shared-memory stages, each stored back by a bulk store as soon as it lands;
+//   - silu_and_mul_fp8 (issue 3) at 512 and 2048 rows of 13312 fp16: the package's kernel and
+//     persistent blocks with each row bulk-loaded S rows ahead;
 //   - LayerNorm 4096 wide, persistent blocks: rows bulk-loaded S ahead into a ring,
 //     normalised from shared memory, written by STG or through a bulk store; against
 //     the package's layer_norm on the same buffers (and checked against it).
 //
 //   nvcc -std=c++20 -O3 -gencode arch=compute_90a,code=sm_90a -Icommon -Icuda_kernels \
-//     benchmarks/copy_probe.cu cuda_kernels/layer_norm.cu -o /tmp/copy_probe
+//     benchmarks/copy_probe.cu cuda_kernels/layer_norm.cu cuda_kernels/activation.cu -o /tmp/copy_probe
 //   /tmp/copy_probe            (PROBE_SANITIZE=1: small sizes, for compute-sanitizer)
 #include <cuda_fp16.h>
 
@@ -213,6 +215,62 @@ __global__ __launch_bounds__(T) void ln_bulk(const __half* __restrict__ x, __hal
   if (TSTORE && t == 0) bulk_wait<0, false>();
 }
 
+// silu_and_mul_fp8 of fp16 rows [gate | up] (2 x NV vectors) into NV fp8 vectors, with
+// the package's arithmetic (activation.cu): persistent over rows blockIdx.x + j *
+// gridDim.x, each row's gate and up bulk-loaded S rows ahead into a ring; the fp8
+// results straight from registers (8-byte STG).
+__device__ __forceinline__ float silu_h(float v) {
+  float e, r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(v * -1.4426950408889634f));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.0f + e));
+  return v * r;
+}
+
+template <int S>
+__global__ __launch_bounds__(256) void swiglu_bulk(const __half* __restrict__ x, uint8_t* __restrict__ out,
+                                                  const float* __restrict__ scale, int rows, int nv) {
+  extern __shared__ __align__(128) uint4 sring[];  // S stages of 2 * nv vectors
+  __shared__ __align__(8) uint64_t full[S];
+  const int t = threadIdx.x, rb = nv * 16;
+  const uint32_t base = smem_addr(sring);
+  const int count = blockIdx.x < rows ? (rows - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+  auto row_of = [&](int j) { return int64_t(blockIdx.x) + int64_t(j) * gridDim.x; };
+  auto load = [&](int j) {
+    const int s = j % S;
+    mbar_arrive_expect_tx(smem_addr(&full[s]), 2 * rb);
+    bulk_load(base + s * 2 * rb, x + row_of(j) * nv * 16, 2 * rb, smem_addr(&full[s]));
+  };
+  if (t == 0) {
+    for (int s = 0; s < S; ++s) mbar_init(smem_addr(&full[s]), 1);
+    mbar_init_fence();
+    for (int j = 0; j < S && j < count; ++j) load(j);
+  }
+  const float inv_scale = __frcp_rn(*scale);
+  __syncthreads();
+  for (int j = 0; j < count; ++j) {
+    const int s = j % S;
+    mbar_wait(smem_addr(&full[s]), uint32_t(j / S) & 1);
+    uint2* o = reinterpret_cast<uint2*>(out + row_of(j) * nv * 8);
+    for (int c = t; c < nv; c += blockDim.x) {
+      const uint4 gv = sring[s * 2 * nv + c], uv = sring[s * 2 * nv + nv + c];
+      const __half* g = reinterpret_cast<const __half*>(&gv);
+      const __half* u = reinterpret_cast<const __half*>(&uv);
+      uint8_t y[8];
+#pragma unroll
+      for (int i = 0; i < 8; i += 2) {
+        float2 q;
+        q.x = __half2float(__float2half(__half2float(__float2half(silu_h(__half2float(g[i])))) * __half2float(u[i]))) * inv_scale;
+        q.y = __half2float(__float2half(__half2float(__float2half(silu_h(__half2float(g[i + 1])))) * __half2float(u[i + 1]))) * inv_scale;
+        const __nv_fp8x2_storage_t p = __nv_cvt_float2_to_fp8x2(q, __NV_SATFINITE, __NV_E4M3);
+        y[i] = uint8_t(p & 0xFF), y[i + 1] = uint8_t(p >> 8);
+      }
+      o[c] = *reinterpret_cast<const uint2*>(y);
+    }
+    __syncthreads();  // every thread is done with stage s
+    if (t == 0 && j + S < count) load(j + S);
+  }
+}
+
 __global__ void fill_half(__half* p, int64_t n, uint32_t seed) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     uint32_t h = uint32_t(i) * 2654435761u ^ seed;
@@ -292,6 +350,7 @@ void run_persist(Buffers& buf, int threads, int per_sm, bool timed) {
 template <int S>
 void run_bulk(Buffers& buf, int chunk, int per_sm, bool contiguous, bool timed) {
   const int smem = S * chunk;
+  if (smem > 227 * 1024) return;
   CK(cudaFuncSetAttribute(bulk_copy<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   int fit = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, bulk_copy<S>, 32, smem));
@@ -356,6 +415,75 @@ void run_ln(LnCase& c, int per_sm, bool timed) {
   std::snprintf(name, sizeof name, "bulk T%d V%d S%d %s x%d/SM", T, V, S, TSTORE ? "tstore" : "stg", per_sm);
   report("ln", name, c.buf, d <= 2e-3, launch, timed);
   if (d > 2e-3) std::printf("   max diff against the package %g\n", d);
+}
+
+// silu_and_mul_fp8 fp16 rows x 13312 -> rows x 6656 fp8: the package's kernel and swiglu_bulk
+void run_swiglu(int rows, int copies, bool timed) {
+  using namespace inference_kernels;
+  const int d = 6656, nv = d / 8;
+  const int64_t in_bytes = int64_t(rows) * 2 * d * 2, out_bytes = int64_t(rows) * d;
+  std::vector<char*> in(copies), out(copies);
+  for (int i = 0; i < copies; ++i) {
+    CK(cudaMalloc(&in[i], in_bytes));
+    CK(cudaMalloc(&out[i], out_bytes));
+    fill_half<<<1024, 256>>>(reinterpret_cast<__half*>(in[i]), in_bytes / 2, 91u + i);
+  }
+  float* scale;
+  uint8_t* ref;
+  CK(cudaMalloc(&scale, 4));
+  CK(cudaMalloc(&ref, out_bytes));
+  const float sc = 0.02f;
+  CK(cudaMemcpy(scale, &sc, 4, cudaMemcpyHostToDevice));
+  auto package = [&](int i, cudaStream_t st, void* o) {
+    SiluOperands a{{o, d}, {in[i], 2 * d}, {in[i] + d * 2, 2 * d}, rows, d};
+    return cudaError_t(silu_mul_launch(DType::kFloat16, DType::kFloat8E4M3, a, scale, st));
+  };
+  CK(package(0, 0, ref));
+  CK(cudaDeviceSynchronize());
+  auto same = [&](auto launch) {
+    CK(cudaMemset(out[0], 0x7F, out_bytes));
+    CK(launch(0, cudaStream_t(0)));
+    CK(cudaDeviceSynchronize());
+    std::vector<uint8_t> a(out_bytes), b(out_bytes);
+    CK(cudaMemcpy(a.data(), out[0], out_bytes, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(b.data(), ref, out_bytes, cudaMemcpyDeviceToHost));
+    return std::memcmp(a.data(), b.data(), out_bytes) == 0;
+  };
+  auto show = [&](const char* name, auto launch) {
+    const bool ok = same(launch);
+    if (!timed) {
+      std::printf("swiglu %-34s %s\n", name, ok ? "ok" : "MISMATCH");
+      return;
+    }
+    const float us = probe::graph_time_us(copies, launch);
+    std::printf("swiglu %-34s %8.2f us %6.2f TB/s %s\n", name, us, (in_bytes + out_bytes) / us * 1e-6,
+                ok ? "ok" : "MISMATCH");
+    std::fflush(stdout);
+  };
+  std::printf("== silu_and_mul_fp8 fp16 %d x %d\n", rows, 2 * d);
+  show("package silu_and_mul_fp8", [&](int i, cudaStream_t st) { return package(i, st, out[i]); });
+  auto bulk = [&]<int S>(int threads, int per_sm) {
+    const int smem = S * 2 * nv * 16;
+    CK(cudaFuncSetAttribute(swiglu_bulk<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    int fit = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, swiglu_bulk<S>, threads, smem));
+    if (fit < per_sm) return;
+    char name[64];
+    std::snprintf(name, sizeof name, "bulk S%d T%d x%d/SM", S, threads, per_sm);
+    show(name, [&](int i, cudaStream_t st) {
+      swiglu_bulk<S><<<std::min(rows, g_sms * per_sm), threads, smem, st>>>(
+          reinterpret_cast<const __half*>(in[i]), reinterpret_cast<uint8_t*>(out[i]), scale, rows, nv);
+      return cudaGetLastError();
+    });
+  };
+  for (int per_sm : {1, 2, 3, 4})
+    for (int threads : {128, 256}) {
+      bulk.template operator()<2>(threads, per_sm);
+      bulk.template operator()<3>(threads, per_sm);
+      bulk.template operator()<4>(threads, per_sm);
+    }
+  for (int i = 0; i < copies; ++i) cudaFree(in[i]), cudaFree(out[i]);
+  cudaFree(scale), cudaFree(ref);
 }
 
 }  // namespace
@@ -426,6 +554,12 @@ int main() {
       run_ln<512, 1, 2, true>(c, per_sm, timed);
     }
     cudaFree(c.w), cudaFree(c.b), cudaFree(c.ref);
+  }
+  if (small) {
+    run_swiglu(37, 1, false);
+  } else {
+    run_swiglu(512, 8, true);
+    run_swiglu(2048, 8, true);
   }
   return 0;
 }

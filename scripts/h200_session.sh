@@ -157,7 +157,8 @@
 #   copy_probe: EXPERIMENT (issues 3 and 5): benchmarks/copy_probe.cu, copies of 33.5 and 67 MB
 #           each way (cudaMemcpy, LDG/STG shapes and cache hints, bulk copies through a
 #           shared-memory ring) and fp16 LayerNorm 4096 x 4096 with rows bulk-loaded into a
-#           ring, against the package's; compute-sanitizer first on its small sizes
+#           ring, against the package's; silu_and_mul_fp8 with rows bulk-loaded into a ring (512
+#           and 2048 rows); compute-sanitizer first on its small sizes
 #   tma_ncu: PREPARED (not run yet): Nsight Compute of convert 6 (benchmarks/profile_gemm.py)
 #           at 4096 x 4096 and 13312 x 16384, M 1 and 32 (where it trails cuBLASLt at M 32):
 #           speed of light, memory workload, warp states, launch statistics; then
@@ -837,7 +838,7 @@ fi
 if [ "$MODE" = copy_probe ]; then
   step "copy probe (benchmarks/copy_probe.cu)"
   nvcc -std=c++20 -O3 -gencode arch=compute_90a,code=sm_90a -Xptxas -v -Icommon -Icuda_kernels benchmarks/copy_probe.cu \
-    cuda_kernels/layer_norm.cu -o /tmp/copy_probe > "$OUT/copy_probe_build.log" 2>&1 || { tail -20 "$OUT/copy_probe_build.log"; exit 1; }
+    cuda_kernels/layer_norm.cu cuda_kernels/activation.cu -o /tmp/copy_probe > "$OUT/copy_probe_build.log" 2>&1 || { tail -20 "$OUT/copy_probe_build.log"; exit 1; }
   export PATH="$PATH:/usr/local/cuda/bin"
   for tool in memcheck racecheck synccheck; do
     PROBE_SANITIZE=1 timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 /tmp/copy_probe > "$OUT/copy_probe_$tool.log" 2>&1
