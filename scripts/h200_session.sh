@@ -159,6 +159,9 @@
 #           shared-memory ring) and fp16 LayerNorm 4096 x 4096 with rows bulk-loaded into a
 #           ring, against the package's; silu_and_mul_fp8 with rows bulk-loaded into a ring (512
 #           and 2048 rows); compute-sanitizer first on its small sizes
+#   tma_src: Nsight Compute source pages (stall samples per SASS instruction) of convert 6 at
+#           28672 x 4096, M 1 and 32 (TMA_SRC_CASES overrides: "N K M;..."): which side of the
+#           ring waits, the producer on empty stages or the consumers on full ones
 #   tma_ncu: PREPARED (not run yet): Nsight Compute of convert 6 (benchmarks/profile_gemm.py)
 #           at 4096 x 4096 and 13312 x 16384, M 1 and 32 (where it trails cuBLASLt at M 32):
 #           speed of light, memory workload, warp states, launch statistics; then
@@ -1017,6 +1020,12 @@ case "$MODE" in
             python3 scripts/sanitize_cuda.py skinny_gemm > "$OUT/sanitizer_gemm_synccheck.log" 2>&1
           rc=$?; tail -3 "$OUT/sanitizer_gemm_synccheck.log"; echo "synccheck exit $rc"; [ $rc = 0 ] || status=1 ;;
   gemm_tma_bench) bench_gemm ;;
+  tma_src) IFS=';' read -ra cases <<< "${TMA_SRC_CASES:-28672 4096 1;28672 4096 32}"
+          for c in "${cases[@]}"; do
+            read -r n k m <<< "$c"
+            step "Nsight Compute source page: convert 6 at $n x $k, M $m"
+            ncu_src "ncu_tma_src_${n}x${k}_m$m" regex:skinny_gemm_tma python3 benchmarks/profile_gemm.py ours $n $k $m
+          done ;;
   tma_ncu) export PATH="$PATH:/usr/local/cuda/bin"
           IFS=';' read -ra cases <<< "${TMA_NCU_CASES:-4096 4096 1;4096 4096 32;13312 16384 1;13312 16384 32}"
           for c in "${cases[@]}"; do
