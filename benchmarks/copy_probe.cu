@@ -20,6 +20,10 @@
 //   nvcc -std=c++20 -O3 -gencode arch=compute_90a,code=sm_90a -Icommon -Icuda_kernels \
 //     benchmarks/copy_probe.cu cuda_kernels/layer_norm.cu cuda_kernels/activation.cu -o /tmp/copy_probe
 //   /tmp/copy_probe            (PROBE_SANITIZE=1: small sizes, for compute-sanitizer)
+//
+// Measured (s26b, BENCHMARKS.md twenty-sixth session): no way of copying beat 17.82 us at
+// 33.5 MB each way or 33.52 at 67 MB; the bulk-loaded LayerNorm and SwiGLU were slower
+// than the package's kernels. Kept as the evidence for those goals.
 #include <cuda_fp16.h>
 
 #include "gpu_launchers.h"
@@ -30,6 +34,57 @@
 using namespace inference_kernels::cuda;
 
 namespace {
+
+// 1-D bulk copies (no tensor map; here, not in tma.cuh, since no package kernel uses them,
+// as measured below): `bytes` (a multiple of 16, both ends 16-byte aligned)
+// from global memory into shared memory, counted on `bar`; and from shared memory to
+// global memory in bulk groups, which a thread commits and then waits for: .read only
+// until the shared memory may be reused, plain until the writes are done.
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, int bytes, uint32_t bar) {
+#if IK_WGMMA
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+#else
+  (void)dst, (void)src, (void)bytes, (void)bar;
+  __trap();
+#endif
+}
+
+__device__ __forceinline__ void bulk_store(void* dst, uint32_t src, int bytes) {
+#if IK_WGMMA
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(src), "r"(bytes) : "memory");
+#else
+  (void)dst, (void)src, (void)bytes;
+  __trap();
+#endif
+}
+
+__device__ __forceinline__ void bulk_commit() {
+#if IK_WGMMA
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+#endif
+}
+
+// At most N of this thread's committed groups still read shared memory (READ) or still
+// write global memory (!READ).
+template <int N, bool READ>
+__device__ __forceinline__ void bulk_wait() {
+#if IK_WGMMA
+  if constexpr (READ)
+    asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+  else
+    asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
+// Orders this thread's shared-memory writes before the async proxy's reads (a bulk store
+// another thread issues after a barrier).
+__device__ __forceinline__ void fence_async_smem() {
+#if IK_WGMMA
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
 
 template <int LD>
 __device__ __forceinline__ uint4 load16(const uint4* p) {
