@@ -150,7 +150,7 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 // aligned), as boxes of [box_rows x 128 bytes] in 128-byte swizzle, zeros past its
 // edges. False if the encoder is missing or refuses.
 inline bool tensor_map_2d(CUtensorMap* map, const void* base, int64_t rows, int64_t k, int64_t stride,
-                          int box_rows) {
+                          int box_rows, CUtensorMapL2promotion promo = CU_TENSOR_MAP_L2_PROMOTION_L2_256B) {
   const auto encode = tensor_map_encoder();
   if (!encode) return false;
   const cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(rows)};
@@ -158,7 +158,7 @@ inline bool tensor_map_2d(CUtensorMap* map, const void* base, int64_t rows, int6
   const cuuint32_t box[2] = {cuuint32_t(kTmaPanel), cuuint32_t(box_rows)};
   const cuuint32_t elem_strides[2] = {1, 1};
   return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims, strides, box, elem_strides,
-                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, promo,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 

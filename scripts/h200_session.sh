@@ -162,6 +162,8 @@
 #   tma_src: Nsight Compute source pages (stall samples per SASS instruction) of convert 6 at
 #           28672 x 4096, M 1 and 32 (TMA_SRC_CASES overrides: "N K M;..."): which side of the
 #           ring waits, the producer on empty stages or the consumers on full ones
+#   gemm_tma_final: every skinny GEMM test, then the full GEMM benchmark (11 weights, M 1-32,
+#           the decode MLP; s26i, after convert 6's L2-promotion rule)
 #   tma_ncu: PREPARED (not run yet): Nsight Compute of convert 6 (benchmarks/profile_gemm.py)
 #           at 4096 x 4096 and 13312 x 16384, M 1 and 32 (where it trails cuBLASLt at M 32):
 #           speed of light, memory workload, warp states, launch statistics; then
@@ -1020,6 +1022,7 @@ case "$MODE" in
             python3 scripts/sanitize_cuda.py skinny_gemm > "$OUT/sanitizer_gemm_synccheck.log" 2>&1
           rc=$?; tail -3 "$OUT/sanitizer_gemm_synccheck.log"; echo "synccheck exit $rc"; [ $rc = 0 ] || status=1 ;;
   gemm_tma_bench) bench_gemm ;;
+  gemm_tma_final) tests_gemm; pack; bench_gemm ;;
   tma_src) IFS=';' read -ra cases <<< "${TMA_SRC_CASES:-28672 4096 1;28672 4096 32}"
           for c in "${cases[@]}"; do
             read -r n k m <<< "$c"

@@ -343,7 +343,8 @@ def test_tma_path(ik, device, m, n, k):
                                    (32, 16448, 4160)])
 def test_tma_is_the_default(ik, device, m, n, k):
     """At M <= 32 and N >= 1024 the launcher runs convert 6 with its own K split (one
-    consumer warpgroup a block, the split at most 4): the
+    consumer warpgroup a block, the split at most 4; from 32 MiB of weight, here 2304 x
+    16384 and 16448 x 4160, tensor maps without L2 promotion): the
     default's output is bitwise the explicit convert 6's (one split order), and right."""
     cuda_only(device)
     a, b = rand_fp8((m, k), device), rand_fp8((n, k), device)
