@@ -164,7 +164,7 @@
 #           ring waits, the producer on empty stages or the consumers on full ones
 #   gemm_tma_final: every skinny GEMM test, then the full GEMM benchmark (11 weights, M 1-32,
 #           the decode MLP; s26i, after convert 6's L2-promotion rule)
-#   tma_ncu: PREPARED (not run yet): Nsight Compute of convert 6 (benchmarks/profile_gemm.py)
+#   tma_ncu: Nsight Compute of convert 6 (benchmarks/profile_gemm.py; run in s26b)
 #           at 4096 x 4096 and 13312 x 16384, M 1 and 32 (where it trails cuBLASLt at M 32):
 #           speed of light, memory workload, warp states, launch statistics; then
 #           _scaled_mm's kernel at the same points (TMA_NCU_CASES overrides: "N K M;...")
