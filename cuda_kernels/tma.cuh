@@ -148,7 +148,8 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 
 // A [rows, k] byte matrix, `stride` bytes between rows (a multiple of 16; the base 16-byte
 // aligned), as boxes of [box_rows x 128 bytes] in 128-byte swizzle, zeros past its
-// edges. False if the encoder is missing or refuses.
+// edges; `promo`: the sectors L2 fetches around each request (skinny_gemm.cu's launch_tma
+// picks by weight size). False if the encoder is missing or refuses.
 inline bool tensor_map_2d(CUtensorMap* map, const void* base, int64_t rows, int64_t k, int64_t stride,
                           int box_rows, CUtensorMapL2promotion promo = CU_TENSOR_MAP_L2_PROMOTION_L2_256B) {
   const auto encode = tensor_map_encoder();
