@@ -23,6 +23,17 @@ def rms_norm_rounded(x, w, eps):
     return (w.float() * (xf * inv).to(x.dtype).float()).to(x.dtype)
 
 
+def assert_scales_close(scales, ref_scales, dtype):
+    """Per-row dynamic scales against the reference's. The kernel's fp32 1/rms may differ
+    from the reference's in its last bits (another summation order), so each of y's two
+    roundings to the dtype (the normalised value, then the product) can land one step
+    apart: the row's absmax, and so its scale, within two ulps, 2 * 2^-7 relative in bf16
+    (a CPU run at 1030 x 16384 bf16 saw 1.03e-2), and never looser than the 1e-2 the test
+    has always allowed."""
+    ulp = {torch.bfloat16: 2.0**-7, torch.float16: 2.0**-10}.get(dtype, 0.0)
+    torch.testing.assert_close(scales, ref_scales, rtol=max(1e-2, 2 * ulp), atol=0)
+
+
 def quantise(y, inv_scale):
     v = y.float() * inv_scale
     return torch.where(v.isnan(), v, v.clamp(-FP8_MAX, FP8_MAX)).to(FP8)
@@ -81,7 +92,7 @@ def test_rms_norm_fp8_dynamic(ik, device, dtype, hidden, rows):
     assert out.dtype == FP8 and scales.shape == (rows, 1) and scales.dtype == torch.float32
     y = rms_norm_rounded(x, w, EPS)
     ref_scales = (y.float().abs().amax(-1, keepdim=True) / FP8_MAX).clamp_min(1 / (FP8_MAX * 512))
-    torch.testing.assert_close(scales, ref_scales, rtol=1e-2, atol=0)
+    assert_scales_close(scales, ref_scales, dtype)
     assert_fp8_close(out, quantise(y, 1.0 / scales))
     # The row's largest element lands at (or one step under) the format's max, unless
     # the row is so small that the 1/(448*512) floor set its scale.
@@ -106,7 +117,7 @@ def test_fp8_row_layouts(ik, device, dtype, rows, hidden):
     out, scales = ik.rms_norm_fp8_dynamic(x, w, EPS, residual=r_io)
     assert torch.equal(r_io, s)
     ref_scales = (y.float().abs().amax(-1, keepdim=True) / FP8_MAX).clamp_min(1 / (FP8_MAX * 512))
-    torch.testing.assert_close(scales, ref_scales, rtol=1e-2, atol=0)
+    assert_scales_close(scales, ref_scales, dtype)
     assert_fp8_close(out, quantise(y, 1.0 / scales))
 
 
@@ -248,5 +259,5 @@ def test_fp8_without_residual_exact_fit(ik, device, dtype, rows, hidden):
     assert out_wide[:, :16].float().isnan().all(), "wrote outside the view"
     q, scales = ik.rms_norm_fp8_dynamic(x, w, EPS)
     ref_scales = (y.float().abs().amax(-1, keepdim=True) / FP8_MAX).clamp_min(1 / (FP8_MAX * 512))
-    torch.testing.assert_close(scales, ref_scales, rtol=1e-2, atol=0)
+    assert_scales_close(scales, ref_scales, dtype)
     assert_fp8_close(q, quantise(y, 1.0 / scales))
