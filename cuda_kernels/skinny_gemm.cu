@@ -853,14 +853,7 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
   // Warp-uniform in the compiler's eyes too (else ptxas serialises the MMAs: C7520).
   const int wg = __shfl_sync(0xFFFFFFFFu, int(threadIdx.x / 128), 0);
 
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kTmaS; ++s) {
-      mbar_init(full + 8 * s, 1);
-      mbar_init(empty + 8 * s, 4 * C);  // lane 0 of every consumer warp
-    }
-    mbar_init_fence();
-  }
-  __syncthreads();
+  mbar_ring_init(full, empty, kTmaS, 4 * C);  // empty: lane 0 of every consumer warp
 
   if (wg == 0) {
     if (threadIdx.x == 0) {

@@ -47,6 +47,20 @@ __device__ __forceinline__ void mbar_init_fence() {
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 #endif
 }
+// A ring of `stages` stages: thread 0 sets each stage's full barrier (the producer's one
+// arrival plus the copies' bytes) at full + 8 s and its empty barrier (one arrival from
+// each of `consumer_warps`) at empty + 8 s; the block then meets so that no thread waits
+// on a barrier not yet set.
+__device__ __forceinline__ void mbar_ring_init(uint32_t full, uint32_t empty, int stages, int consumer_warps) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; ++s) {
+      mbar_init(full + 8 * s, 1);
+      mbar_init(empty + 8 * s, consumer_warps);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+}
 // One arrival that also announces `bytes` the copies will deliver to this phase.
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, int bytes) {
 #if IK_WGMMA
