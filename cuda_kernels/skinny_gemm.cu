@@ -563,9 +563,49 @@ __device__ __forceinline__ void wg_sum_partials(const SkinnyGemmParams& p, cg::c
   }
 }
 
-// A block's partials are written: the cluster's sums for the tile (wg_sum_partials), between
-// the barriers that make every block's partials visible and keep them alive until read.
+// The same sums by weight row (convert 6 at M >= 16, the split small; launch_tma): a
+// thread keeps one weight row r (kThreads is a multiple of kRows) and the activation rows
+// kThreads / kRows x nc apart, reads its scale and bias once and gathers every sum, rank by
+// rank, before the first store. wg_sum_partials's loads of one element wait behind the
+// last element's store (the compiler cannot move a load past a store that may alias it):
+// at M = 32 a third of the consumer warps' samples sat there (Nsight Compute, s26g).
 template <typename OutT, int kRows, int kThreads>
+__device__ __forceinline__ void wg_sum_rows(const SkinnyGemmParams& p, cg::cluster_group& cluster, float* partials,
+                                            int nc, int rank, int64_t tile) {
+  static_assert(kThreads % kRows == 0, "a thread keeps one weight row");
+  constexpr int kStep = kThreads / kRows, kIt = (kMaxM + kStep - 1) / kStep;
+  const int r = threadIdx.x % kRows, m0 = rank * kStep + threadIdx.x / kRows, dm = kStep * nc;
+  const int64_t n = tile * kRows + r;
+  // Threads with no row end here, before the scale's and bias's loads (s26j: waiting for
+  // those loads in all but 64 threads at M = 1 cost 1-4%).
+  if (n >= p.N || m0 >= p.M) return;
+  const float s = *p.scale_a * p.scale_b[p.scale_b_per_channel ? n : 0];
+  const float b = p.bias ? to_float(static_cast<const OutT*>(p.bias)[n]) : 0.0f;
+  float sum[kIt];
+#pragma unroll
+  for (int it = 0; it < kIt; ++it) sum[it] = 0.0f;  // as wg_sum_partials: 0 + x over the ranks
+  for (int q = 0; q < nc; ++q) {
+    const float* src = nc > 1 ? cluster.map_shared_rank(partials, q) : partials;
+#pragma unroll
+    for (int it = 0; it < kIt; ++it) {
+      const int m = m0 + it * dm;
+      if (m < p.M) sum[it] += src[m * kRows + r];
+    }
+  }
+#pragma unroll
+  for (int it = 0; it < kIt; ++it) {
+    const int m = m0 + it * dm;
+    if (m >= p.M) continue;
+    float y = sum[it] * s;
+    if (p.bias) y += b;
+    static_cast<OutT*>(p.out)[m * p.ldo + n] = from_float<OutT>(y);
+  }
+}
+
+// A block's partials are written: the cluster's sums for the tile (wg_sum_partials, or by
+// weight row: wg_sum_rows), between the barriers that make every block's partials visible
+// and keep them alive until read.
+template <typename OutT, int kRows, int kThreads, bool kByRow = false>
 __device__ __forceinline__ void wg_finish_tile(const SkinnyGemmParams& p, cg::cluster_group& cluster, float* partials,
                                                int nc, int rank, int64_t tile) {
   if (nc > 1) {
@@ -573,7 +613,11 @@ __device__ __forceinline__ void wg_finish_tile(const SkinnyGemmParams& p, cg::cl
   } else {
     __syncthreads();
   }
-  wg_sum_partials<OutT, kRows, kThreads>(p, cluster, partials, nc, rank, tile);
+  if constexpr (kByRow) {
+    wg_sum_rows<OutT, kRows, kThreads>(p, cluster, partials, nc, rank, tile);
+  } else {
+    wg_sum_partials<OutT, kRows, kThreads>(p, cluster, partials, nc, rank, tile);
+  }
   if (nc > 1) cluster.sync();
 }
 
@@ -816,7 +860,8 @@ __global__ void __launch_bounds__(256, 1)
 // through an mbarrier: no consumer instruction is spent on loads. The activation streams
 // with the weight (no whole-K copy up front). K is split over the blocks of a cluster (up
 // to 4 by default, 8 by config; launch_tma) and the partials summed through distributed
-// shared memory in rank order (wg_sum_partials), as convert 4 does. The fp8
+// shared memory in rank order (wg_sum_partials; or by weight row, wg_sum_rows, at M >= 16
+// where the split is small: launch_tma), as convert 4 does. The fp8
 // accumulator's sums move into fp32 registers once a stage (256 K bytes). Tails: the
 // copies read zeros past N, M and K, so any N, M <= 32 and K % 16 == 0 (the tensor map's
 // stride rule; vector_path) work.
@@ -832,7 +877,7 @@ __host__ __device__ constexpr int tma_smem_bytes(int nn, int c) {
   return kTmaS * tma_stage_bytes(nn, c) + 2 * kTmaS * 8 + kMaxM * 64 * c * 4 + 1024;
 }
 
-template <typename OutT, int NN, int C>
+template <typename OutT, int NN, int C, bool kByRow>
 __global__ void __launch_bounds__(128 * (C + 1), 1)
     skinny_gemm_tma_kernel(const __grid_constant__ CUtensorMap tw, const __grid_constant__ CUtensorMap tx,
                            SkinnyGemmParams p, int pps) {
@@ -906,7 +951,7 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
       }
     }
   }
-  wg_finish_tile<OutT, kTmaRows, kTmaThreads>(p, cluster, partials, nc, rank, tile);
+  wg_finish_tile<OutT, kTmaRows, kTmaThreads, kByRow>(p, cluster, partials, nc, rank, tile);
 }
 
 template <typename OutT, int NT>
@@ -1234,7 +1279,7 @@ int tma_clusters(int nc) {
   const int dev = device_slot();
   int n = dev >= 0 ? resident[dev][nc] : 0;
   if (!n) {
-    n = clusters_resident(skinny_gemm_tma_kernel<OutT, NN, C>, 128 * (C + 1), size_t(tma_smem_bytes(NN, C)), nc);
+    n = clusters_resident(skinny_gemm_tma_kernel<OutT, NN, C, false>, 128 * (C + 1), size_t(tma_smem_bytes(NN, C)), nc);
     n = n > 0 ? n : -1;
     if (dev >= 0) resident[dev][nc] = n;
   }
@@ -1257,10 +1302,12 @@ int tma_clusters(int nc) {
 constexpr int kTmaMaxSplit = 4;
 template <typename OutT, int NN, int C>
 int launch_tma(const SkinnyGemmParams& p, cudaStream_t stream) {
-  constexpr auto kernel = skinny_gemm_tma_kernel<OutT, NN, C>;
+  constexpr auto by_element = skinny_gemm_tma_kernel<OutT, NN, C, false>;
+  constexpr auto by_row = skinny_gemm_tma_kernel<OutT, NN, C, true>;
   constexpr int smem = tma_smem_bytes(NN, C), kTmaRows = 64 * C, kTmaThreads = 128 * (C + 1);
   if (!tma_ready(p)) return cudaErrorInvalidValue;
-  const cudaError_t e = max_dynamic_smem_once<kernel>(smem);
+  cudaError_t e = max_dynamic_smem_once<by_element>(smem);
+  if (e == cudaSuccess) e = max_dynamic_smem_once<by_row>(smem);
   if (e != cudaSuccess) return e;
   CUtensorMap tw, tx;
   // L2 promotion (the sectors L2 fetches around a request) off from 32 MiB of weight, else
@@ -1293,7 +1340,16 @@ int launch_tma(const SkinnyGemmParams& p, cudaStream_t stream) {
   cudaLaunchAttribute attr[1];
   cudaLaunchConfig_t cfg = cluster_launch(tiles * nc, kTmaThreads, size_t(smem), stream, nc, attr);
   if (nc == 1) cfg.numAttrs = 0;  // no cluster: a plain launch
-  return cudaLaunchKernelEx(&cfg, kernel, tw, tx, p, int(pps));
+  // The epilogue (warps_per_tile 1 / 2 force it): by weight row (wg_sum_rows) from M = 16
+  // without a K split and from M = 24 at a split of 2, else by element (wg_sum_partials).
+  // By row against by element in one process (s27b, us): without a split, M = 32: 28672 x
+  // 4096 33.57 against 35.35, 6144 x 4096 9.71 / 10.53, 8192 x 3584 10.38 / 11.19; M = 16:
+  // 1.5-3.2% faster on five of six weights, 0.1% slower on one; M = 12: -0.1 to +1.3%; M = 8:
+  // level or up to 0.7% slower. At a split of 2 (4096 x 4096, 4096 x 14336) 1-2% faster from
+  // M = 24 (M 32: 8.13 / 8.52, 18.26 / 18.62), 1% slower at M = 16; at a split of 4 (2304 x
+  // 16384, 1280 x 8192, 1024 x 8192) 2-10% slower at every M.
+  const bool rows = p.warps_per_tile ? p.warps_per_tile == 2 : (nc == 1 && p.M >= 16) || (nc == 2 && p.M >= 24);
+  return cudaLaunchKernelEx(&cfg, rows ? by_row : by_element, tw, tx, p, int(pps));
 }
 
 template <typename OutT, int NT>

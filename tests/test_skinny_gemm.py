@@ -327,24 +327,32 @@ def test_tma_path(ik, device, m, n, k):
     default) and two (128): odd N (a last block mostly past N,
     zeros from the copies), K tails (K % 128 != 0, K = 16: one box, seven blocks of a
     cluster of 8 with no K), long K (32 stages a block), strided rows of a and b,
-    per-channel scales, bias, both out dtypes."""
+    per-channel scales, bias, both out dtypes. Both epilogues (warps_per_tile 1: by
+    element, 2: by weight row) add the ranks' partials in the same order, so their outputs
+    are bitwise equal."""
     cuda_only(device)
     a, b, sa, sb = strided_operands(m, n, k, device)
     for dt in (torch.bfloat16, torch.float16):
         bias = torch.randn(n, device=device).to(dt)
         ref = reference(a, b, sa, sb, bias)
         for rb, nc in ((0, 0), (0, 1), (0, 3), (1, 8), (2, 0), (2, 1), (2, 3), (2, 8)):
-            out = poisoned(m, n, dt, device)
-            ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, [rb, 0, nc, 6])
-            assert_rows_close(out, ref, dt)
+            outs = []
+            for kw in (0, 1, 2):
+                out = poisoned(m, n, dt, device)
+                ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, [rb, kw, nc, 6])
+                assert_rows_close(out, ref, dt)
+                outs.append(out)
+            assert torch.equal(outs[1], outs[2]) and torch.equal(outs[0], outs[1])
 
 
-@pytest.mark.parametrize("m,n,k", [(1, 1024, 8192), (8, 2304, 16384), (17, 4096 + 77, 4096), (32, 6144, 1040),
-                                   (32, 16448, 4160)])
+@pytest.mark.parametrize("m,n,k", [(1, 1024, 8192), (8, 2304, 16384), (16, 6144, 4096), (17, 4096 + 77, 4096),
+                                   (24, 4096, 4096), (32, 6144, 1040), (32, 16448, 4160)])
 def test_tma_is_the_default(ik, device, m, n, k):
     """At M <= 32 and N >= 1024 the launcher runs convert 6 with its own K split (one
     consumer warpgroup a block, the split at most 4; from 32 MiB of weight, here 2304 x
-    16384 and 16448 x 4160, tensor maps without L2 promotion): the
+    16384 and 16448 x 4160, tensor maps without L2 promotion; the epilogue by weight row
+    at M >= 16 without a K split, e.g. 6144 x 4096, and at M >= 24 at a split of 2,
+    e.g. 4096 x 4096): the
     default's output is bitwise the explicit convert 6's (one split order), and right."""
     cuda_only(device)
     a, b = rand_fp8((m, k), device), rand_fp8((n, k), device)
@@ -590,8 +598,9 @@ def test_rejects_bad_config(ik, device):
             ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, cfg)
     for cfg in ([3, 0, 0, 6], [0, 3, 2, 6]):
         with pytest.raises(RuntimeError, match="convert 6 takes tiles_per_block 0 \\(automatic\\), 1 or 2 \\(consumer "
-                                               "warpgroups of 64 weight rows a block\\) and warps_per_tile 0, got "
-                                               f"{cfg[0]} and {cfg[1]}"):
+                                               "warpgroups of 64 weight rows a block\\) and warps_per_tile 0 "
+                                               "\\(automatic\\), 1 or 2 \\(the epilogue by element or by weight "
+                                               f"row\\), got {cfg[0]} and {cfg[1]}"):
             ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, cfg)
     with pytest.raises(RuntimeError, match="one group of chunks in flight past 16 rows of a \\(warps_per_tile 0 "
                                            "or 1\\), got warps_per_tile 2 at 17 rows"):
