@@ -860,8 +860,8 @@ __global__ void __launch_bounds__(256, 1)
 // through an mbarrier: no consumer instruction is spent on loads. The activation streams
 // with the weight (no whole-K copy up front). K is split over the blocks of a cluster (up
 // to 4 by default, 8 by config; launch_tma) and the partials summed through distributed
-// shared memory in rank order (wg_sum_partials; or by weight row, wg_sum_rows, at M >= 16
-// where the split is small: launch_tma), as convert 4 does. The fp8
+// shared memory in rank order (wg_sum_partials, or by weight row: wg_sum_rows), as convert
+// 4 does; without a split each consumer thread stores its own sums (TmaEpilogue). The fp8
 // accumulator's sums move into fp32 registers once a stage (256 K bytes). Tails: the
 // copies read zeros past N, M and K, so any N, M <= 32 and K % 16 == 0 (the tensor map's
 // stride rule; vector_path) work.
@@ -877,7 +877,14 @@ __host__ __device__ constexpr int tma_smem_bytes(int nn, int c) {
   return kTmaS * tma_stage_bytes(nn, c) + 2 * kTmaS * 8 + kMaxM * 64 * c * 4 + 1024;
 }
 
-template <typename OutT, int NN, int C, bool kByRow>
+// convert 6's epilogues: the cluster's partials summed by element (wg_sum_partials) or by
+// weight row (wg_sum_rows), or, without a K split, each consumer thread's sums scaled and
+// stored from its registers (kTmaDirect: no partials, no block barrier; the blocks may
+// then be persistent, each taking tiles blockIdx.x, + gridDim.x, ..., its producer
+// running into the next tile's stages while the consumers store).
+enum TmaEpilogue { kTmaByElement = 0, kTmaByRow = 1, kTmaDirect = 2 };  // config warps_per_tile - 1
+
+template <typename OutT, int NN, int C, int kEpi>
 __global__ void __launch_bounds__(128 * (C + 1), 1)
     skinny_gemm_tma_kernel(const __grid_constant__ CUtensorMap tw, const __grid_constant__ CUtensorMap tx,
                            SkinnyGemmParams p, int pps) {
@@ -893,8 +900,10 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
   const int panels = int((p.K + kTmaPanel - 1) / kTmaPanel);
   const int p0 = rank * pps, np = std::max(0, std::min(pps, panels - p0));
   const int nstages = (np + kTmaP - 1) / kTmaP;
-  const int64_t tile = blockIdx.x / nc;
-  const int row0 = int(tile * kTmaRows);
+  // Tiles blockIdx.x / nc, + gridDim.x / nc, ...: one unless the launch is persistent
+  // (kTmaDirect only: the other epilogues end with block barriers).
+  const int64_t tile0 = blockIdx.x / nc, tstep = kEpi == kTmaDirect ? gridDim.x : 1;  // direct: nc = 1
+  const int64_t tend = kEpi == kTmaDirect ? (p.N + kTmaRows - 1) / kTmaRows : tile0 + 1;
   // Warp-uniform in the compiler's eyes too (else ptxas serialises the MMAs: C7520).
   const int wg = __shfl_sync(0xFFFFFFFFu, int(threadIdx.x / 128), 0);
 
@@ -902,56 +911,88 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
 
   if (wg == 0) {
     if (threadIdx.x == 0) {
-      for (int i = 0; i < nstages; ++i) {
-        const int slot = i % kTmaS;
-        if (i >= kTmaS) mbar_wait(empty + 8 * slot, ((i / kTmaS) + 1) & 1);
-        // Always kTmaP boxes: a split's panels are a multiple of kTmaP (the launcher
-        // rounds), so only the last split's last stage reaches past K, where they are zeros.
-        mbar_arrive_expect_tx(full + 8 * slot, kTmaP * (kW + kX));
-        const uint32_t st = base + slot * kStage;
+      int i = 0;  // stages issued over this block's tiles: the ring's position
+      for (int64_t tile = tile0; tile < tend; tile += tstep) {
+        const int row0 = int(tile * kTmaRows);
+        for (int s = 0; s < nstages; ++s, ++i) {
+          const int slot = i % kTmaS;
+          if (i >= kTmaS) mbar_wait(empty + 8 * slot, ((i / kTmaS) + 1) & 1);
+          // Always kTmaP boxes: a split's panels are a multiple of kTmaP (the launcher
+          // rounds), so only the last split's last stage reaches past K, where they are zeros.
+          mbar_arrive_expect_tx(full + 8 * slot, kTmaP * (kW + kX));
+          const uint32_t st = base + slot * kStage;
 #pragma unroll
-        for (int b = 0; b < kTmaP; ++b) {
-          const int kc = (p0 + i * kTmaP + b) * kTmaPanel;
-          tma_load_2d(st + b * kW, &tw, kc, row0, full + 8 * slot);
-          tma_load_2d(st + kTmaP * kW + b * kX, &tx, kc, 0, full + 8 * slot);
+          for (int b = 0; b < kTmaP; ++b) {
+            const int kc = (p0 + s * kTmaP + b) * kTmaPanel;
+            tma_load_2d(st + b * kW, &tw, kc, row0, full + 8 * slot);
+            tma_load_2d(st + kTmaP * kW + b * kX, &tx, kc, 0, full + 8 * slot);
+          }
         }
       }
     }
     __syncwarp();
   } else {
     const int c = wg - 1;
-    float acc[NN / 2] = {}, d[NN / 2];
-    for (int i = 0; i < nstages; ++i) {
-      const int slot = i % kTmaS;
-      mbar_wait(full + 8 * slot, (i / kTmaS) & 1);
-      const uint32_t st = base + slot * kStage;
-      const uint32_t wa = st + c * 64 * kTmaPanel, xa = st + kTmaP * kW;
-      wgmma_fence();
-      wgmma_e4m3_ss<NN, 0>(d, desc_sw128(wa), desc_sw128(xa));
-#pragma unroll
-      for (int j = 1; j < 4 * kTmaP; ++j) {
-        const int b = j / 4, kk = j % 4;  // box, and 32-byte k step in its swizzle row
-        wgmma_e4m3_ss<NN, 1>(d, desc_sw128(wa + b * kW + 32 * kk), desc_sw128(xa + b * kX + 32 * kk));
-      }
-      wgmma_commit();
-      wgmma_wait_all();
-      if ((threadIdx.x & 31) == 0) mbar_arrive(empty + 8 * slot);
-#pragma unroll
-      for (int j = 0; j < NN / 2; ++j) acc[j] += d[j];
-    }
     // d[4j + e]: weight row 16 w + g + 8 (e / 2) of this warpgroup's 64, activation row
     // 8 j + 2 t + e % 2 (wgmma.cuh's D layout).
     const int lane = threadIdx.x & 31, w = (threadIdx.x / 32) & 3, g = lane / 4, t = lane % 4;
+    int i = 0;
+    for (int64_t tile = tile0; tile < tend; tile += tstep) {
+      // kTmaDirect: this thread's two weight rows' scale and bias, loaded under the K loop.
+      float sr[2] = {}, br[2] = {};
+      if constexpr (kEpi == kTmaDirect) {
+        const float sa = *p.scale_a;
 #pragma unroll
-    for (int j = 0; j < NN / 8; ++j) {
+        for (int h = 0; h < 2; ++h) {
+          const int64_t n = tile * kTmaRows + 64 * c + 16 * w + g + 8 * h;
+          if (n < p.N) {
+            sr[h] = sa * p.scale_b[p.scale_b_per_channel ? n : 0];
+            if (p.bias) br[h] = to_float(static_cast<const OutT*>(p.bias)[n]);
+          }
+        }
+      }
+      float acc[NN / 2] = {}, d[NN / 2];
+      for (int s = 0; s < nstages; ++s, ++i) {
+        const int slot = i % kTmaS;
+        mbar_wait(full + 8 * slot, (i / kTmaS) & 1);
+        const uint32_t st = base + slot * kStage;
+        const uint32_t wa = st + c * 64 * kTmaPanel, xa = st + kTmaP * kW;
+        wgmma_fence();
+        wgmma_e4m3_ss<NN, 0>(d, desc_sw128(wa), desc_sw128(xa));
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = 64 * c + 16 * w + g + 8 * (e / 2), m = 8 * j + 2 * t + (e % 2);
-        if (m < p.M) partials[m * kTmaRows + r] = acc[4 * j + e];
+        for (int j = 1; j < 4 * kTmaP; ++j) {
+          const int b = j / 4, kk = j % 4;  // box, and 32-byte k step in its swizzle row
+          wgmma_e4m3_ss<NN, 1>(d, desc_sw128(wa + b * kW + 32 * kk), desc_sw128(xa + b * kX + 32 * kk));
+        }
+        wgmma_commit();
+        wgmma_wait_all();
+        if ((threadIdx.x & 31) == 0) mbar_arrive(empty + 8 * slot);
+#pragma unroll
+        for (int j = 0; j < NN / 2; ++j) acc[j] += d[j];
+      }
+#pragma unroll
+      for (int j = 0; j < NN / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = 64 * c + 16 * w + g + 8 * (e / 2), m = 8 * j + 2 * t + (e % 2);
+          if constexpr (kEpi == kTmaDirect) {
+            // As the sums over ranks: 0 + x (-0 becomes +0), times the scale, plus the bias.
+            const int64_t n = tile * kTmaRows + r;
+            if (m < p.M && n < p.N) {
+              float y = (0.0f + acc[4 * j + e]) * sr[e / 2];
+              if (p.bias) y += br[e / 2];
+              static_cast<OutT*>(p.out)[m * p.ldo + n] = from_float<OutT>(y);
+            }
+          } else {
+            if (m < p.M) partials[m * kTmaRows + r] = acc[4 * j + e];
+          }
+        }
       }
     }
   }
-  wg_finish_tile<OutT, kTmaRows, kTmaThreads, kByRow>(p, cluster, partials, nc, rank, tile);
+  if constexpr (kEpi != kTmaDirect) {
+    wg_finish_tile<OutT, kTmaRows, kTmaThreads, kEpi == kTmaByRow>(p, cluster, partials, nc, rank, tile0);
+  }
 }
 
 template <typename OutT, int NT>
@@ -1279,11 +1320,25 @@ int tma_clusters(int nc) {
   const int dev = device_slot();
   int n = dev >= 0 ? resident[dev][nc] : 0;
   if (!n) {
-    n = clusters_resident(skinny_gemm_tma_kernel<OutT, NN, C, false>, 128 * (C + 1), size_t(tma_smem_bytes(NN, C)), nc);
+    n = clusters_resident(skinny_gemm_tma_kernel<OutT, NN, C, kTmaByElement>, 128 * (C + 1), size_t(tma_smem_bytes(NN, C)), nc);
     n = n > 0 ? n : -1;
     if (dev >= 0) resident[dev][nc] = n;
   }
   return std::max(n, 0);
+}
+
+// convert 6's direct kernel: blocks resident at once, asked once per device; 0 if unknown.
+template <typename OutT, int NN, int C>
+int64_t tma_resident() {
+  static int64_t resident[kDeviceSlots] = {};
+  const int dev = device_slot();
+  int64_t n = dev >= 0 ? resident[dev] : 0;
+  if (!n) {
+    n = resident_blocks(skinny_gemm_tma_kernel<OutT, NN, C, kTmaDirect>, 128 * (C + 1), size_t(tma_smem_bytes(NN, C)));
+    n = n > 0 ? n : -1;
+    if (dev >= 0) resident[dev] = n;
+  }
+  return std::max<int64_t>(n, 0);
 }
 
 // convert 6's K split (cluster): the caller's, else the one that fills about half the
@@ -1302,12 +1357,14 @@ int tma_clusters(int nc) {
 constexpr int kTmaMaxSplit = 4;
 template <typename OutT, int NN, int C>
 int launch_tma(const SkinnyGemmParams& p, cudaStream_t stream) {
-  constexpr auto by_element = skinny_gemm_tma_kernel<OutT, NN, C, false>;
-  constexpr auto by_row = skinny_gemm_tma_kernel<OutT, NN, C, true>;
+  constexpr auto by_element = skinny_gemm_tma_kernel<OutT, NN, C, kTmaByElement>;
+  constexpr auto by_row = skinny_gemm_tma_kernel<OutT, NN, C, kTmaByRow>;
+  constexpr auto direct = skinny_gemm_tma_kernel<OutT, NN, C, kTmaDirect>;
   constexpr int smem = tma_smem_bytes(NN, C), kTmaRows = 64 * C, kTmaThreads = 128 * (C + 1);
   if (!tma_ready(p)) return cudaErrorInvalidValue;
   cudaError_t e = max_dynamic_smem_once<by_element>(smem);
   if (e == cudaSuccess) e = max_dynamic_smem_once<by_row>(smem);
+  if (e == cudaSuccess) e = max_dynamic_smem_once<direct>(smem);
   if (e != cudaSuccess) return e;
   CUtensorMap tw, tx;
   // L2 promotion (the sectors L2 fetches around a request) off from 32 MiB of weight, else
@@ -1324,7 +1381,7 @@ int launch_tma(const SkinnyGemmParams& p, cudaStream_t stream) {
   }
   const int64_t tiles = (p.N + kTmaRows - 1) / kTmaRows, panels = (p.K + kTmaPanel - 1) / kTmaPanel;
   const int64_t stages = (panels + kTmaP - 1) / kTmaP;
-  int nc = p.cluster;
+  int nc = p.warps_per_tile == kTmaDirect + 1 ? 1 : p.cluster;
   if (nc <= 0) {
     const int smem_per_sm = device_attribute_once<cudaDevAttrMaxSharedMemoryPerMultiprocessor>();
     const int64_t slots = int64_t(sm_count()) * std::max(1, smem_per_sm / (smem + 1024));  // 1 KB: the system's
@@ -1337,19 +1394,26 @@ int launch_tma(const SkinnyGemmParams& p, cudaStream_t stream) {
   }
   const int64_t pps = (stages + nc - 1) / nc * kTmaP;  // panels a split
   if (tiles * nc > INT32_MAX) return cudaErrorInvalidValue;
+  // The epilogue (warps_per_tile 1 / 2 / 3 force one): without a K split, direct, in
+  // persistent blocks (as many as are resident at once; more tiles than that only at 28672
+  // x 4096 among the benchmark's weights); at a split of 2 by weight row from M = 24, else by
+  // element. Direct against the partials summed by weight row in one process (s27c, us, M 1
+  // / 32): 6144 x 4096 8.72 / 9.21 against 9.19 / 9.80, 8192 x 3584 9.37 / 9.87 against 9.91
+  // / 10.34, 28672 x 4096 28.91 / 31.73 against 30.88 / 33.33 (one tile a block: 29.89 /
+  // 31.95), 13312 x 16384 52.12 / 54.31 against 52.78 / 55.03: 1-7% faster on all six
+  // unsplit weights at M 1 / 8 / 16 / 32. By row against by element (s27b): at a split of 2
+  // (4096 x 4096, 4096 x 14336) 1-2% faster from M = 24 (M 32: 8.13 / 8.52, 18.26 / 18.62),
+  // 1% slower at M = 16; at a split of 4 (2304 x 16384, 1280 x 8192, 1024 x 8192) 2-10%
+  // slower at every M.
+  const int epi = p.warps_per_tile ? p.warps_per_tile - 1
+                  : nc == 1 ? kTmaDirect : nc == 2 && p.M >= 24 ? kTmaByRow : kTmaByElement;
+  int64_t blocks = tiles * nc;
+  if (epi == kTmaDirect) blocks = std::min(tiles, std::max<int64_t>(1, tma_resident<OutT, NN, C>()));
   cudaLaunchAttribute attr[1];
-  cudaLaunchConfig_t cfg = cluster_launch(tiles * nc, kTmaThreads, size_t(smem), stream, nc, attr);
+  cudaLaunchConfig_t cfg = cluster_launch(blocks, kTmaThreads, size_t(smem), stream, nc, attr);
   if (nc == 1) cfg.numAttrs = 0;  // no cluster: a plain launch
-  // The epilogue (warps_per_tile 1 / 2 force it): by weight row (wg_sum_rows) from M = 16
-  // without a K split and from M = 24 at a split of 2, else by element (wg_sum_partials).
-  // By row against by element in one process (s27b, us): without a split, M = 32: 28672 x
-  // 4096 33.57 against 35.35, 6144 x 4096 9.71 / 10.53, 8192 x 3584 10.38 / 11.19; M = 16:
-  // 1.5-3.2% faster on five of six weights, 0.1% slower on one; M = 12: -0.1 to +1.3%; M = 8:
-  // level or up to 0.7% slower. At a split of 2 (4096 x 4096, 4096 x 14336) 1-2% faster from
-  // M = 24 (M 32: 8.13 / 8.52, 18.26 / 18.62), 1% slower at M = 16; at a split of 4 (2304 x
-  // 16384, 1280 x 8192, 1024 x 8192) 2-10% slower at every M.
-  const bool rows = p.warps_per_tile ? p.warps_per_tile == 2 : (nc == 1 && p.M >= 16) || (nc == 2 && p.M >= 24);
-  return cudaLaunchKernelEx(&cfg, rows ? by_row : by_element, tw, tx, p, int(pps));
+  return cudaLaunchKernelEx(&cfg, epi == kTmaDirect ? direct : epi == kTmaByRow ? by_row : by_element, tw, tx, p,
+                            int(pps));
 }
 
 template <typename OutT, int NT>

@@ -154,7 +154,11 @@
 #   gemm_tma_verify: every skinny GEMM test, then compute-sanitizer (memcheck, racecheck and
 #           synccheck) on the GEMM
 #   gemm_tma_bench: the full GEMM benchmark (11 weights, M 1-32, the decode MLP)
-#   gemm_epi_final: the GEMM tests; --tune convert 6's epilogue by element against by weight
+#   tma_epi_ab: the GEMM tests; --tune convert 6's epilogues (warps_per_tile 1: partials by
+#           element, 2: by weight row, 3: direct in persistent blocks) against the default and
+#           _scaled_mm, 11 weights, M 1 / 8 / 16 / 32 (EPI_MS overrides; s27a-s27c ran their
+#           branches' forms); compute-sanitizer (memcheck, racecheck, synccheck) on the GEMM
+#   gemm_epi_final: tma_epi_ab's tests and sanitizers, then the full GEMM benchmark
 #           row (warps_per_tile 1 / 2), 11 weights, M 8 / 12 / 16 / 24 / 32; compute-sanitizer
 #           (memcheck, racecheck, synccheck) on the GEMM; the full GEMM benchmark
 #   copy_probe: EXPERIMENT (issues 3 and 5): benchmarks/copy_probe.cu, copies of 33.5 and 67 MB
@@ -1026,18 +1030,20 @@ case "$MODE" in
           rc=$?; tail -3 "$OUT/sanitizer_gemm_synccheck.log"; echo "synccheck exit $rc"; [ $rc = 0 ] || status=1 ;;
   gemm_tma_bench) bench_gemm ;;
   gemm_tma_final) tests_gemm; pack; bench_gemm ;;
-  gemm_epi_final) tests_gemm; pack
-          step "--tune: convert 6's epilogue by element (warps_per_tile 1) against by weight row (2)"
-          timeout 200 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --tune --configs "0,1,0,6;0,2,0,6" --name tune_epi \
-            --shapes 2304x16384,13312x16384,16384x6656,6144x4096,4096x4096,28672x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584 \
-            --ms 8,12,16,24,32 2>&1 | tee "$OUT/tune_epi.log" | grep -E "^tune|auto|, 6\]|_scaled_mm"; pack
+  tma_epi_ab|gemm_epi_final) tests_gemm; pack
+          if [ "$MODE" = tma_epi_ab ]; then
+            step "--tune: convert 6's epilogues: partials by element (1), by weight row (2), direct (3)"
+            timeout 240 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --tune --configs "0,1,0,6;0,2,0,6;0,3,0,6" --name tune_epi \
+              --shapes 2304x16384,13312x16384,16384x6656,6144x4096,4096x4096,28672x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584 \
+              --ms "${EPI_MS:-1,8,16,32}" 2>&1 | tee "$OUT/tune_epi.log" | grep -E "^tune|auto|, 6\]|_scaled_mm"; pack
+          fi
           export PATH="$PATH:/usr/local/cuda/bin"
           for tool in memcheck racecheck synccheck; do
             PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 \
               python3 scripts/sanitize_cuda.py skinny_gemm > "$OUT/sanitizer_gemm_$tool.log" 2>&1
             rc=$?; echo "$tool exit $rc"; tail -2 "$OUT/sanitizer_gemm_$tool.log"; [ $rc = 0 ] || status=1; pack
           done
-          bench_gemm ;;
+          if [ "$MODE" = gemm_epi_final ]; then bench_gemm; fi ;;
   tma_src) IFS=';' read -ra cases <<< "${TMA_SRC_CASES:-28672 4096 1;28672 4096 32}"
           for c in "${cases[@]}"; do
             read -r n k m <<< "$c"

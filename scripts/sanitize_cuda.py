@@ -137,14 +137,15 @@ def skinny_gemms(ik, dev):
     with the weights through a shared-memory ring, 3 and 4 slots, 8 a cluster: 37 tiles of
     2317 rows take three rounds of clusters; 6, the weight and activation copied by the
     tensor memory accelerator, clusters of 1, 3 and 8 and the launcher's, two consumer
-    warpgroups a block at the launcher's split and 8, both epilogues forced: by element,
-    and by weight row at clusters of 1, 3 and 8).
+    warpgroups a block at the launcher's split and 8, each epilogue forced: by element, by
+    weight row at clusters of 1, 3 and 8, and direct in persistent blocks, which take
+    several tiles at 19237 rows).
     The op is called directly (no torch._scaled_mm route). Returns the launch count."""
     fp8 = torch.float8_e4m3fn
     n_launch = 0
     for m, n, k in [(1, 1, 16), (3, 17, 80), (8, 129, 1040), (9, 33, 4096), (17, 2317, 272),
                     (24, 77, 64 * 13 + 32), (32, 64, 6656 + 16), (33, 40, 128), (70, 19, 592),
-                    (5, 23, 4099), (2, 7, 3)]:
+                    (5, 23, 4099), (2, 7, 3), (13, 64 * 300 + 37, 144)]:
         a = (torch.randn(m, k + 32, device=dev) * 3).to(fp8)
         b = (torch.randn(n, k, device=dev) * 3).to(fp8)
         sa = torch.tensor([0.01], device=dev)
@@ -154,8 +155,9 @@ def skinny_gemms(ik, dev):
         wgmma = (([0, 0, 0, 4], [0, 0, 1, 4], [0, 0, 8, 4], [0, 2, 1, 4], [1, 2, 8, 4]) if m <= 16 else
                  ([0, 0, 0, 4], [0, 0, 8, 4], [1, 0, 8, 4]) if m <= 32 else ())
         ring = ([0, 0, 0, 5], [0, 3, 8, 5], [0, 4, 8, 5]) if m <= 32 else ()
-        tma = ([0, 0, 0, 6], [0, 0, 1, 6], [0, 0, 3, 6], [0, 0, 8, 6], [2, 0, 0, 6], [2, 0, 8, 6], [0, 1, 1, 6],
-               [0, 2, 1, 6], [0, 2, 3, 6], [2, 2, 1, 6], [1, 2, 8, 6]) if m <= 32 else ()
+        tma = (([0, 0, 0, 6], [0, 0, 1, 6], [0, 0, 3, 6], [0, 0, 8, 6], [2, 0, 0, 6], [2, 0, 8, 6], [0, 1, 1, 6],
+                [0, 2, 1, 6], [0, 2, 3, 6], [2, 2, 1, 6], [1, 2, 8, 6], [0, 3, 0, 6], [2, 3, 1, 6])
+               if m <= 32 else ())
         for cfg in ([], [1, 8, 4, 1], [2, 4, 2, 2], [1, 1, 8, 1], [1, 8, 4, 3], [2, 4, 2, 3],
                     [8, 1, 2, 3], [0, 0, 0, 3], *wgmma, *ring, *tma):
             ik.ops.skinny_gemm_fp8(out[:, :n], a[:, :k], b, sa, sb, bias, cfg)

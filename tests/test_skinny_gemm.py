@@ -327,9 +327,9 @@ def test_tma_path(ik, device, m, n, k):
     default) and two (128): odd N (a last block mostly past N,
     zeros from the copies), K tails (K % 128 != 0, K = 16: one box, seven blocks of a
     cluster of 8 with no K), long K (32 stages a block), strided rows of a and b,
-    per-channel scales, bias, both out dtypes. Both epilogues (warps_per_tile 1: by
-    element, 2: by weight row) add the ranks' partials in the same order, so their outputs
-    are bitwise equal."""
+    per-channel scales, bias, both out dtypes. The epilogues (warps_per_tile 1: the
+    partials by element, 2: by weight row, 3: direct, without a K split) add the ranks'
+    sums in the same order, so their outputs are bitwise equal."""
     cuda_only(device)
     a, b, sa, sb = strided_operands(m, n, k, device)
     for dt in (torch.bfloat16, torch.float16):
@@ -337,12 +337,31 @@ def test_tma_path(ik, device, m, n, k):
         ref = reference(a, b, sa, sb, bias)
         for rb, nc in ((0, 0), (0, 1), (0, 3), (1, 8), (2, 0), (2, 1), (2, 3), (2, 8)):
             outs = []
-            for kw in (0, 1, 2):
+            for kw in (0, 1, 2, 3) if nc <= 1 else (0, 1, 2):
                 out = poisoned(m, n, dt, device)
                 ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, [rb, kw, nc, 6])
                 assert_rows_close(out, ref, dt)
                 outs.append(out)
-            assert torch.equal(outs[1], outs[2]) and torch.equal(outs[0], outs[1])
+            assert all(torch.equal(outs[0], o) for o in outs[1:])
+
+
+@pytest.mark.parametrize("m", [1, 13, 32])
+def test_tma_direct_persistent(ik, device, m):
+    """convert 6's direct epilogue in persistent blocks, where blocks take several tiles
+    (19237 rows: 301 tiles of 64 against 264 resident blocks on an H200; 151 of 128 with two
+    consumers a block), bitwise the by-element epilogue's (and the default's), and right."""
+    cuda_only(device)
+    n, k = 64 * 300 + 37, 64 * 5 + 16
+    a, b = rand_fp8((m, k), device), rand_fp8((n, k), device)
+    sa, sb = scales(n, device, True)
+    bias = torch.randn(n, device=device).bfloat16()
+    outs = []
+    for cfg in ([0, 1, 1, 6], [], [0, 3, 0, 6], [2, 3, 1, 6]):
+        out = poisoned(m, n, torch.bfloat16, device)
+        ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, cfg)
+        outs.append(out)
+    assert all(torch.equal(outs[0], o) for o in outs[1:])
+    assert_rows_close(outs[0], reference(a, b, sa, sb, bias), torch.bfloat16)
 
 
 @pytest.mark.parametrize("m,n,k", [(1, 1024, 8192), (8, 2304, 16384), (16, 6144, 4096), (17, 4096 + 77, 4096),
@@ -350,10 +369,10 @@ def test_tma_path(ik, device, m, n, k):
 def test_tma_is_the_default(ik, device, m, n, k):
     """At M <= 32 and N >= 1024 the launcher runs convert 6 with its own K split (one
     consumer warpgroup a block, the split at most 4; from 32 MiB of weight, here 2304 x
-    16384 and 16448 x 4160, tensor maps without L2 promotion; the epilogue by weight row
-    at M >= 16 without a K split, e.g. 6144 x 4096, and at M >= 24 at a split of 2,
-    e.g. 4096 x 4096): the
-    default's output is bitwise the explicit convert 6's (one split order), and right."""
+    16384 and 16448 x 4160, tensor maps without L2 promotion; without a K split, e.g.
+    6144 x 4096, the direct epilogue; at a split of 2 and M >= 24, e.g. 4096 x 4096, the
+    partials by weight row): the default's output is bitwise the explicit convert 6's (one
+    split order), and right."""
     cuda_only(device)
     a, b = rand_fp8((m, k), device), rand_fp8((n, k), device)
     sa, sb = scales(n, device, True)
@@ -596,12 +615,15 @@ def test_rejects_bad_config(ik, device):
         with pytest.raises(RuntimeError, match="convert 5 takes tiles_per_block 0 and warps_per_tile 0 "
                                                f"\\(automatic\\), 3 or 4 \\(ring slots\\), got {cfg[0]} and {cfg[1]}"):
             ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, cfg)
-    for cfg in ([3, 0, 0, 6], [0, 3, 2, 6]):
+    for cfg in ([3, 0, 0, 6], [0, 4, 2, 6]):
         with pytest.raises(RuntimeError, match="convert 6 takes tiles_per_block 0 \\(automatic\\), 1 or 2 \\(consumer "
                                                "warpgroups of 64 weight rows a block\\) and warps_per_tile 0 "
-                                               "\\(automatic\\), 1 or 2 \\(the epilogue by element or by weight "
-                                               f"row\\), got {cfg[0]} and {cfg[1]}"):
+                                               "\\(automatic\\), 1, 2 or 3 \\(the epilogue: partials by element, by "
+                                               f"weight row, or direct\\), got {cfg[0]} and {cfg[1]}"):
             ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, cfg)
+    with pytest.raises(RuntimeError, match="convert 6's direct epilogue \\(warps_per_tile 3\\) takes no K split "
+                                           "\\(cluster 0 or 1\\), got cluster 2"):
+        ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, [0, 3, 2, 6])
     with pytest.raises(RuntimeError, match="one group of chunks in flight past 16 rows of a \\(warps_per_tile 0 "
                                            "or 1\\), got warps_per_tile 2 at 17 rows"):
         ik.ops.skinny_gemm_fp8(out17, a17, b, sa, sb, None, [0, 2, 0, 4])
