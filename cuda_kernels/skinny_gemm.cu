@@ -874,7 +874,7 @@ __host__ __device__ constexpr int tma_stage_bytes(int nn, int c) { return (64 * 
 // The ring (1024-byte aligned: the swizzle's pattern repeats every 1024 bytes), its full
 // and empty barriers, the block's fp32 partials [32][64 C], and the alignment's slack.
 __host__ __device__ constexpr int tma_smem_bytes(int nn, int c) {
-  return kTmaS * tma_stage_bytes(nn, c) + 2 * kTmaS * 8 + kMaxM * 64 * c * 4 + 1024;
+  return kTmaS * tma_stage_bytes(nn, c) + 2 * kTmaS * 8 + kMaxM * 64 * c * 4 + 1024 + 16;  // 16: kTmaPush's barrier
 }
 
 // convert 6's epilogues: the cluster's partials summed by element (wg_sum_partials) or by
@@ -882,7 +882,10 @@ __host__ __device__ constexpr int tma_smem_bytes(int nn, int c) {
 // stored from its registers (kTmaDirect: no partials, no block barrier; the blocks may
 // then be persistent, each taking tiles blockIdx.x, + gridDim.x, ..., its producer
 // running into the next tile's stages while the consumers store).
-enum TmaEpilogue { kTmaByElement = 0, kTmaByRow = 1, kTmaDirect = 2 };  // config warps_per_tile - 1
+// EXPERIMENT (branch tma-push): kTmaPush, a split of 2: rank 1's consumer threads store
+// their sums into rank 0's partials (st.async, counted on an mbarrier there), and rank 0's
+// add them to their own and store as kTmaDirect: no cluster barrier at the end.
+enum TmaEpilogue { kTmaByElement = 0, kTmaByRow = 1, kTmaDirect = 2, kTmaPush = 3 };  // config warps_per_tile - 1
 
 template <typename OutT, int NN, int C, int kEpi>
 __global__ void __launch_bounds__(128 * (C + 1), 1)
@@ -907,7 +910,11 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
   // Warp-uniform in the compiler's eyes too (else ptxas serialises the MMAs: C7520).
   const int wg = __shfl_sync(0xFFFFFFFFu, int(threadIdx.x / 128), 0);
 
+  // kTmaPush: the barrier rank 1's sums arrive on, after the partials.
+  const uint32_t recv = smem_addr(partials) + kMaxM * 64 * C * 4;
+  if (kEpi == kTmaPush && threadIdx.x == 0) mbar_init(recv, 1);
   mbar_ring_init(full, empty, kTmaS, 4 * C);  // empty: lane 0 of every consumer warp
+  if constexpr (kEpi == kTmaPush) cluster_arrive_relaxed();  // rank 0's barrier is set (fenced in mbar_ring_init)
 
   if (wg == 0) {
     if (threadIdx.x == 0) {
@@ -931,6 +938,7 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
       }
     }
     __syncwarp();
+    if constexpr (kEpi == kTmaPush) cluster_wait();
   } else {
     const int c = wg - 1;
     // d[4j + e]: weight row 16 w + g + 8 (e / 2) of this warpgroup's 64, activation row
@@ -940,7 +948,7 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
     for (int64_t tile = tile0; tile < tend; tile += tstep) {
       // kTmaDirect: this thread's two weight rows' scale and bias, loaded under the K loop.
       float sr[2] = {}, br[2] = {};
-      if constexpr (kEpi == kTmaDirect) {
+      if constexpr (kEpi == kTmaDirect || kEpi == kTmaPush) {
         const float sa = *p.scale_a;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -970,16 +978,34 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
 #pragma unroll
         for (int j = 0; j < NN / 2; ++j) acc[j] += d[j];
       }
+      if constexpr (kEpi == kTmaPush) {
+        // This thread's NN / 2 sums at partials[(threadIdx.x - 128) * NN / 2]: rank 1 stores
+        // its own there in rank 0, rank 0 adds them after its own (rank order, as the sums
+        // by element: 0 + p0 + p1).
+        const uint32_t slot = smem_addr(partials) + (threadIdx.x - 128) * (NN / 2) * 4;
+        cluster_wait();
+        if (rank == 1) {
+          const uint32_t ra = cluster_map(slot, 0), rb = cluster_map(recv, 0);
+#pragma unroll
+          for (int j = 0; j < NN / 2; j += 4) st_async_v4(ra + 4 * j, acc[j], acc[j + 1], acc[j + 2], acc[j + 3], rb);
+          continue;  // one tile a block: the loop ends
+        }
+        if (threadIdx.x == 128) mbar_arrive_expect_tx(recv, 128 * C * (NN / 2) * 4);
+        mbar_wait(recv, 0);
+        const float* other = partials + (threadIdx.x - 128) * (NN / 2);
+#pragma unroll
+        for (int j = 0; j < NN / 2; ++j) acc[j] = (0.0f + acc[j]) + other[j];
+      }
 #pragma unroll
       for (int j = 0; j < NN / 8; ++j) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = 64 * c + 16 * w + g + 8 * (e / 2), m = 8 * j + 2 * t + (e % 2);
-          if constexpr (kEpi == kTmaDirect) {
+          if constexpr (kEpi == kTmaDirect || kEpi == kTmaPush) {
             // As the sums over ranks: 0 + x (-0 becomes +0), times the scale, plus the bias.
             const int64_t n = tile * kTmaRows + r;
             if (m < p.M && n < p.N) {
-              float y = (0.0f + acc[4 * j + e]) * sr[e / 2];
+              float y = (kEpi == kTmaPush ? acc[4 * j + e] : 0.0f + acc[4 * j + e]) * sr[e / 2];
               if (p.bias) y += br[e / 2];
               static_cast<OutT*>(p.out)[m * p.ldo + n] = from_float<OutT>(y);
             }
@@ -990,7 +1016,7 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
       }
     }
   }
-  if constexpr (kEpi != kTmaDirect) {
+  if constexpr (kEpi != kTmaDirect && kEpi != kTmaPush) {
     wg_finish_tile<OutT, kTmaRows, kTmaThreads, kEpi == kTmaByRow>(p, cluster, partials, nc, rank, tile0);
   }
 }
@@ -1362,9 +1388,11 @@ int launch_tma(const SkinnyGemmParams& p, cudaStream_t stream) {
   constexpr auto direct = skinny_gemm_tma_kernel<OutT, NN, C, kTmaDirect>;
   constexpr int smem = tma_smem_bytes(NN, C), kTmaRows = 64 * C, kTmaThreads = 128 * (C + 1);
   if (!tma_ready(p)) return cudaErrorInvalidValue;
+  constexpr auto push = skinny_gemm_tma_kernel<OutT, NN, C, kTmaPush>;
   cudaError_t e = max_dynamic_smem_once<by_element>(smem);
   if (e == cudaSuccess) e = max_dynamic_smem_once<by_row>(smem);
   if (e == cudaSuccess) e = max_dynamic_smem_once<direct>(smem);
+  if (e == cudaSuccess) e = max_dynamic_smem_once<push>(smem);
   if (e != cudaSuccess) return e;
   CUtensorMap tw, tx;
   // L2 promotion (the sectors L2 fetches around a request) off from 32 MiB of weight, else
@@ -1381,7 +1409,7 @@ int launch_tma(const SkinnyGemmParams& p, cudaStream_t stream) {
   }
   const int64_t tiles = (p.N + kTmaRows - 1) / kTmaRows, panels = (p.K + kTmaPanel - 1) / kTmaPanel;
   const int64_t stages = (panels + kTmaP - 1) / kTmaP;
-  int nc = p.warps_per_tile == kTmaDirect + 1 ? 1 : p.cluster;
+  int nc = p.warps_per_tile == kTmaDirect + 1 ? 1 : p.warps_per_tile == kTmaPush + 1 ? 2 : p.cluster;
   if (nc <= 0) {
     const int smem_per_sm = device_attribute_once<cudaDevAttrMaxSharedMemoryPerMultiprocessor>();
     const int64_t slots = int64_t(sm_count()) * std::max(1, smem_per_sm / (smem + 1024));  // 1 KB: the system's
@@ -1412,8 +1440,8 @@ int launch_tma(const SkinnyGemmParams& p, cudaStream_t stream) {
   cudaLaunchAttribute attr[1];
   cudaLaunchConfig_t cfg = cluster_launch(blocks, kTmaThreads, size_t(smem), stream, nc, attr);
   if (nc == 1) cfg.numAttrs = 0;  // no cluster: a plain launch
-  return cudaLaunchKernelEx(&cfg, epi == kTmaDirect ? direct : epi == kTmaByRow ? by_row : by_element, tw, tx, p,
-                            int(pps));
+  return cudaLaunchKernelEx(&cfg, epi == kTmaPush ? push : epi == kTmaDirect ? direct : epi == kTmaByRow ? by_row : by_element,
+                            tw, tx, p, int(pps));
 }
 
 template <typename OutT, int NT>

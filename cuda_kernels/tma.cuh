@@ -91,6 +91,31 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
 #endif
 }
 
+// EXPERIMENT (branch tma-push): this block's shared address `addr` as the cluster's block
+// `rank` sees it (distributed shared memory), for st_async.
+__device__ __forceinline__ uint32_t cluster_map(uint32_t addr, int rank) {
+  uint32_t r = addr;
+#if IK_WGMMA
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
+#endif
+  return r;
+}
+// Four floats stored into another block's shared memory at `addr` (cluster_map), their 16
+// bytes counted on that block's mbarrier `bar` (also mapped).
+__device__ __forceinline__ void st_async_v4(uint32_t addr, float a, float b, float c, float d, uint32_t bar) {
+#if IK_WGMMA
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(addr),
+               "f"(a), "f"(b), "f"(c), "f"(d), "r"(bar)
+               : "memory");
+#endif
+}
+// The cluster's barrier's arrival without ordering (ptx.cuh's cluster_wait completes it).
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+#if IK_WGMMA
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+#endif
+}
+
 // The box of `map` at (c0 bytes along K, c1 rows) into shared memory at dst (1024-byte
 // aligned), its bytes counted on the mbarrier `bar`.
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {

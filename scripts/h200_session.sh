@@ -156,7 +156,7 @@
 #   gemm_tma_bench: the full GEMM benchmark (11 weights, M 1-32, the decode MLP)
 #   tma_epi_ab: the GEMM tests; --tune convert 6's epilogues (warps_per_tile 1: partials by
 #           element, 2: by weight row, 3: direct in persistent blocks) against the default and
-#           _scaled_mm, 11 weights, M 1 / 8 / 16 / 32 (EPI_MS overrides; s27a-s27c ran their
+#           _scaled_mm, 11 weights, M 1 / 8 / 16 / 32 (EPI_MS, EPI_CONFIGS override; s27a-s27c ran their
 #           branches' forms); compute-sanitizer (memcheck, racecheck, synccheck) on the GEMM
 #   gemm_epi_final: tma_epi_ab's tests and sanitizers, then the full GEMM benchmark
 #           row (warps_per_tile 1 / 2), 11 weights, M 8 / 12 / 16 / 24 / 32; compute-sanitizer
@@ -1033,7 +1033,7 @@ case "$MODE" in
   tma_epi_ab|gemm_epi_final) tests_gemm; pack
           if [ "$MODE" = tma_epi_ab ]; then
             step "--tune: convert 6's epilogues: partials by element (1), by weight row (2), direct (3)"
-            timeout 240 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --tune --configs "0,1,0,6;0,2,0,6;0,3,0,6" --name tune_epi \
+            timeout 240 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --tune --configs "${EPI_CONFIGS:-0,1,0,6;0,2,0,6;0,3,0,6}" --name tune_epi \
               --shapes 2304x16384,13312x16384,16384x6656,6144x4096,4096x4096,28672x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584 \
               --ms "${EPI_MS:-1,8,16,32}" 2>&1 | tee "$OUT/tune_epi.log" | grep -E "^tune|auto|, 6\]|_scaled_mm"; pack
           fi

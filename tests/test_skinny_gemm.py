@@ -337,7 +337,8 @@ def test_tma_path(ik, device, m, n, k):
         ref = reference(a, b, sa, sb, bias)
         for rb, nc in ((0, 0), (0, 1), (0, 3), (1, 8), (2, 0), (2, 1), (2, 3), (2, 8)):
             outs = []
-            for kw in (0, 1, 2, 3) if nc <= 1 else (0, 1, 2):
+            # EXPERIMENT (branch tma-push): 4, rank 1's sums pushed into rank 0 (a split of 2)
+            for kw in (0, 1, 2) + ((3,) if nc <= 1 else ()) + ((4,) if nc == 0 else ()):
                 out = poisoned(m, n, dt, device)
                 ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, [rb, kw, nc, 6])
                 assert_rows_close(out, ref, dt)
