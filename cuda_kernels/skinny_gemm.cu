@@ -882,9 +882,10 @@ __host__ __device__ constexpr int tma_smem_bytes(int nn, int c) {
 // stored from its registers (kTmaDirect: no partials, no block barrier; the blocks may
 // then be persistent, each taking tiles blockIdx.x, + gridDim.x, ..., its producer
 // running into the next tile's stages while the consumers store).
-// EXPERIMENT (branch tma-push): kTmaPush, a split of 2: rank 1's consumer threads store
-// their sums into rank 0's partials (st.async, counted on an mbarrier there), and rank 0's
-// add them to their own and store as kTmaDirect: no cluster barrier at the end.
+// EXPERIMENT (branch tma-push): kTmaPush, a K split: each rank's consumer threads add the
+// sums of the ranks before (in its partials, stored there by st.async and counted on an
+// mbarrier) to their own and store the total into the next rank's, the last storing the
+// tile as kTmaDirect: no cluster barrier at the end.
 enum TmaEpilogue { kTmaByElement = 0, kTmaByRow = 1, kTmaDirect = 2, kTmaPush = 3 };  // config warps_per_tile - 1
 
 template <typename OutT, int NN, int C, int kEpi>
@@ -910,11 +911,11 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
   // Warp-uniform in the compiler's eyes too (else ptxas serialises the MMAs: C7520).
   const int wg = __shfl_sync(0xFFFFFFFFu, int(threadIdx.x / 128), 0);
 
-  // kTmaPush: the barrier rank 1's sums arrive on, after the partials.
+  // kTmaPush: the barrier the previous rank's sums arrive on, after the partials.
   const uint32_t recv = smem_addr(partials) + kMaxM * 64 * C * 4;
   if (kEpi == kTmaPush && threadIdx.x == 0) mbar_init(recv, 1);
   mbar_ring_init(full, empty, kTmaS, 4 * C);  // empty: lane 0 of every consumer warp
-  if constexpr (kEpi == kTmaPush) cluster_arrive_relaxed();  // rank 0's barrier is set (fenced in mbar_ring_init)
+  if constexpr (kEpi == kTmaPush) cluster_arrive_relaxed();  // every rank's barrier is set (fenced in mbar_ring_init)
 
   if (wg == 0) {
     if (threadIdx.x == 0) {
@@ -979,22 +980,28 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
         for (int j = 0; j < NN / 2; ++j) acc[j] += d[j];
       }
       if constexpr (kEpi == kTmaPush) {
-        // This thread's NN / 2 sums at partials[(threadIdx.x - 128) * NN / 2]: rank 1 stores
-        // its own there in rank 0, rank 0 adds them after its own (rank order, as the sums
-        // by element: 0 + p0 + p1).
+        // A chain over the ranks, in rank order as the sums by element (0 + p0 + p1 + ...):
+        // rank q > 0 waits for ranks 0..q-1's sum at partials[(threadIdx.x - 128) * NN / 2],
+        // adds its own, and stores the total into rank q + 1's (st.async), or, the last,
+        // scales and stores the tile.
         const uint32_t slot = smem_addr(partials) + (threadIdx.x - 128) * (NN / 2) * 4;
         cluster_wait();
-        if (rank == 1) {
-          const uint32_t ra = cluster_map(slot, 0), rb = cluster_map(recv, 0);
+        if (rank == 0) {
+#pragma unroll
+          for (int j = 0; j < NN / 2; ++j) acc[j] = 0.0f + acc[j];
+        } else {
+          if (threadIdx.x == 128) mbar_arrive_expect_tx(recv, 128 * C * (NN / 2) * 4);
+          mbar_wait(recv, 0);
+          const float* prev = partials + (threadIdx.x - 128) * (NN / 2);
+#pragma unroll
+          for (int j = 0; j < NN / 2; ++j) acc[j] = prev[j] + acc[j];
+        }
+        if (rank + 1 < nc) {
+          const uint32_t ra = cluster_map(slot, rank + 1), rb = cluster_map(recv, rank + 1);
 #pragma unroll
           for (int j = 0; j < NN / 2; j += 4) st_async_v4(ra + 4 * j, acc[j], acc[j + 1], acc[j + 2], acc[j + 3], rb);
           continue;  // one tile a block: the loop ends
         }
-        if (threadIdx.x == 128) mbar_arrive_expect_tx(recv, 128 * C * (NN / 2) * 4);
-        mbar_wait(recv, 0);
-        const float* other = partials + (threadIdx.x - 128) * (NN / 2);
-#pragma unroll
-        for (int j = 0; j < NN / 2; ++j) acc[j] = (0.0f + acc[j]) + other[j];
       }
 #pragma unroll
       for (int j = 0; j < NN / 8; ++j) {
@@ -1409,7 +1416,7 @@ int launch_tma(const SkinnyGemmParams& p, cudaStream_t stream) {
   }
   const int64_t tiles = (p.N + kTmaRows - 1) / kTmaRows, panels = (p.K + kTmaPanel - 1) / kTmaPanel;
   const int64_t stages = (panels + kTmaP - 1) / kTmaP;
-  int nc = p.warps_per_tile == kTmaDirect + 1 ? 1 : p.warps_per_tile == kTmaPush + 1 ? 2 : p.cluster;
+  int nc = p.warps_per_tile == kTmaDirect + 1 ? 1 : p.cluster;
   if (nc <= 0) {
     const int smem_per_sm = device_attribute_once<cudaDevAttrMaxSharedMemoryPerMultiprocessor>();
     const int64_t slots = int64_t(sm_count()) * std::max(1, smem_per_sm / (smem + 1024));  // 1 KB: the system's

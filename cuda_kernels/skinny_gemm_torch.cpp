@@ -39,7 +39,7 @@ void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor
 #ifdef CUDA_KERNEL
   TORCH_CHECK(cvt < 4 || p.M <= 32, "config: convert ", num(cvt), " (wgmma) takes at most 32 rows of a, got ",
               num(p.M));
-  TORCH_CHECK(cvt != 6 || (rb <= 2 && (kw <= 3 || (kw == 4 && (nc == 0 || nc == 2)))), "config: convert 6 takes tiles_per_block 0 (automatic), 1 or 2 ",
+  TORCH_CHECK(cvt != 6 || (rb <= 2 && kw <= 4), "config: convert 6 takes tiles_per_block 0 (automatic), 1 or 2 ",
               "(consumer warpgroups of 64 weight rows a block) and warps_per_tile 0 (automatic), 1, 2 or 3 (the ",
               "epilogue: partials by element, by weight row, or direct), got ", num(rb), " and ", num(kw));
   TORCH_CHECK(cvt != 6 || kw != 3 || nc <= 1, "config: convert 6's direct epilogue (warps_per_tile 3) takes no K ",
