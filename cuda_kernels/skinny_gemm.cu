@@ -882,10 +882,10 @@ __host__ __device__ constexpr int tma_smem_bytes(int nn, int c) {
 // stored from its registers (kTmaDirect: no partials, no block barrier; the blocks may
 // then be persistent, each taking tiles blockIdx.x, + gridDim.x, ..., its producer
 // running into the next tile's stages while the consumers store).
-// EXPERIMENT (branch tma-push): kTmaPush, a K split: each rank's consumer threads add the
-// sums of the ranks before (in its partials, stored there by st.async and counted on an
-// mbarrier) to their own and store the total into the next rank's, the last storing the
-// tile as kTmaDirect: no cluster barrier at the end.
+// With a K split, kTmaPush: each rank's consumer threads add the sums of the ranks before
+// (in its partials, stored there by st.async and counted on an mbarrier) to their own and
+// store the total into the next rank's, the last rank storing the tile as kTmaDirect: no
+// cluster barrier at the tile's end, and no thread waits on a rank after its own.
 enum TmaEpilogue { kTmaByElement = 0, kTmaByRow = 1, kTmaDirect = 2, kTmaPush = 3 };  // config warps_per_tile - 1
 
 template <typename OutT, int NN, int C, int kEpi>
@@ -915,7 +915,9 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
   const uint32_t recv = smem_addr(partials) + kMaxM * 64 * C * 4;
   if (kEpi == kTmaPush && threadIdx.x == 0) mbar_init(recv, 1);
   mbar_ring_init(full, empty, kTmaS, 4 * C);  // empty: lane 0 of every consumer warp
-  if constexpr (kEpi == kTmaPush) cluster_arrive_relaxed();  // every rank's barrier is set (fenced in mbar_ring_init)
+  // kTmaPush: every rank's barrier is set (fenced in mbar_ring_init) before the next rank
+  // stores to it. Only in a cluster: there the wait is BAR.SYNC 0, not the cluster's.
+  if (kEpi == kTmaPush && nc > 1) cluster_arrive_relaxed();
 
   if (wg == 0) {
     if (threadIdx.x == 0) {
@@ -939,7 +941,7 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
       }
     }
     __syncwarp();
-    if constexpr (kEpi == kTmaPush) cluster_wait();
+    if (kEpi == kTmaPush && nc > 1) cluster_wait();
   } else {
     const int c = wg - 1;
     // d[4j + e]: weight row 16 w + g + 8 (e / 2) of this warpgroup's 64, activation row
@@ -985,7 +987,7 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
         // adds its own, and stores the total into rank q + 1's (st.async), or, the last,
         // scales and stores the tile.
         const uint32_t slot = smem_addr(partials) + (threadIdx.x - 128) * (NN / 2) * 4;
-        cluster_wait();
+        if (nc > 1) cluster_wait();
         if (rank == 0) {
 #pragma unroll
           for (int j = 0; j < NN / 2; ++j) acc[j] = 0.0f + acc[j];
@@ -1429,19 +1431,23 @@ int launch_tma(const SkinnyGemmParams& p, cudaStream_t stream) {
   }
   const int64_t pps = (stages + nc - 1) / nc * kTmaP;  // panels a split
   if (tiles * nc > INT32_MAX) return cudaErrorInvalidValue;
-  // The epilogue (warps_per_tile 1 / 2 / 3 force one): without a K split, direct, in
-  // persistent blocks (as many as are resident at once; more tiles than that only at 28672
-  // x 4096 among the benchmark's weights); at a split of 2 by weight row from M = 24, else by
-  // element. Direct against the partials summed by weight row in one process (s27c, us, M 1
-  // / 32): 6144 x 4096 8.72 / 9.21 against 9.19 / 9.80, 8192 x 3584 9.37 / 9.87 against 9.91
-  // / 10.34, 28672 x 4096 28.91 / 31.73 against 30.88 / 33.33 (one tile a block: 29.89 /
+  // The epilogue (warps_per_tile 1 / 2 / 3 / 4 force one; 4 without a split runs 3):
+  // without a K split direct, in persistent blocks (as many as are resident at once; more
+  // tiles than that only at 28672 x 4096 among the benchmark's weights); at a split of 2,
+  // and at M <= 8 at larger splits, pushed rank to rank; else the partials by element.
+  // Direct against the partials summed by weight row in one process (s27c, us, M 1 / 32):
+  // 6144 x 4096 8.72 / 9.21 against 9.19 / 9.80, 8192 x 3584 9.37 / 9.87 against 9.91 /
+  // 10.34, 28672 x 4096 28.91 / 31.73 against 30.88 / 33.33 (one tile a block: 29.89 /
   // 31.95), 13312 x 16384 52.12 / 54.31 against 52.78 / 55.03: 1-7% faster on all six
-  // unsplit weights at M 1 / 8 / 16 / 32. By row against by element (s27b): at a split of 2
-  // (4096 x 4096, 4096 x 14336) 1-2% faster from M = 24 (M 32: 8.13 / 8.52, 18.26 / 18.62),
-  // 1% slower at M = 16; at a split of 4 (2304 x 16384, 1280 x 8192, 1024 x 8192) 2-10%
-  // slower at every M.
-  const int epi = p.warps_per_tile ? p.warps_per_tile - 1
-                  : nc == 1 ? kTmaDirect : nc == 2 && p.M >= 24 ? kTmaByRow : kTmaByElement;
+  // unsplit weights at M 1 / 8 / 16 / 32. Pushed against by element (s27e, s27f, M 1 / 32):
+  // at a split of 2 (the launcher's at 4096 x 4096 and 4096 x 14336) 6.58 / 7.53 against
+  // 7.43 / 8.50 and 16.16 / 17.61 against 16.99 / 18.64, faster at every M and weight; at a
+  // split of 4 (2304 x 16384, 1280 x 8192, 1024 x 8192) 4-7% faster at M 1 and 8 (2304 x
+  // 16384: 11.85 against 12.31), 2-11% slower at M 16 and 32 (three hops of 16 or 32 sums
+  // a thread). By row (wg_sum_rows) lost to by element at splits of 4 at every M (s27a).
+  int epi = p.warps_per_tile ? p.warps_per_tile - 1
+            : nc == 1 ? kTmaDirect : nc == 2 || p.M <= 8 ? kTmaPush : kTmaByElement;
+  if (epi == kTmaPush && nc == 1) epi = kTmaDirect;
   int64_t blocks = tiles * nc;
   if (epi == kTmaDirect) blocks = std::min(tiles, std::max<int64_t>(1, tma_resident<OutT, NN, C>()));
   cudaLaunchAttribute attr[1];

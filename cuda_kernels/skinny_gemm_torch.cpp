@@ -19,9 +19,9 @@ using namespace inference_kernels;
 // `cluster`, its K split, tiles_per_block, its warpgroups a block, and warps_per_tile,
 // its groups of chunks in flight; 5 takes `cluster` and warps_per_tile, its ring slots;
 // 6 takes `cluster`, its K split, tiles_per_block, its consumer warpgroups a block, and
-// warps_per_tile, its epilogue: the partials by element (1) or by weight row (2), or
-// direct (3: no K split, persistent blocks)). On ROCm, warps_per_tile is the K splits
-// across work items and cluster and convert are ignored.
+// warps_per_tile, its epilogue: the partials by element (1) or by weight row (2), direct
+// (3: no K split, persistent blocks), or pushed rank to rank (4; without a split, 3)). On
+// ROCm, warps_per_tile is the K splits across work items and cluster and convert are ignored.
 void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
                           const at::Tensor& scale_a, const at::Tensor& scale_b,
                           const std::optional<at::Tensor>& bias, at::IntArrayRef config) {
@@ -40,8 +40,9 @@ void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor
   TORCH_CHECK(cvt < 4 || p.M <= 32, "config: convert ", num(cvt), " (wgmma) takes at most 32 rows of a, got ",
               num(p.M));
   TORCH_CHECK(cvt != 6 || (rb <= 2 && kw <= 4), "config: convert 6 takes tiles_per_block 0 (automatic), 1 or 2 ",
-              "(consumer warpgroups of 64 weight rows a block) and warps_per_tile 0 (automatic), 1, 2 or 3 (the ",
-              "epilogue: partials by element, by weight row, or direct), got ", num(rb), " and ", num(kw));
+              "(consumer warpgroups of 64 weight rows a block) and warps_per_tile 0 (automatic), 1, 2, 3 or 4 (the ",
+              "epilogue: partials by element, by weight row, direct, or pushed rank to rank), got ", num(rb), " and ",
+              num(kw));
   TORCH_CHECK(cvt != 6 || kw != 3 || nc <= 1, "config: convert 6's direct epilogue (warps_per_tile 3) takes no K ",
               "split (cluster 0 or 1), got cluster ", num(nc));
 #endif

@@ -91,8 +91,8 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
 #endif
 }
 
-// EXPERIMENT (branch tma-push): this block's shared address `addr` as the cluster's block
-// `rank` sees it (distributed shared memory), for st_async.
+// The shared address `addr` of this block's layout in the cluster's block `rank`
+// (distributed shared memory), for st_async_v4.
 __device__ __forceinline__ uint32_t cluster_map(uint32_t addr, int rank) {
   uint32_t r = addr;
 #if IK_WGMMA

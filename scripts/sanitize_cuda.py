@@ -138,8 +138,8 @@ def skinny_gemms(ik, dev):
     2317 rows take three rounds of clusters; 6, the weight and activation copied by the
     tensor memory accelerator, clusters of 1, 3 and 8 and the launcher's, two consumer
     warpgroups a block at the launcher's split and 8, each epilogue forced: by element, by
-    weight row at clusters of 1, 3 and 8, and direct in persistent blocks, which take
-    several tiles at 19237 rows).
+    weight row at clusters of 1, 3 and 8, direct in persistent blocks, which take several
+    tiles at 19237 rows, and pushed rank to rank at clusters of 2, 3 and 8).
     The op is called directly (no torch._scaled_mm route). Returns the launch count."""
     fp8 = torch.float8_e4m3fn
     n_launch = 0

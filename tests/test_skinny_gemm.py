@@ -328,8 +328,9 @@ def test_tma_path(ik, device, m, n, k):
     zeros from the copies), K tails (K % 128 != 0, K = 16: one box, seven blocks of a
     cluster of 8 with no K), long K (32 stages a block), strided rows of a and b,
     per-channel scales, bias, both out dtypes. The epilogues (warps_per_tile 1: the
-    partials by element, 2: by weight row, 3: direct, without a K split) add the ranks'
-    sums in the same order, so their outputs are bitwise equal."""
+    partials by element, 2: by weight row, 3: direct, without a K split, 4: pushed rank to
+    rank, a chain of up to 7 hops at a cluster of 8) add the ranks' sums in the same order,
+    so their outputs are bitwise equal."""
     cuda_only(device)
     a, b, sa, sb = strided_operands(m, n, k, device)
     for dt in (torch.bfloat16, torch.float16):
@@ -337,7 +338,6 @@ def test_tma_path(ik, device, m, n, k):
         ref = reference(a, b, sa, sb, bias)
         for rb, nc in ((0, 0), (0, 1), (0, 3), (1, 8), (2, 0), (2, 1), (2, 3), (2, 8)):
             outs = []
-            # EXPERIMENT (branch tma-push): 4, rank 1's sums pushed into rank 0 (a split of 2)
             for kw in (0, 1, 2, 4) + ((3,) if nc <= 1 else ()):
                 out = poisoned(m, n, dt, device)
                 ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, [rb, kw, nc, 6])
@@ -366,14 +366,15 @@ def test_tma_direct_persistent(ik, device, m):
 
 
 @pytest.mark.parametrize("m,n,k", [(1, 1024, 8192), (8, 2304, 16384), (16, 6144, 4096), (17, 4096 + 77, 4096),
-                                   (24, 4096, 4096), (32, 6144, 1040), (32, 16448, 4160)])
+                                   (24, 4096, 4096), (32, 1024, 8192), (32, 6144, 1040), (32, 16448, 4160)])
 def test_tma_is_the_default(ik, device, m, n, k):
     """At M <= 32 and N >= 1024 the launcher runs convert 6 with its own K split (one
     consumer warpgroup a block, the split at most 4; from 32 MiB of weight, here 2304 x
     16384 and 16448 x 4160, tensor maps without L2 promotion; without a K split, e.g.
-    6144 x 4096, the direct epilogue; at a split of 2 and M >= 24, e.g. 4096 x 4096, the
-    partials by weight row): the default's output is bitwise the explicit convert 6's (one
-    split order), and right."""
+    6144 x 4096, the direct epilogue; at a split of 2, e.g. 4096 x 4096 and 4173 x 4096,
+    and at M <= 8 at a split of 4, e.g. 2304 x 16384, the sums pushed rank to rank; at M =
+    32 at a split of 4, 1024 x 8192, the partials by element): the default's output is
+    bitwise the explicit convert 6's (one split order), and right."""
     cuda_only(device)
     a, b = rand_fp8((m, k), device), rand_fp8((n, k), device)
     sa, sb = scales(n, device, True)
@@ -619,8 +620,9 @@ def test_rejects_bad_config(ik, device):
     for cfg in ([3, 0, 0, 6], [0, 5, 2, 6]):
         with pytest.raises(RuntimeError, match="convert 6 takes tiles_per_block 0 \\(automatic\\), 1 or 2 \\(consumer "
                                                "warpgroups of 64 weight rows a block\\) and warps_per_tile 0 "
-                                               "\\(automatic\\), 1, 2 or 3 \\(the epilogue: partials by element, by "
-                                               f"weight row, or direct\\), got {cfg[0]} and {cfg[1]}"):
+                                               "\\(automatic\\), 1, 2, 3 or 4 \\(the epilogue: partials by element, "
+                                               f"by weight row, direct, or pushed rank to rank\\), got {cfg[0]} and "
+                                               f"{cfg[1]}"):
             ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, cfg)
     with pytest.raises(RuntimeError, match="convert 6's direct epilogue \\(warps_per_tile 3\\) takes no K split "
                                            "\\(cluster 0 or 1\\), got cluster 2"):
