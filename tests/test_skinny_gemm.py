@@ -295,6 +295,21 @@ def test_wgmma_ring_default_choices(ik, device, monkeypatch, m, n, k, ring):
     assert_rows_close(out, reference(a, b, sa, sb, bias), torch.bfloat16)
 
 
+def assert_configs_agree(ik, device, m, n, k, configs):
+    """The GEMM of fresh fp8 operands (per-channel scales, bf16 bias and out) under each
+    `config`: bitwise equal outputs, and the first right against fp64."""
+    a, b = rand_fp8((m, k), device), rand_fp8((n, k), device)
+    sa, sb = scales(n, device, True)
+    bias = torch.randn(n, device=device).bfloat16()
+    outs = []
+    for cfg in configs:
+        out = poisoned(m, n, torch.bfloat16, device)
+        ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, cfg)
+        outs.append(out)
+    assert all(torch.equal(outs[0], o) for o in outs[1:]), "the configs' outputs differ"
+    assert_rows_close(outs[0], reference(a, b, sa, sb, bias), torch.bfloat16)
+
+
 @pytest.mark.parametrize("m", [1, 9, 17, 32])
 @pytest.mark.parametrize("nc", [1, 3, 8])
 def test_wgmma_ring_persistent(ik, device, m, nc):
@@ -304,17 +319,8 @@ def test_wgmma_ring_persistent(ik, device, m, nc):
     resident clusters) with the partials of successive tiles in alternating buffers, and
     where the last block's share of K is short (zeros in its ring). Against fp64 too."""
     cuda_only(device)
-    n, k = 64 * 300 + 37, 64 * 37 + 16
-    a, b = rand_fp8((m, k), device), rand_fp8((n, k), device)
-    sa, sb = scales(n, device, True)
-    bias = torch.randn(n, device=device).bfloat16()
-    outs = []
-    for cfg in ([2, 1, nc, 4], [0, 3, nc, 5], [0, 4, nc, 5]):
-        out = poisoned(m, n, torch.bfloat16, device)
-        ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, cfg)
-        outs.append(out)
-    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
-    assert_rows_close(outs[1], reference(a, b, sa, sb, bias), torch.bfloat16)
+    assert_configs_agree(ik, device, m, 64 * 300 + 37, 64 * 37 + 16,
+                         ([2, 1, nc, 4], [0, 3, nc, 5], [0, 4, nc, 5]))
 
 
 @pytest.mark.parametrize("m", [1, 5, 8, 9, 16, 17, 24, 25, 32])
@@ -352,17 +358,7 @@ def test_tma_direct_persistent(ik, device, m):
     (19237 rows: 301 tiles of 64 against 264 resident blocks on an H200; 151 of 128 with two
     consumers a block), bitwise the by-element epilogue's (and the default's), and right."""
     cuda_only(device)
-    n, k = 64 * 300 + 37, 64 * 5 + 16
-    a, b = rand_fp8((m, k), device), rand_fp8((n, k), device)
-    sa, sb = scales(n, device, True)
-    bias = torch.randn(n, device=device).bfloat16()
-    outs = []
-    for cfg in ([0, 1, 1, 6], [], [0, 3, 0, 6], [2, 3, 1, 6]):
-        out = poisoned(m, n, torch.bfloat16, device)
-        ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, cfg)
-        outs.append(out)
-    assert all(torch.equal(outs[0], o) for o in outs[1:])
-    assert_rows_close(outs[0], reference(a, b, sa, sb, bias), torch.bfloat16)
+    assert_configs_agree(ik, device, m, 64 * 300 + 37, 64 * 5 + 16, ([0, 1, 1, 6], [], [0, 3, 0, 6], [2, 3, 1, 6]))
 
 
 @pytest.mark.parametrize("m,n,k", [(1, 1024, 8192), (8, 2304, 16384), (16, 6144, 4096), (17, 4096 + 77, 4096),
