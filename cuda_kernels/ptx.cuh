@@ -127,6 +127,11 @@ __device__ __forceinline__ void pdl_wait_primary() { asm volatile("griddepcontro
 // block alternates arrive and wait.
 __device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+// An arrival that orders nothing: for a barrier that only says each block has started
+// (e.g. its mbarriers are set; fence.mbarrier_init orders those).
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
 
 // d += A (16 x 16) * B (16 x 8), bf16 (BF16) or f16 inputs, fp32 accumulators. This lane
 // (g = lane / 4, t = lane % 4) holds A rows g (a0, a2) and g + 8 (a1, a3) and B column

@@ -109,13 +109,6 @@ __device__ __forceinline__ void st_async_v4(uint32_t addr, float a, float b, flo
                : "memory");
 #endif
 }
-// The cluster's barrier's arrival without ordering (ptx.cuh's cluster_wait completes it).
-__device__ __forceinline__ void cluster_arrive_relaxed() {
-#if IK_WGMMA
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-#endif
-}
-
 // The box of `map` at (c0 bytes along K, c1 rows) into shared memory at dst (1024-byte
 // aligned), its bytes counted on the mbarrier `bar`.
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
