@@ -1,14 +1,15 @@
 // silu, and SwiGLU (silu(gate) * up, optionally quantised to fp8) on NVIDIA GPUs
 // (torch-free; see activation_torch.cpp for the tensor checks).
 //
-// Element-wise. A block covers `ty` rows and `tx` vectors of each (a 2-D grid: rows on
-// x, column chunks on y), so no thread divides to find its row, and each thread issues
-// the loads of both inputs before it computes. A thread moves one 4-, 8- or 16-byte
-// vector of each input: launch picks the width from the input's size, or the widest
-// below it that every row of every operand is aligned to (d a multiple of its width);
-// any other layout takes the one-element path, so every size and stride the checks
-// accept is handled. The
-// checks refuse an out that overlaps an input, so inputs are const __restrict__.
+// Element-wise, two kernels. Up to 8 MB of input silu_mul_lean: one vector a thread,
+// column chunks on the grid's x and rows on y. Beyond, silu_mul_kernel: a block covers
+// `ty` rows and `tx` vectors of each (rows on x, column chunks on y). Neither divides to
+// find a row, and each thread issues the loads of both inputs before it computes. A
+// thread moves one 4-, 8- or 16-byte vector of each input: launch picks the width from
+// the input's size, or the widest below it that every row of every operand is aligned
+// to (d a multiple of its width); any other layout takes the one-element path, so every
+// size and stride the checks accept is handled. The checks refuse an out that overlaps
+// an input, so inputs are const __restrict__.
 //
 // Rounding matches the CPU backend, HF's LlamaMLP and vLLM (see
 // cpu_kernels/activation.cpp): s = round(silu(float(gate))), y = round(float(s) *
@@ -63,21 +64,73 @@ __device__ __forceinline__ float silu(float v) {
   }
 }
 
-// MUL: out <- round(round(silu(gate)) * up); otherwise out <- round(silu(gate)).
-// Out is T, or Fp8 (MUL only) for the quantised product. A thread takes one VEC-element
-// vector of each input (VEC = 1: any layout).
+// The fp8 product's factor: rn(1 / scale), vLLM's convention. __frcp_rn branches on the
+// scale before its fast path, and every element's math waited on that branch (s28a, one
+// row: 1.25 us, against 1.18 with the fast path alone and no branch; 1.23 in this form,
+// s28b); here the fast path runs straight (it overlaps the silu math) and
+// the rare scales it does not round correctly take __frcp_rn afterwards (swiglu_vec's
+// caller redoes the vector). The fast path is __frcp_rn's own: exact for normal scales
+// whose reciprocal is normal, 2^-126 <= |scale| < 2^126.
+__device__ __forceinline__ float rcp_fast(float s) {
+  float a;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(a) : "f"(s));
+  return fmaf(a, fmaf(-s, a, 1.0f), a);
+}
+__device__ __forceinline__ bool rcp_fast_exact(float s) {
+  return ((__float_as_uint(s) + 0x1800000u) & 0x7f800000u) > 0x1ffffffu;
+}
+
+// A thread's output vector: fp8 in 16-bit pairs, as cvt.e4m3x2 makes them (a vector of
+// bytes was split and put back together around the rare-scale branch: 3 more instructions).
+template <typename Out, int VEC>
+using OutVec = std::conditional_t<std::is_same_v<Out, Fp8> && VEC >= 2, Pack<uint16_t, VEC / 2>, Pack<Out, VEC>>;
+
+// One VEC-element vector. MUL: out <- round(round(silu(gate)) * up); otherwise out <-
+// round(silu(gate)). Out is T, or Fp8 (MUL only): the product times inv_scale, saturated.
+template <typename T, typename Out, int VEC, bool MUL>
+__device__ __forceinline__ OutVec<Out, VEC> swiglu_vec(const Pack<T, VEC>& gv, const Pack<T, VEC>& uv,
+                                                       float inv_scale) {
+  OutVec<Out, VEC> y;
+  if constexpr (std::is_same_v<Out, Fp8>) {
+    // Two at a time: one cvt.rn.satfinite.e4m3x2 a pair. satfinite saturates to +-448 and
+    // keeps NaN, the semantics clamp_fp8 gives the other backends.
+#pragma unroll
+    for (int j = 0; j < VEC; j += 2) {
+      float2 q;
+      q.x = to_float(from_float<T>(to_float(from_float<T>(silu<T>(to_float(gv.v[j])))) *
+                                   to_float(uv.v[j]))) * inv_scale;
+      if constexpr (VEC > 1) {
+        q.y = to_float(from_float<T>(to_float(from_float<T>(silu<T>(to_float(gv.v[j + 1])))) *
+                                     to_float(uv.v[j + 1]))) * inv_scale;
+        y.v[j / 2] = __nv_cvt_float2_to_fp8x2(q, __NV_SATFINITE, __NV_E4M3);  // low byte: element j
+      } else {
+        y.v[j] = __nv_cvt_float_to_fp8(q.x, __NV_SATFINITE, __NV_E4M3);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      float v = silu<T>(to_float(gv.v[j]));
+      if constexpr (MUL) v = to_float(from_float<T>(v)) * to_float(uv.v[j]);
+      y.v[j] = from_float<T>(v);
+    }
+  }
+  return y;
+}
+
+// The general kernel: a block covers `ty` rows (rows on the grid's x) and a thread loops
+// over its row's vectors with the grid's y stride.
 template <typename T, typename Out, int VEC, bool MUL>
 __global__ void __launch_bounds__(kMaxThreads)
     silu_mul_kernel(Out* __restrict__ out, int64_t out_stride, const T* __restrict__ gate,
                     int64_t gate_stride, const T* __restrict__ up, int64_t up_stride,
                     const float* __restrict__ scale, int64_t rows, int nvec) {
   using In = Pack<T, VEC>;
-  using O = Pack<Out, VEC>;
+  using O = OutVec<Out, VEC>;
   constexpr bool kFp8 = std::is_same_v<Out, Fp8>;
-  // vLLM's convention: multiply by the reciprocal of the scale, read from device
-  // memory (no host sync; a CUDA graph replays a new scale). Issued first, and every
-  // load is ld_ordered (ptx.cuh), so all are in flight before any arithmetic: at decode
-  // sizes the kernel is one memory latency long, not three.
+  // The scale is read from device memory (no host sync; a CUDA graph replays a new
+  // scale). Issued first, and every load is ld_ordered (ptx.cuh), so all are in flight
+  // before any arithmetic: at decode sizes the kernel is one memory latency long, not three.
   float scale_in = kFp8 ? ld_ordered(scale) : 1.0f;
 
   const int64_t r = int64_t(blockIdx.x) * blockDim.y + threadIdx.y;
@@ -89,37 +142,39 @@ __global__ void __launch_bounds__(kMaxThreads)
     const In gv = ld_ordered(g + c);
     In uv;
     if constexpr (MUL) uv = ld_ordered(u + c);
-    // After the loads: the correctly rounded reciprocal has a slow-path call.
-    const float inv_scale = kFp8 ? __frcp_rn(after_loads(scale_in)) : 1.0f;
-    O y;
-    if constexpr (kFp8) {
-      // Two at a time: one cvt.rn.satfinite.e4m3x2 a pair. satfinite saturates to
-      // +-448 and keeps NaN, the semantics clamp_fp8 gives the other backends.
-#pragma unroll
-      for (int j = 0; j < VEC; j += 2) {
-        float2 q;
-        q.x = to_float(from_float<T>(to_float(from_float<T>(silu<T>(to_float(gv.v[j])))) *
-                                     to_float(uv.v[j]))) * inv_scale;
-        if constexpr (VEC > 1) {
-          q.y = to_float(from_float<T>(to_float(from_float<T>(silu<T>(to_float(gv.v[j + 1])))) *
-                                       to_float(uv.v[j + 1]))) * inv_scale;
-          const __nv_fp8x2_storage_t p = __nv_cvt_float2_to_fp8x2(q, __NV_SATFINITE, __NV_E4M3);
-          y.v[j] = static_cast<Fp8>(p & 0xFF);
-          y.v[j + 1] = static_cast<Fp8>(p >> 8);
-        } else {
-          y.v[j] = __nv_cvt_float_to_fp8(q.x, __NV_SATFINITE, __NV_E4M3);
-        }
-      }
-    } else {
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        float v = silu<T>(to_float(gv.v[j]));
-        if constexpr (MUL) v = to_float(from_float<T>(v)) * to_float(uv.v[j]);
-        y.v[j] = from_float<T>(v);
-      }
-    }
+    const float s = after_loads(scale_in);
+    O y = swiglu_vec<T, Out, VEC, MUL>(gv, uv, kFp8 ? rcp_fast(s) : 1.0f);
+    if (kFp8 && !rcp_fast_exact(s)) y = swiglu_vec<T, Out, VEC, MUL>(gv, uv, __frcp_rn(s));
     o[c] = y;
   }
+}
+
+// Up to 8 MB of input (the launcher's small and mid tiers): one vector a thread, column
+// chunks on the grid's x and rows on y, no loop and no exit before the loads (threads
+// past the row's end load its last vector again and store nothing), so the loads issue
+// about 15 instructions in, against 47 in the general kernel (its row and range checks,
+// 64-bit row math). silu_and_mul_fp8 fp16 against the general kernel (s28d, us): 1 x
+// 13312 1.23 against 1.34, 32 rows 1.97 against 2.15, 128 rows 2.74 against 2.96; the
+// general kernel with __frcp_rn took 1.42 at one row (s28a).
+template <typename T, typename Out, int VEC, bool MUL>
+__global__ void __launch_bounds__(256)
+    silu_mul_lean(Out* __restrict__ out, int64_t out_stride, const T* __restrict__ gate,
+                  int64_t gate_stride, const T* __restrict__ up, int64_t up_stride,
+                  const float* __restrict__ scale, int64_t, int nvec) {
+  using In = Pack<T, VEC>;
+  using O = OutVec<Out, VEC>;
+  constexpr bool kFp8 = std::is_same_v<Out, Fp8>;
+  float scale_in = kFp8 ? ld_ordered(scale) : 1.0f;
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  const int cc = min(c, nvec - 1);
+  const int64_t r = blockIdx.y;
+  const In gv = ld_ordered(reinterpret_cast<const In*>(gate + r * gate_stride) + cc);
+  In uv;
+  if constexpr (MUL) uv = ld_ordered(reinterpret_cast<const In*>(up + r * up_stride) + cc);
+  const float s = after_loads(scale_in);
+  O y = swiglu_vec<T, Out, VEC, MUL>(gv, uv, kFp8 ? rcp_fast(s) : 1.0f);
+  if (kFp8 && !rcp_fast_exact(s)) y = swiglu_vec<T, Out, VEC, MUL>(gv, uv, __frcp_rn(s));
+  if (c < nvec) reinterpret_cast<O*>(out + r * out_stride)[c] = y;
 }
 
 template <typename T, typename Out, bool MUL>
@@ -131,6 +186,8 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
   // thread, as Triton's kernel there). With more bytes, wider vectors: past 8 MB, 4- and
   // 8-byte loads were 1.5-2x and 1.1x slower than 16-byte ones. The tiers are the best
   // of the tune_norms sweep at 1 to 4096 rows (BENCHMARKS.md, seventh session), within 2%.
+  // The first two tiers run silu_mul_lean where the rows fit the grid's y (and a vector
+  // holds two elements at least); the sweep ran the general kernel.
   const int64_t in_bytes = a.rows * a.d * int64_t(sizeof(T)) * (MUL ? 2 : 1);
   const bool small = in_bytes <= (int64_t{2} << 20), mid = in_bytes <= (int64_t{8} << 20);
   int vec_bytes = forced ? forced->vec_bytes : small ? 4 : mid ? 8 : 16;
@@ -150,13 +207,18 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
     if (fits) width = static_cast<int>(vec);
   }
   const int64_t nvec = a.d / width;
+  const bool lean = mid && !forced && width > 1 && a.rows <= 65535;  // gridDim.y: rows
   // Threads across a row: enough for the row's vectors (a warp at least); the rest
   // of the block's threads take further rows, so short rows still fill whole blocks.
   const int tx = static_cast<int>(std::min<int64_t>(threads, (nvec + 31) / 32 * 32));
   const int ty = std::max(1, threads / tx);
   const int64_t chunks = std::min<int64_t>((nvec + tx - 1) / tx, kMaxChunks);
-  const dim3 grid(static_cast<unsigned>((a.rows + ty - 1) / ty), static_cast<unsigned>(chunks));
-  const dim3 block(tx, ty);
+  dim3 grid(static_cast<unsigned>((a.rows + ty - 1) / ty), static_cast<unsigned>(chunks));
+  dim3 block(tx, ty);
+  if (lean) {
+    grid = dim3(static_cast<unsigned>((nvec + threads - 1) / threads), static_cast<unsigned>(a.rows));
+    block = dim3(threads);
+  }
   auto run = [&](auto kernel) {
     kernel<<<grid, block, 0, stream>>>(static_cast<Out*>(a.out.ptr), a.out.stride,
                                        static_cast<const T*>(a.gate.ptr), a.gate.stride,
@@ -164,6 +226,16 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
                                        static_cast<int>(nvec));
   };
   constexpr int k16 = 16 / sizeof(T), k8 = 8 / sizeof(T), k4 = 4 / sizeof(T);
+  if (lean) {  // width: k4 or k8 (the small and mid tiers' 4- and 8-byte vectors, at least 2 elements)
+    if constexpr (k4 > 1) {
+      if (width == k4) {
+        run(silu_mul_lean<T, Out, k4, MUL>);
+        return cudaSuccess;
+      }
+    }
+    run(silu_mul_lean<T, Out, k8, MUL>);
+    return cudaSuccess;
+  }
   if (width == k16) run(silu_mul_kernel<T, Out, k16, MUL>);
   else if (width == k8) run(silu_mul_kernel<T, Out, k8, MUL>);
   else if (width == k4) run(silu_mul_kernel<T, Out, k4, MUL>);

@@ -306,6 +306,36 @@ def test_fp8_reciprocal_scale(ik, device):
         "no midpoint distinguished y * (1/scale) from y / scale: the test lost its point"
 
 
+EXTREME_SCALES = [0.0, 1e-40, 2.0 ** -127, 2.0 ** -126, 3.0e-5, 0.0173, 7.0, 2.0 ** 125,
+                  1.5 * 2.0 ** 125, 2.0 ** 126, 3.0e38, float("inf")]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=["fp16", "bf16", "fp32"])
+@pytest.mark.parametrize("rows", [1, 300])  # the CUDA kernels for decode sizes and the general one
+def test_fp8_reciprocal_at_every_scale(ik, device, dtype, rows):
+    """fp32(1 / scale) is correctly rounded at every scale: zero, subnormal, the edges of
+    the range where the reciprocal's fast path is exact (2^-126 .. 2^126), past it
+    (subnormal reciprocals), infinity. y = scale * z, so the product lands in fp8's range
+    wherever the dtype can hold y (fp32 up to 2^128); elsewhere it saturates or underflows."""
+    d = 2048
+    gen = torch.Generator().manual_seed(rows + d)
+    for s in EXTREME_SCALES:
+        z = (torch.rand(rows, d, generator=gen, dtype=torch.float64) * 12 - 4).exp2()
+        z = z * torch.where(torch.rand(rows, d, generator=gen) < 0.5, -1.0, 1.0)
+        up = (z * (s if 0 < s < float("inf") else 1.0) / 32).to(dtype)
+        up = torch.where(up.isfinite() & (up != 0), up, torch.ones_like(up))  # finite, non-zero
+        y = up * 32  # exact: silu(32) = 32 in every dtype, and a power of two
+        x = torch.cat([torch.full_like(up, 32.0), up], -1)
+        scale = torch.tensor([s], dtype=torch.float32)
+        ref = fp8_ref(y, scale).view(torch.uint8)  # on the CPU: IEEE division, subnormals kept
+        out = fp8_poisoned((rows, d), device)
+        ik.silu_and_mul_fp8(x.to(device), scale.to(device), out=out)
+        got = out.view(torch.uint8).cpu()
+        bad = (got != ref).nonzero()
+        assert bad.numel() == 0, (f"scale {s!r}: {bad.shape[0]} codes differ, first at {bad[0].tolist()}: "
+                                  f"{got[tuple(bad[0])]:#x} against {ref[tuple(bad[0])]:#x}")
+
+
 def test_fp8_scale_read_on_device_under_cuda_graph(ik, device):
     if device != "cuda":
         pytest.skip("CUDA graphs need a GPU")
