@@ -1423,6 +1423,11 @@ int launch_tma(const SkinnyGemmParams& p, cudaStream_t stream) {
     const int smem_per_sm = device_attribute_once<cudaDevAttrMaxSharedMemoryPerMultiprocessor>();
     const int64_t slots = int64_t(sm_count()) * std::max(1, smem_per_sm / (smem + 1024));  // 1 KB: the system's
     nc = int(std::clamp<int64_t>((slots / 2 + tiles / 2) / tiles, 1, std::min<int64_t>(kTmaMaxSplit, stages)));
+    // Unsplit tiles that leave SMs idle, with K long enough that half a tile is still 256 KB
+    // of weight: a split of 2 at M <= 16, pushed (s28a, us, M 1 / 8 / 16 / 32, split 2
+    // against 1): 7168 x 8192 15.97 / 16.18 / 16.89 / 18.02 against 16.62 / 16.87 / 17.14 /
+    // 17.63; with less K a tile (6144 x 4096, 8192 x 3584) it lost 2-8% at every M.
+    if (nc == 1 && tiles < sm_count() && p.K >= 8192 && p.M <= 16) nc = std::min<int64_t>(2, stages);
     for (; nc > 1; --nc) {
       if (tiles <= tma_clusters<OutT, NN, C>(nc)) break;
     }

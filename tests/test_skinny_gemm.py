@@ -362,12 +362,14 @@ def test_tma_direct_persistent(ik, device, m):
 
 
 @pytest.mark.parametrize("m,n,k", [(1, 1024, 8192), (8, 2304, 16384), (16, 6144, 4096), (17, 4096 + 77, 4096),
-                                   (24, 4096, 4096), (32, 1024, 8192), (32, 6144, 1040), (32, 16448, 4160)])
+                                   (24, 4096, 4096), (32, 1024, 8192), (32, 6144, 1040), (32, 16448, 4160),
+                                   (16, 7168, 8192), (17, 7168, 8192)])
 def test_tma_is_the_default(ik, device, m, n, k):
     """At M <= 32 and N >= 1024 the launcher runs convert 6 with its own K split (one
     consumer warpgroup a block, the split at most 4; from 32 MiB of weight, here 2304 x
     16384 and 16448 x 4160, tensor maps without L2 promotion; without a K split, e.g.
-    6144 x 4096, the direct epilogue; at a split of 2, e.g. 4096 x 4096 and 4173 x 4096,
+    6144 x 4096 and 7168 x 8192 at M 17, the direct epilogue; at a split of 2, e.g. 4096 x
+    4096, 4173 x 4096 and 7168 x 8192 at M 16 (fewer tiles than SMs, K of 8192),
     and at M <= 8 at a split of 4, e.g. 2304 x 16384, the sums pushed rank to rank; at M =
     32 at a split of 4, 1024 x 8192, the partials by element): the default's output is
     bitwise the explicit convert 6's (one split order), and right."""
@@ -376,12 +378,20 @@ def test_tma_is_the_default(ik, device, m, n, k):
     sa, sb = scales(n, device, True)
     bias = torch.randn(n, device=device).bfloat16()
     outs = []
-    for cfg in ([], [0, 0, 0, 6]):
+    split = TMA_SPLIT.get((m, n, k))
+    for cfg in ([], [0, 0, 0, 6]) + (([0, 0, split, 6],) if split else ()):
         out = poisoned(m, n, torch.bfloat16, device)
         ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, cfg)
         outs.append(out)
     assert torch.equal(outs[0], outs[1]), "the default is not convert 6 here"
+    if split:  # another split sums in another order: bitwise equal only at the same split
+        assert torch.equal(outs[0], outs[2]), f"the default's K split is not {split} here"
     assert_rows_close(outs[0], reference(a, b, sa, sb, bias), torch.bfloat16)
+
+
+# The launcher's K split at some of test_tma_is_the_default's points.
+TMA_SPLIT = {(8, 2304, 16384): 4, (16, 6144, 4096): 1, (24, 4096, 4096): 2, (16, 7168, 8192): 2,
+             (17, 7168, 8192): 1}
 
 
 @pytest.mark.parametrize("m", [1, 32])
