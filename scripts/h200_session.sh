@@ -158,6 +158,11 @@
 #           element, 2: by weight row, 3: direct in persistent blocks) against the default and
 #           _scaled_mm, 11 weights, M 1 / 8 / 16 / 32 (EPI_MS, EPI_CONFIGS override; s27a-s27c ran their
 #           branches' forms); compute-sanitizer (memcheck, racecheck, synccheck) on the GEMM
+#   silu_final: activation tests, compute-sanitizer (memcheck, racecheck) on SwiGLU / silu,
+#           the SwiGLU benchmark; the skinny GEMM tests and the full GEMM benchmark (s28b ran
+#           it on branch silu-lean with benchmarks/ab_silu.py, the lean kernel against the
+#           general one, before the benchmark; s28a and s28c-d ran that branch's silu_split_ab
+#           and silu_mid)
 #   gemm_epi_final: tma_epi_ab's tests and sanitizers, then the full GEMM benchmark
 #           row (warps_per_tile 1 / 2), 11 weights, M 8 / 12 / 16 / 24 / 32; compute-sanitizer
 #           (memcheck, racecheck, synccheck) on the GEMM; the full GEMM benchmark
@@ -1028,6 +1033,13 @@ case "$MODE" in
           PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 240 compute-sanitizer --tool synccheck --error-exitcode 9 \
             python3 scripts/sanitize_cuda.py skinny_gemm > "$OUT/sanitizer_gemm_synccheck.log" 2>&1
           rc=$?; tail -3 "$OUT/sanitizer_gemm_synccheck.log"; echo "synccheck exit $rc"; [ $rc = 0 ] || status=1 ;;
+  silu_final) step "activation tests"
+          python3 -m pytest tests/test_activation.py -q -rfE -p no:cacheprovider 2>&1 \
+            | tee "$OUT/pytest_activation.log" | tail -3; [ "${PIPESTATUS[0]}" = 0 ] || status=1
+          sanitize activations --only-activations; pack
+          bench_swiglu; pack
+          tests_gemm; pack
+          bench_gemm ;;
   gemm_tma_bench) bench_gemm ;;
   gemm_tma_final) tests_gemm; pack; bench_gemm ;;
   tma_epi_ab|gemm_epi_final) tests_gemm; pack
