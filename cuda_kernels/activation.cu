@@ -153,9 +153,10 @@ __global__ void __launch_bounds__(kMaxThreads)
 // chunks on the grid's x and rows on y, no loop and no exit before the loads (threads
 // past the row's end load its last vector again and store nothing), so the loads issue
 // 22-31 instructions in, against 33-44 in the general kernel (its row and range checks
-// and exits, 64-bit row math; nvcc 13.0, sm_90a, fp16 in, fp8 out). silu_and_mul_fp8 fp16 against the general kernel (s28d, us): 1 x
-// 13312 1.23 against 1.34, 32 rows 1.97 against 2.15, 128 rows 2.74 against 2.96; the
-// general kernel with __frcp_rn took 1.42 at one row (s28a).
+// and exits, 64-bit row math; nvcc 13.0, sm_90a, fp16 in, fp8 out). silu_and_mul_fp8
+// fp16 against the general kernel (s28d, us): 1 x 13312 1.23 against 1.34, 32 rows 1.97
+// against 2.15, 128 rows 2.74 against 2.96; the general kernel with __frcp_rn took 1.42
+// at one row (s28a).
 template <typename T, typename Out, int VEC, bool MUL>
 __global__ void __launch_bounds__(256)
     silu_mul_lean(Out* __restrict__ out, int64_t out_stride, const T* __restrict__ gate,

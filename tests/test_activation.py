@@ -311,7 +311,8 @@ EXTREME_SCALES = [0.0, 1e-40, 2.0 ** -127, 2.0 ** -126, 3.0e-5, 0.0173, 7.0, 2.0
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=["fp16", "bf16", "fp32"])
-@pytest.mark.parametrize("rows", [1, 300])  # the CUDA kernels for decode sizes and the general one
+# CUDA: 1 and 300 rows the lean kernel (fp16 / bf16; fp32 at 300), 1100 rows (9 MB and more) the general one
+@pytest.mark.parametrize("rows", [1, 300, 1100])
 def test_fp8_reciprocal_at_every_scale(ik, device, dtype, rows):
     """fp32(1 / scale) is correctly rounded at every scale: zero, subnormal, the edges of
     the range where the reciprocal's fast path is exact (2^-126 .. 2^126), past it
