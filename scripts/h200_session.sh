@@ -171,6 +171,8 @@
 #           shared-memory ring) and fp16 LayerNorm 4096 x 4096 with rows bulk-loaded into a
 #           ring, against the package's; silu_and_mul_fp8 with rows bulk-loaded into a ring (512
 #           and 2048 rows); compute-sanitizer first on its small sizes
+#   act_src: the activation tests, then tma_src's source pages at 4096 x 4096 M 32 and 1 and
+#           28672 x 4096 M 32 (TMA_SRC_CASES overrides)
 #   tma_src: Nsight Compute source pages (stall samples per SASS instruction) of convert 6 at
 #           28672 x 4096, M 1 and 32 (TMA_SRC_CASES overrides: "N K M;..."): which side of the
 #           ring waits, the producer on empty stages or the consumers on full ones
@@ -1056,6 +1058,17 @@ case "$MODE" in
             rc=$?; echo "$tool exit $rc"; tail -2 "$OUT/sanitizer_gemm_$tool.log"; [ $rc = 0 ] || status=1; pack
           done
           if [ "$MODE" = gemm_epi_final ]; then bench_gemm; fi ;;
+  act_src) step "activation tests"
+          python3 -m pytest tests/test_activation.py -q -rfE -p no:cacheprovider 2>&1 \
+            | tee "$OUT/pytest_activation.log" | tail -3; [ "${PIPESTATUS[0]}" = 0 ] || status=1
+          pack
+          IFS=';' read -ra cases <<< "${TMA_SRC_CASES:-4096 4096 32;4096 4096 1;28672 4096 32}"
+          for c in "${cases[@]}"; do
+            read -r n k m <<< "$c"
+            step "Nsight Compute source page: convert 6 at $n x $k, M $m"
+            ncu_src "ncu_tma_src_${n}x${k}_m$m" regex:skinny_gemm_tma python3 benchmarks/profile_gemm.py ours $n $k $m
+            pack
+          done ;;
   tma_src) IFS=';' read -ra cases <<< "${TMA_SRC_CASES:-28672 4096 1;28672 4096 32}"
           for c in "${cases[@]}"; do
             read -r n k m <<< "$c"
