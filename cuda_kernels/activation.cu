@@ -67,9 +67,9 @@ __device__ __forceinline__ float silu(float v) {
 // The fp8 product's factor: rn(1 / scale), vLLM's convention. __frcp_rn branches on the
 // scale before its fast path, and every element's math waited on that branch (s28a, one
 // row: 1.25 us, against 1.18 with the fast path alone and no branch; 1.23 in this form,
-// s28b); here the fast path runs straight (it overlaps the silu math) and
-// the rare scales it does not round correctly take __frcp_rn afterwards (swiglu_vec's
-// caller redoes the vector). The fast path is __frcp_rn's own: exact for normal scales
+// s28b); here the fast path runs straight (it overlaps the silu math) and the rare
+// scales it does not round correctly take __frcp_rn afterwards (swiglu_scaled redoes the
+// vector). The fast path is __frcp_rn's own: exact for normal scales
 // whose reciprocal is normal, 2^-126 <= |scale| < 2^126.
 __device__ __forceinline__ float rcp_fast(float s) {
   float a;
@@ -118,6 +118,19 @@ __device__ __forceinline__ OutVec<Out, VEC> swiglu_vec(const Pack<T, VEC>& gv, c
   return y;
 }
 
+// swiglu_vec with the fp8 factor rn(1 / scale): the fast path's for every vector, redone
+// with __frcp_rn for the rare scales outside its range (rcp_fast).
+template <typename T, typename Out, int VEC, bool MUL>
+__device__ __forceinline__ OutVec<Out, VEC> swiglu_scaled(const Pack<T, VEC>& gv, const Pack<T, VEC>& uv, float s) {
+  if constexpr (std::is_same_v<Out, Fp8>) {
+    OutVec<Out, VEC> y = swiglu_vec<T, Out, VEC, MUL>(gv, uv, rcp_fast(s));
+    if (!rcp_fast_exact(s)) y = swiglu_vec<T, Out, VEC, MUL>(gv, uv, __frcp_rn(s));
+    return y;
+  } else {
+    return swiglu_vec<T, Out, VEC, MUL>(gv, uv, 1.0f);
+  }
+}
+
 // The general kernel: a block covers `ty` rows (rows on the grid's x) and a thread loops
 // over its row's vectors with the grid's y stride.
 template <typename T, typename Out, int VEC, bool MUL>
@@ -143,8 +156,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     In uv;
     if constexpr (MUL) uv = ld_ordered(u + c);
     const float s = after_loads(scale_in);
-    O y = swiglu_vec<T, Out, VEC, MUL>(gv, uv, kFp8 ? rcp_fast(s) : 1.0f);
-    if (kFp8 && !rcp_fast_exact(s)) y = swiglu_vec<T, Out, VEC, MUL>(gv, uv, __frcp_rn(s));
+    const O y = swiglu_scaled<T, Out, VEC, MUL>(gv, uv, s);
     o[c] = y;
   }
 }
@@ -173,8 +185,7 @@ __global__ void __launch_bounds__(256)
   In uv;
   if constexpr (MUL) uv = ld_ordered(reinterpret_cast<const In*>(up + r * up_stride) + cc);
   const float s = after_loads(scale_in);
-  O y = swiglu_vec<T, Out, VEC, MUL>(gv, uv, kFp8 ? rcp_fast(s) : 1.0f);
-  if (kFp8 && !rcp_fast_exact(s)) y = swiglu_vec<T, Out, VEC, MUL>(gv, uv, __frcp_rn(s));
+  const O y = swiglu_scaled<T, Out, VEC, MUL>(gv, uv, s);
   if (c < nvec) reinterpret_cast<O*>(out + r * out_stride)[c] = y;
 }
 
