@@ -45,14 +45,15 @@ int64_t resident_blocks(Kernel* kernel, int threads, size_t smem = 0) {
   return int64_t{per_sm} * sm_count();
 }
 
-// resident_blocks of a kernel launched at one block size without dynamic shared memory,
-// asked once per device (as sm_count): for launch rules on every call.
-template <auto Kernel, int Threads>
+// resident_blocks of a kernel launched at one block size and dynamic shared memory (set
+// with max_dynamic_smem_once first where past 48 KB), asked once per device (as
+// sm_count): for launch rules on every call.
+template <auto Kernel, int Threads, size_t Smem = 0>
 int64_t resident_blocks_once() {
   static int64_t counts[kDeviceSlots] = {};
   const int dev = device_slot();
-  if (dev < 0) return resident_blocks(Kernel, Threads);
-  if (!counts[dev]) counts[dev] = resident_blocks(Kernel, Threads);
+  if (dev < 0) return resident_blocks(Kernel, Threads, Smem);
+  if (!counts[dev]) counts[dev] = resident_blocks(Kernel, Threads, Smem);
   return counts[dev];
 }
 

@@ -1362,20 +1362,6 @@ int tma_clusters(int nc) {
   return std::max(n, 0);
 }
 
-// convert 6's direct kernel: blocks resident at once, asked once per device; 0 if unknown.
-template <typename OutT, int NN, int C>
-int64_t tma_resident() {
-  static int64_t resident[kDeviceSlots] = {};
-  const int dev = device_slot();
-  int64_t n = dev >= 0 ? resident[dev] : 0;
-  if (!n) {
-    n = resident_blocks(skinny_gemm_tma_kernel<OutT, NN, C, kTmaDirect>, 128 * (C + 1), size_t(tma_smem_bytes(NN, C)));
-    n = n > 0 ? n : -1;
-    if (dev >= 0) resident[dev] = n;
-  }
-  return std::max<int64_t>(n, 0);
-}
-
 // convert 6's K split (cluster): the caller's, else the one that fills about half the
 // block slots (SMs x blocks an SM / 2 / tiles, rounded), at most 4 and at most one a stage
 // of K, shrunk until every cluster is resident at once (clusters live inside one GPC).
@@ -1454,7 +1440,7 @@ int launch_tma(const SkinnyGemmParams& p, cudaStream_t stream) {
             : nc == 1 ? kTmaDirect : nc == 2 || p.M <= 8 ? kTmaPush : kTmaByElement;
   if (epi == kTmaPush && nc == 1) epi = kTmaDirect;
   int64_t blocks = tiles * nc;
-  if (epi == kTmaDirect) blocks = std::min(tiles, std::max<int64_t>(1, tma_resident<OutT, NN, C>()));
+  if (epi == kTmaDirect) blocks = std::min(tiles, std::max<int64_t>(1, resident_blocks_once<direct, kTmaThreads, smem>()));
   cudaLaunchAttribute attr[1];
   cudaLaunchConfig_t cfg = cluster_launch(blocks, kTmaThreads, size_t(smem), stream, nc, attr);
   if (nc == 1) cfg.numAttrs = 0;  // no cluster: a plain launch
