@@ -7,11 +7,16 @@ by default, so each layer has Llama-3-8B's shapes) decodes greedily after a pref
          with kernels.replace_kernel_forward_from_hub, since transformers 5.22 does not
          mark it);
   liger  liger_kernel.transformers.apply_liger_kernel_to_llama (RMSNorm and SwiGLU).
-Time = wall clock of `--new` decode steps (one forward with the KV cache each, CUDA
-synchronised at the end), after one warm-up generation; tokens/s = batch * new / time.
+Two tables:
+  eager  wall clock of `--new` decode steps (one forward with the KV cache each, CUDA
+         synchronised at the end), after one warm-up generation; tokens/s = batch * new /
+         time. Python's time a step is in it: at these sizes it is most of it.
+  graph  one decode step with transformers' StaticCache captured in a CUDA graph and
+         timed as replays (time_step): the GPU's time a token, tokens/s = batch / time.
+         With --compile, hf and ours also with the step compiled whole.
 Each variant's first decode logits are compared with hf's.
 
-    python benchmarks/bench_decode.py --batch 1 32      # on the GPU
+    python benchmarks/bench_decode.py --batch 1 32 --compile     # on the GPU
     python benchmarks/bench_decode.py --cpu-smoke
 """
 
@@ -63,6 +68,72 @@ def apply_liger(model):
     return model
 
 
+@torch.no_grad()
+def time_step(model, ids, nxt, max_len, compiled=False, timed=True):
+    """Prefill `ids`, then time one decode step of tokens `nxt` [batch, 1] with
+    transformers' StaticCache (harness.time_us: a CUDA graph of 8 steps, replayed);
+    returns (Timing or None when not `timed`, the step's logits, the step)."""
+    from transformers import StaticCache
+
+    dev = ids.device
+    cache = StaticCache(config=model.config, max_cache_len=max_len)
+    out = model(input_ids=ids, past_key_values=cache, cache_position=torch.arange(ids.shape[1], device=dev),
+                use_cache=True)
+    del out
+    pos = torch.tensor([ids.shape[1]], device=dev)
+    fwd = torch.compile(model, fullgraph=True, dynamic=False) if compiled else model
+
+    def step():
+        # Every call decodes position `prompt` again: the static layers' write position
+        # (a device tensor each advances in place) is reset first, inside the graph too.
+        for layer in cache.layers:
+            layer.cumulative_length.fill_(ids.shape[1])
+        return fwd(input_ids=nxt, past_key_values=cache, cache_position=pos, use_cache=True).logits
+
+    logits = step().float()
+    timing = harness.time_us(lambda i: step(), 1, device=dev, min_calls=8, trials=7) if timed else None
+    return timing, logits, step
+
+
+def graph_table(args, variants, dev, dtype, md):
+    """One decode step a variant in a CUDA graph: the GPU's time a token, which the eager
+    table cannot show (its steps wait on Python). With --compile, hf and ours also with
+    the step compiled whole (torch.compile fullgraph), the graph capture still ours."""
+    runs = [(name, name, False) for name in variants]
+    if args.compile:
+        runs += [(f"{name} compiled", name, True) for name in ("hf", "ours")]
+    rows, names = [], [r[0] for r in runs]
+    for batch in args.batch:
+        ids = torch.randint(0, args.vocab, (batch, args.prompt), device=dev)
+        nxt = torch.randint(0, args.vocab, (batch, 1), device=dev)
+        us, ref = {}, None
+        for label, name, compiled in runs:
+            try:
+                t, logits, _ = time_step(variants[name], ids, nxt, args.prompt + 8, compiled=compiled)
+            except Exception as e:  # noqa: BLE001 - a variant that cannot compile or capture drops out
+                print(f"  batch {batch}: {label} failed ({type(e).__name__}: {str(e)[:200]})")
+                continue
+            us[label] = t
+            note = "" if t.method == "cuda-graph" else f" ({t.method}{': ' + t.note if t.note else ''})"
+            logits = logits[:, -1]
+            if ref is None:
+                ref = logits
+                print(f"  batch {batch}: {label} {t.us:.1f} us a step{note}")
+            else:
+                err = ((logits - ref).norm() / ref.norm()).item()
+                print(f"  batch {batch}: {label} {t.us:.1f} us a step{note}, logits vs hf rel. err {err:.2e}")
+        row = [batch] + [f"{us[k].us:.1f}" if k in us else "-" for k in names]
+        row += [f"{batch / us[k].us * 1e6:.0f}" if k in us else "-" for k in names]
+        pairs = [("ours", k) for k in names if k not in ("ours", "ours compiled")]
+        if "ours compiled" in us:
+            pairs += [("ours compiled", k) for k in ("hf compiled", "liger")]
+        row += [harness.ratio(us.get(b), us.get(a)) for a, b in pairs]
+        rows.append(row)
+    headers = (["batch"] + [f"{k} us/step" for k in names] + [f"{k} tok/s" for k in names]
+               + [f"{b}/{a}" for a, b in pairs])
+    harness.print_table(headers, rows, "decode step in a CUDA graph (StaticCache; GPU time a token)", md)
+
+
 @torch.inference_mode()
 def decode(model, ids, new):
     """Prefill, then `new` greedy steps; returns (seconds for the steps, first-step logits)."""
@@ -91,6 +162,10 @@ def main(argv=None) -> int:
     p.add_argument("--prompt", type=int, default=128)
     p.add_argument("--new", type=int, default=64)
     p.add_argument("--cpu-smoke", action="store_true")
+    p.add_argument("--no-graph", dest="graph", action="store_false",
+                   help="skip the CUDA-graph table (a step's GPU time)")
+    p.add_argument("--compile", action="store_true",
+                   help="the graph table also times hf and ours with the step compiled whole")
     p.add_argument("--name", default="bench_decode")
     args = p.parse_args(argv)
     dev = harness.bench_device(args.cpu_smoke, "bench_decode")
@@ -135,6 +210,8 @@ def main(argv=None) -> int:
     md.write_text(f"# decode, hidden {args.hidden}, {args.layers} layers, {str(dtype)[6:]}, "
                   f"prompt {args.prompt}, {args.new} new tokens\n")
     harness.print_table(headers, rows, "decode throughput (greedy, KV cache, eager)", md)
+    if args.graph:
+        graph_table(args, variants, dev, dtype, md)
     print(f"wrote {md}")
     return 0
 

@@ -44,7 +44,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
-from bench_decode import build_model, kernelize_ours  # noqa: E402
+from bench_decode import build_model, kernelize_ours, time_step  # noqa: E402
 
 
 def dequantised(ik, base, q4km):
@@ -63,33 +63,6 @@ def stack(ik, model):
         for names in ik.quant.FUSE_GROUPS:
             ik.quant.fuse_q4k(parent, names)
     return model
-
-
-@torch.no_grad()
-def time_step(model, ids, nxt, max_len, compiled=False, timed=True):
-    """Prefill `ids`, then time one decode step of token `nxt` (harness.time_us: a CUDA
-    graph of 8 steps, replayed); returns (Timing or None when not `timed`, the step's
-    logits, the step)."""
-    from transformers import StaticCache
-
-    dev = ids.device
-    cache = StaticCache(config=model.config, max_cache_len=max_len)
-    out = model(input_ids=ids, past_key_values=cache, cache_position=torch.arange(ids.shape[1], device=dev),
-                use_cache=True)
-    del out
-    pos = torch.tensor([ids.shape[1]], device=dev)
-    fwd = torch.compile(model, fullgraph=True, dynamic=False) if compiled else model
-
-    def step():
-        # Every call decodes position `prompt` again: the static layers' write position
-        # (a device tensor each advances in place) is reset first, inside the graph too.
-        for layer in cache.layers:
-            layer.cumulative_length.fill_(ids.shape[1])
-        return fwd(input_ids=nxt, past_key_values=cache, cache_position=pos, use_cache=True).logits
-
-    logits = step().float()
-    timing = harness.time_us(lambda i: step(), 1, device=dev, min_calls=8, trials=7) if timed else None
-    return timing, logits, step
 
 
 # Kernel name -> group, first match wins (ours: kquant_gemv_kernel; cuBLAS: gemm / nvjet /

@@ -8,7 +8,8 @@
 #   final : tests, quick add+RMSNorm+FP8 benchmark, SASS, sanitizers (fits ~6 min)
 #   tests : the test suite only
 #   swiglu: the SwiGLU benchmark (silu_and_mul_fp8, silu_mul)
-#   decode: end-to-end decode tokens/s, ours vs un-kernelized vs Liger
+#   decode: end-to-end decode, ours vs un-kernelized vs Liger: eager tokens/s, and a step in a
+#           CUDA graph (GPU time), hf and ours also compiled whole
 #   layernorm: layer_norm tests, the LayerNorm benchmark (ours, F.layer_norm,
 #           torch.compile, naive), SASS, sanitizers (last: the first cut if 600 s run
 #           out; `verify` runs them too)
@@ -875,7 +876,7 @@ case "$MODE" in
   final)  tests; bench_fp8 --quick; sass; sanitizers ;;
   tests)  tests ;;
   swiglu) bench_swiglu ;;
-  decode) bench_decode ;;
+  decode) bench_decode --compile ;;
   layernorm) tests_layernorm; bench_layernorm; sass; sanitizers ;;
   roofline) roofline ;;
   ln_roof) tests_layernorm; bench_layernorm; roofline ;;
