@@ -886,7 +886,11 @@ __host__ __device__ constexpr int tma_smem_bytes(int nn, int c) {
 // (in its partials, stored there by st.async and counted on an mbarrier) to their own and
 // store the total into the next rank's, the last rank storing the tile as kTmaDirect: no
 // cluster barrier at the tile's end, and no thread waits on a rank after its own.
-enum TmaEpilogue { kTmaByElement = 0, kTmaByRow = 1, kTmaDirect = 2, kTmaPush = 3 };  // config warps_per_tile - 1
+// At a split of 2, kTmaSwap: each rank sends the other the half of its sums the other
+// stores (st.async) and stores its own half, so both ranks finish the tile at once, where
+// the chain's last rank stores all of it after the first has sent it all; the order of
+// the sums stays (0 + p0) + p1, as the chain's.
+enum TmaEpilogue { kTmaByElement = 0, kTmaByRow = 1, kTmaDirect = 2, kTmaPush = 3, kTmaSwap = 4 };  // config warps_per_tile - 1
 
 template <typename OutT, int NN, int C, int kEpi>
 __global__ void __launch_bounds__(128 * (C + 1), 1)
@@ -913,11 +917,12 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
 
   // kTmaPush: the barrier the previous rank's sums arrive on, after the partials.
   const uint32_t recv = smem_addr(partials) + kMaxM * 64 * C * 4;
-  if (kEpi == kTmaPush && threadIdx.x == 0) mbar_init(recv, 1);
+  constexpr bool kSends = kEpi == kTmaPush || kEpi == kTmaSwap;
+  if (kSends && threadIdx.x == 0) mbar_init(recv, 1);
   mbar_ring_init(full, empty, kTmaS, 4 * C);  // empty: lane 0 of every consumer warp
   // kTmaPush: every rank's barrier is set (fenced in mbar_ring_init) before the next rank
   // stores to it. Only in a cluster: there the wait is BAR.SYNC 0, not the cluster's.
-  if (kEpi == kTmaPush && nc > 1) cluster_arrive_relaxed();
+  if (kSends && nc > 1) cluster_arrive_relaxed();
 
   if (wg == 0) {
     if (threadIdx.x == 0) {
@@ -941,7 +946,7 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
       }
     }
     __syncwarp();
-    if (kEpi == kTmaPush && nc > 1) cluster_wait();
+    if (kSends && nc > 1) cluster_wait();
   } else {
     const int c = wg - 1;
     // d[4j + e]: weight row 16 w + g + 8 (e / 2) of this warpgroup's 64, activation row
@@ -951,7 +956,7 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
     for (int64_t tile = tile0; tile < tend; tile += tstep) {
       // kTmaDirect: this thread's two weight rows' scale and bias, loaded under the K loop.
       float sr[2] = {}, br[2] = {};
-      if constexpr (kEpi == kTmaDirect || kEpi == kTmaPush) {
+      if constexpr (kEpi == kTmaDirect || kSends) {
         const float sa = *p.scale_a;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -980,6 +985,41 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
         if ((threadIdx.x & 31) == 0) mbar_arrive(empty + 8 * slot);
 #pragma unroll
         for (int j = 0; j < NN / 2; ++j) acc[j] += d[j];
+      }
+      constexpr int H = NN / 4;  // kTmaSwap: the sums a thread sends, and keeps
+      if constexpr (kEpi == kTmaSwap) {
+        // Rank 0 keeps acc[0, H) and sends acc[H, 2H) into rank 1's partials; rank 1 the
+        // other way round. Each then adds what it received in the chain's order.
+        const uint32_t slot = smem_addr(partials) + (threadIdx.x - 128) * H * 4;
+        const uint32_t ra = cluster_map(slot, rank ^ 1), rb = cluster_map(recv, rank ^ 1);
+        if (nc > 1) cluster_wait();
+        if (threadIdx.x == 128) mbar_arrive_expect_tx(recv, 128 * C * H * 4);
+        if (rank == 0) {  // uniform: both branches' loops stay unrolled (registers, not local memory)
+          if constexpr (H % 4 == 0) {
+#pragma unroll
+            for (int j = 0; j < H; j += 4) st_async_v4(ra + 4 * j, acc[H + j], acc[H + j + 1], acc[H + j + 2], acc[H + j + 3], rb);
+          } else {
+#pragma unroll
+            for (int j = 0; j < H; j += 2) st_async_v2(ra + 4 * j, acc[H + j], acc[H + j + 1], rb);
+          }
+        } else {
+          if constexpr (H % 4 == 0) {
+#pragma unroll
+            for (int j = 0; j < H; j += 4) st_async_v4(ra + 4 * j, acc[j], acc[j + 1], acc[j + 2], acc[j + 3], rb);
+          } else {
+#pragma unroll
+            for (int j = 0; j < H; j += 2) st_async_v2(ra + 4 * j, acc[j], acc[j + 1], rb);
+          }
+        }
+        mbar_wait(recv, 0);
+        const float* got = partials + (threadIdx.x - 128) * H;
+        if (rank == 0) {
+#pragma unroll
+          for (int j = 0; j < H; ++j) acc[j] = (0.0f + acc[j]) + got[j];
+        } else {
+#pragma unroll
+          for (int j = 0; j < H; ++j) acc[H + j] = (0.0f + got[j]) + acc[H + j];
+        }
       }
       if constexpr (kEpi == kTmaPush) {
         // A chain over the ranks, in rank order as the sums by element (0 + p0 + p1 + ...):
@@ -1010,11 +1050,12 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = 64 * c + 16 * w + g + 8 * (e / 2), m = 8 * j + 2 * t + (e % 2);
-          if constexpr (kEpi == kTmaDirect || kEpi == kTmaPush) {
+          if constexpr (kEpi == kTmaDirect || kSends) {
             // As the sums over ranks: 0 + x (-0 becomes +0), times the scale, plus the bias.
             const int64_t n = tile * kTmaRows + r;
-            if (m < p.M && n < p.N) {
-              float y = (kEpi == kTmaPush ? acc[4 * j + e] : 0.0f + acc[4 * j + e]) * sr[e / 2];
+            const bool mine = kEpi != kTmaSwap || ((4 * j + e < H) == (rank == 0));
+            if (mine && m < p.M && n < p.N) {
+              float y = (kSends ? acc[4 * j + e] : 0.0f + acc[4 * j + e]) * sr[e / 2];
               if (p.bias) y += br[e / 2];
               static_cast<OutT*>(p.out)[m * p.ldo + n] = from_float<OutT>(y);
             }
@@ -1025,7 +1066,7 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
       }
     }
   }
-  if constexpr (kEpi != kTmaDirect && kEpi != kTmaPush) {
+  if constexpr (kEpi != kTmaDirect && !kSends) {
     wg_finish_tile<OutT, kTmaRows, kTmaThreads, kEpi == kTmaByRow>(p, cluster, partials, nc, rank, tile0);
   }
 }
@@ -1384,10 +1425,12 @@ int launch_tma(const SkinnyGemmParams& p, cudaStream_t stream) {
   constexpr int smem = tma_smem_bytes(NN, C), kTmaRows = 64 * C, kTmaThreads = 128 * (C + 1);
   if (!tma_ready(p)) return cudaErrorInvalidValue;
   constexpr auto push = skinny_gemm_tma_kernel<OutT, NN, C, kTmaPush>;
+  constexpr auto swap = skinny_gemm_tma_kernel<OutT, NN, C, kTmaSwap>;
   cudaError_t e = max_dynamic_smem_once<by_element>(smem);
   if (e == cudaSuccess) e = max_dynamic_smem_once<by_row>(smem);
   if (e == cudaSuccess) e = max_dynamic_smem_once<direct>(smem);
   if (e == cudaSuccess) e = max_dynamic_smem_once<push>(smem);
+  if (e == cudaSuccess) e = max_dynamic_smem_once<swap>(smem);
   if (e != cudaSuccess) return e;
   CUtensorMap tw, tx;
   // L2 promotion (the sectors L2 fetches around a request) off from 32 MiB of weight, else
@@ -1422,10 +1465,11 @@ int launch_tma(const SkinnyGemmParams& p, cudaStream_t stream) {
   }
   const int64_t pps = (stages + nc - 1) / nc * kTmaP;  // panels a split
   if (tiles * nc > INT32_MAX) return cudaErrorInvalidValue;
-  // The epilogue (warps_per_tile 1 / 2 / 3 / 4 force one; 4 without a split runs 3):
-  // without a K split direct, in persistent blocks (as many as are resident at once; more
-  // tiles than that only at 28672 x 4096 among the benchmark's weights); at a split of 2,
-  // and at M <= 8 at larger splits, pushed rank to rank; else the partials by element.
+  // The epilogue (warps_per_tile 1-5 force one; 4 without a split runs 3, 5 runs 4 at
+  // splits other than 2): without a K split direct, in persistent blocks (as many as are
+  // resident at once; more tiles than that only at 28672 x 4096 among the benchmark's
+  // weights); at a split of 2 swapped; at larger splits pushed rank to rank at M <= 8,
+  // else the partials by element.
   // Direct against the partials summed by weight row in one process (s27c, us, M 1 / 32):
   // 6144 x 4096 8.72 / 9.21 against 9.19 / 9.80, 8192 x 3584 9.37 / 9.87 against 9.91 /
   // 10.34, 28672 x 4096 28.91 / 31.73 against 30.88 / 33.33 (one tile a block: 29.89 /
@@ -1436,15 +1480,20 @@ int launch_tma(const SkinnyGemmParams& p, cudaStream_t stream) {
   // split of 4 (2304 x 16384, 1280 x 8192, 1024 x 8192) 4-7% faster at M 1 and 8 (2304 x
   // 16384: 11.85 against 12.31), 2-11% slower at M 16 and 32 (three hops of 16 or 32 sums
   // a thread). By row (wg_sum_rows) lost to by element at splits of 4 at every M (s27a).
+  // Swapped against pushed at a split of 2 (s29a, M 1 / 16 / 32): 4096 x 4096 6.64 / 6.92 /
+  // 7.40 against 6.67 / 7.17 / 7.73, 4096 x 14336 16.00 / 16.63 / 17.27 against 16.01 /
+  // 16.79 / 17.57; level at M 1, faster from M 16 at every weight (its half of the sums a
+  // thread waits for, where the chain's last rank waits for all of them).
   int epi = p.warps_per_tile ? p.warps_per_tile - 1
-            : nc == 1 ? kTmaDirect : nc == 2 || p.M <= 8 ? kTmaPush : kTmaByElement;
+            : nc == 1 ? kTmaDirect : nc == 2 ? kTmaSwap : p.M <= 8 ? kTmaPush : kTmaByElement;
+  if (epi == kTmaSwap && nc != 2) epi = kTmaPush;
   if (epi == kTmaPush && nc == 1) epi = kTmaDirect;
   int64_t blocks = tiles * nc;
   if (epi == kTmaDirect) blocks = std::min(tiles, std::max<int64_t>(1, resident_blocks_once<direct, kTmaThreads, smem>()));
   cudaLaunchAttribute attr[1];
   cudaLaunchConfig_t cfg = cluster_launch(blocks, kTmaThreads, size_t(smem), stream, nc, attr);
   if (nc == 1) cfg.numAttrs = 0;  // no cluster: a plain launch
-  return cudaLaunchKernelEx(&cfg, epi == kTmaPush ? push : epi == kTmaDirect ? direct : epi == kTmaByRow ? by_row : by_element,
+  return cudaLaunchKernelEx(&cfg, epi == kTmaSwap ? swap : epi == kTmaPush ? push : epi == kTmaDirect ? direct : epi == kTmaByRow ? by_row : by_element,
                             tw, tx, p, int(pps));
 }
 

@@ -20,7 +20,8 @@ using namespace inference_kernels;
 // its groups of chunks in flight; 5 takes `cluster` and warps_per_tile, its ring slots;
 // 6 takes `cluster`, its K split, tiles_per_block, its consumer warpgroups a block, and
 // warps_per_tile, its epilogue: the partials by element (1) or by weight row (2), direct
-// (3: no K split, persistent blocks), or pushed rank to rank (4; without a split, 3)). On
+// (3: no K split, persistent blocks), pushed rank to rank (4; without a split, 3) or
+// swapped between two ranks (5; at splits other than 2, 4)). On
 // ROCm, warps_per_tile is the K splits across work items and cluster and convert are ignored.
 void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
                           const at::Tensor& scale_a, const at::Tensor& scale_b,
@@ -31,7 +32,8 @@ void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor
               "cluster, convert], got ", num(int64_t(config.size())));
   const auto field = [&](size_t i) { return i < config.size() ? config[i] : int64_t(0); };
   const int64_t rb = field(0), kw = field(1), nc = field(2), cvt = field(3);
-  TORCH_CHECK(rb >= 0 && kw >= 0 && std::max<int64_t>(rb, 1) * std::max<int64_t>(kw, 1) <= 8,
+  // convert 6 reads both fields otherwise (its own check below)
+  TORCH_CHECK(rb >= 0 && kw >= 0 && (cvt == 6 || std::max<int64_t>(rb, 1) * std::max<int64_t>(kw, 1) <= 8),
               "config: tiles_per_block * warps_per_tile must be at most 8 (0 = automatic), got ",
               num(rb), " and ", num(kw));
   TORCH_CHECK(nc >= 0 && nc <= 8, "config: cluster must be 0 (automatic) to 8, got ", num(nc));
@@ -39,10 +41,10 @@ void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor
 #ifdef CUDA_KERNEL
   TORCH_CHECK(cvt < 4 || p.M <= 32, "config: convert ", num(cvt), " (wgmma) takes at most 32 rows of a, got ",
               num(p.M));
-  TORCH_CHECK(cvt != 6 || (rb <= 2 && kw <= 4), "config: convert 6 takes tiles_per_block 0 (automatic), 1 or 2 ",
-              "(consumer warpgroups of 64 weight rows a block) and warps_per_tile 0 (automatic), 1, 2, 3 or 4 (the ",
-              "epilogue: partials by element, by weight row, direct, or pushed rank to rank), got ", num(rb), " and ",
-              num(kw));
+  TORCH_CHECK(cvt != 6 || (rb <= 2 && kw <= 5), "config: convert 6 takes tiles_per_block 0 (automatic), 1 or 2 ",
+              "(consumer warpgroups of 64 weight rows a block) and warps_per_tile 0 (automatic), 1, 2, 3, 4 or 5 (the ",
+              "epilogue: partials by element, by weight row, direct, pushed rank to rank, or swapped between two ",
+              "ranks), got ", num(rb), " and ", num(kw));
   TORCH_CHECK(cvt != 6 || kw != 3 || nc <= 1, "config: convert 6's direct epilogue (warps_per_tile 3) takes no K ",
               "split (cluster 0 or 1), got cluster ", num(nc));
 #endif

@@ -109,6 +109,16 @@ __device__ __forceinline__ void st_async_v4(uint32_t addr, float a, float b, flo
                : "memory");
 #endif
 }
+
+// The same, two floats (8-byte aligned).
+__device__ __forceinline__ void st_async_v2(uint32_t addr, float a, float b, uint32_t bar) {
+#if IK_WGMMA
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(addr),
+               "f"(a), "f"(b), "r"(bar)
+               : "memory");
+#endif
+}
+
 // The box of `map` at (c0 bytes along K, c1 rows) into shared memory at dst (1024-byte
 // aligned), its bytes counted on the mbarrier `bar`.
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {

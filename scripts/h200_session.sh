@@ -8,6 +8,8 @@
 #   final : tests, quick add+RMSNorm+FP8 benchmark, SASS, sanitizers (fits ~6 min)
 #   tests : the test suite only
 #   swiglu: the SwiGLU benchmark (silu_and_mul_fp8, silu_mul)
+#   swap_final: GEMM tests; the GEMM under memcheck, racecheck, synccheck; convert 6 with two consumer
+#           warpgroups at M 16 / 32 (--tune); the full GEMM benchmark
 #   decode: end-to-end decode, ours vs un-kernelized vs Liger: eager tokens/s, and a step in a
 #           CUDA graph (GPU time), hf and ours also compiled whole
 #   layernorm: layer_norm tests, the LayerNorm benchmark (ours, F.layer_norm,
@@ -1045,6 +1047,19 @@ case "$MODE" in
           bench_gemm ;;
   gemm_tma_bench) bench_gemm ;;
   gemm_tma_final) tests_gemm; pack; bench_gemm ;;
+  swap_final) tests_gemm; pack
+          export PATH="$PATH:/usr/local/cuda/bin"
+          for tool in memcheck racecheck synccheck; do
+            PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 \
+              python3 scripts/sanitize_cuda.py skinny_gemm > "$OUT/sanitizer_gemm_$tool.log" 2>&1
+            rc=$?; echo "$tool exit $rc"; tail -2 "$OUT/sanitizer_gemm_$tool.log"; [ $rc = 0 ] || status=1; pack
+          done
+          step "--tune at M 16 / 32: two consumer warpgroups (swapped at a split of 2, direct, by element at 4), one at a split of 4"
+          timeout 120 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --tune --configs "2,5,2,6;2,3,1,6;2,1,4,6;0,1,4,6" \
+            --name tune_m32 --shapes 4096x4096,28672x4096,4096x14336 --ms 16,32 2>&1 | tee "$OUT/tune_m32.log" \
+            | grep -E "^tune|auto|, 6\]|_scaled_mm"
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+          bench_gemm ;;
   tma_epi_ab|gemm_epi_final) tests_gemm; pack
           if [ "$MODE" = tma_epi_ab ]; then
             step "--tune: convert 6's epilogues: partials by element (1), by weight row (2), direct (3)"

@@ -141,7 +141,8 @@ def skinny_gemms(ik, dev):
     tensor memory accelerator, clusters of 1, 3 and 8 and the launcher's, two consumer
     warpgroups a block at the launcher's split and 8, each epilogue forced: by element, by
     weight row at clusters of 1, 3 and 8, direct in persistent blocks, which take several
-    tiles at 19237 rows, and pushed rank to rank at clusters of 2, 3 and 8).
+    tiles at 19237 rows, pushed rank to rank at clusters of 2, 3 and 8, and swapped between
+    the two ranks of a cluster of 2).
     The op is called directly (no torch._scaled_mm route). Returns the launch count."""
     fp8 = torch.float8_e4m3fn
     n_launch = 0
@@ -158,7 +159,8 @@ def skinny_gemms(ik, dev):
                  ([0, 0, 0, 4], [0, 0, 8, 4], [1, 0, 8, 4]) if m <= 32 else ())
         ring = ([0, 0, 0, 5], [0, 3, 8, 5], [0, 4, 8, 5]) if m <= 32 else ()
         tma = (([0, 0, 0, 6], [0, 0, 1, 6], [0, 0, 3, 6], [0, 0, 8, 6], [2, 0, 0, 6], [2, 0, 8, 6], [0, 1, 1, 6],
-                [0, 2, 1, 6], [0, 2, 3, 6], [2, 2, 1, 6], [1, 2, 8, 6], [0, 3, 0, 6], [2, 3, 1, 6], [0, 4, 0, 6], [0, 4, 3, 6], [2, 4, 2, 6], [1, 4, 8, 6])
+                [0, 2, 1, 6], [0, 2, 3, 6], [2, 2, 1, 6], [1, 2, 8, 6], [0, 3, 0, 6], [2, 3, 1, 6], [0, 4, 0, 6], [0, 4, 3, 6], [2, 4, 2, 6], [1, 4, 8, 6],
+                [0, 5, 2, 6], [2, 5, 2, 6])
                if m <= 32 else ())
         for cfg in ([], [1, 8, 4, 1], [2, 4, 2, 2], [1, 1, 8, 1], [1, 8, 4, 3], [2, 4, 2, 3],
                     [8, 1, 2, 3], [0, 0, 0, 3], *wgmma, *ring, *tma):

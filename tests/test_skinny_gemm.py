@@ -335,8 +335,9 @@ def test_tma_path(ik, device, m, n, k):
     cluster of 8 with no K), long K (32 stages a block), strided rows of a and b,
     per-channel scales, bias, both out dtypes. The epilogues (warps_per_tile 1: the
     partials by element, 2: by weight row, 3: direct, without a K split, 4: pushed rank to
-    rank, a chain of up to 7 hops at a cluster of 8) add the ranks' sums in the same order,
-    so their outputs are bitwise equal."""
+    rank, a chain of up to 7 hops at a cluster of 8; 5: swapped between two ranks at a split
+    of 2, else pushed) add the ranks' sums in the same order, so their outputs are bitwise
+    equal."""
     cuda_only(device)
     a, b, sa, sb = strided_operands(m, n, k, device)
     for dt in (torch.bfloat16, torch.float16):
@@ -344,7 +345,7 @@ def test_tma_path(ik, device, m, n, k):
         ref = reference(a, b, sa, sb, bias)
         for rb, nc in ((0, 0), (0, 1), (0, 3), (1, 8), (2, 0), (2, 1), (2, 3), (2, 8)):
             outs = []
-            for kw in (0, 1, 2, 4) + ((3,) if nc <= 1 else ()):
+            for kw in (0, 1, 2, 4, 5) + ((3,) if nc <= 1 else ()):
                 out = poisoned(m, n, dt, device)
                 ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, [rb, kw, nc, 6])
                 assert_rows_close(out, ref, dt)
@@ -369,9 +370,10 @@ def test_tma_is_the_default(ik, device, m, n, k):
     consumer warpgroup a block, the split at most 4; from 32 MiB of weight, here 2304 x
     16384 and 16448 x 4160, tensor maps without L2 promotion; without a K split, e.g.
     6144 x 4096 and 7168 x 8192 at M 17, the direct epilogue; at a split of 2, e.g. 4096 x
-    4096, 4173 x 4096 and 7168 x 8192 at M 16 (fewer tiles than SMs, K of 8192),
-    and at M <= 8 at a split of 4, e.g. 2304 x 16384, the sums pushed rank to rank; at M =
-    32 at a split of 4, 1024 x 8192, the partials by element): the default's output is
+    4096, 4173 x 4096 and 7168 x 8192 at M 16 (fewer tiles than SMs, K of 8192), the
+    sums swapped between the two ranks; at M <= 8 at a split of 4, e.g. 2304 x 16384, the
+    sums pushed rank to rank; at M = 32 at a split of 4, 1024 x 8192, the partials by
+    element): the default's output is
     bitwise the explicit convert 6's (one split order), and right."""
     cuda_only(device)
     a, b = rand_fp8((m, k), device), rand_fp8((n, k), device)
@@ -623,12 +625,12 @@ def test_rejects_bad_config(ik, device):
         with pytest.raises(RuntimeError, match="convert 5 takes tiles_per_block 0 and warps_per_tile 0 "
                                                f"\\(automatic\\), 3 or 4 \\(ring slots\\), got {cfg[0]} and {cfg[1]}"):
             ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, cfg)
-    for cfg in ([3, 0, 0, 6], [0, 5, 2, 6]):
+    for cfg in ([3, 0, 0, 6], [0, 6, 2, 6]):
         with pytest.raises(RuntimeError, match="convert 6 takes tiles_per_block 0 \\(automatic\\), 1 or 2 \\(consumer "
                                                "warpgroups of 64 weight rows a block\\) and warps_per_tile 0 "
-                                               "\\(automatic\\), 1, 2, 3 or 4 \\(the epilogue: partials by element, "
-                                               f"by weight row, direct, or pushed rank to rank\\), got {cfg[0]} and "
-                                               f"{cfg[1]}"):
+                                               "\\(automatic\\), 1, 2, 3, 4 or 5 \\(the epilogue: partials by element, "
+                                               "by weight row, direct, pushed rank to rank, or swapped between two "
+                                               f"ranks\\), got {cfg[0]} and {cfg[1]}"):
             ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, cfg)
     with pytest.raises(RuntimeError, match="convert 6's direct epilogue \\(warps_per_tile 3\\) takes no K split "
                                            "\\(cluster 0 or 1\\), got cluster 2"):
