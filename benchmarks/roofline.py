@@ -8,12 +8,15 @@ For each op of roofline_workload.OPS this runs
 
 (the workload runs the op `--reps` times between cudaProfilerStart/Stop), parses the
 CSV, sums each op's kernels per call, and reports time, DRAM bytes and throughput,
-FP32 FLOPs (fadd + fmul + 2 * ffma, thread-level SASS counts), arithmetic intensity
+FP32 FLOPs (fadd + fmul + 2 * ffma, thread-level SASS counts; for the matmuls, whose
+products run on tensor cores, the op's 2 M N K instead: roofline_workload.MATMUL_FLOPS),
+arithmetic intensity
 (FLOP per DRAM byte), achieved FLOP/s, global-load sectors per request (coalescing:
 4 is ideal for 16-byte loads of a warp... 32 means every thread its own sector) and
 the long-scoreboard stall share. The plot puts one point per kernel/baseline under the
-bandwidth ceiling (measured copy bandwidth, or --bw) and the FP32 compute ceiling
-(--peak-tflops, H200 SXM's 67 TFLOP/s non-tensor FP32 by default).
+bandwidth ceiling (measured copy bandwidth, or --bw), the FP32 compute ceiling
+(--peak-tflops, H200 SXM's 67 TFLOP/s non-tensor FP32 by default) and, where a matmul is
+plotted, the dense FP8 tensor ceiling (--tensor-tflops, 1979).
 
     python benchmarks/roofline.py                       # on the GPU; writes $OUT/roofline.*
     python benchmarks/roofline.py --ops layer_norm/ours layer_norm/naive
@@ -150,6 +153,7 @@ class OpReport:
     sectors_per_request: float | None
     long_scoreboard_pct: float | None
     occupancy_pct: float | None
+    flops_kind: str = "fp32"  # "fp32": SASS FP32 counts; "2mnk": a matmul's 2 M N K
 
     @property
     def intensity(self) -> float:  # FLOP per DRAM byte
@@ -169,9 +173,10 @@ def _get(k: Kernel, name: str) -> float:
     return 0.0 if v is None else v
 
 
-def summarize(op: str, kernels: list[Kernel], calls: int) -> OpReport:
+def summarize(op: str, kernels: list[Kernel], calls: int, matmul_flops: float | None = None) -> OpReport:
     """One call of `op`: its kernels' times, bytes and FLOPs summed (divided by `calls`);
-    percentages averaged weighted by kernel time."""
+    percentages averaged weighted by kernel time. `matmul_flops`: a matmul's 2 M N K a
+    call, which replaces the FP32 instruction counts (tensor-core work is not in them)."""
     calls = max(1, calls)
     t = [_get(k, "gpu__time_duration.sum") for k in kernels]
     total_t = sum(t)
@@ -198,12 +203,13 @@ def summarize(op: str, kernels: list[Kernel], calls: int) -> OpReport:
     requests = sum(_get(k, "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum") for k in kernels)
     names = list(dict.fromkeys(k.name for k in kernels))
     return OpReport(op, names, calls, total_t / calls, sum(map(dram, kernels)) / calls,
-                    sum(map(flops, kernels)) / calls,
+                    matmul_flops if matmul_flops is not None else sum(map(flops, kernels)) / calls,
                     weighted("sm__throughput.avg.pct_of_peak_sustained_elapsed"),
                     weighted("dram__throughput.avg.pct_of_peak_sustained_elapsed"),
                     sectors / requests if requests else None,
                     weighted("smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct"),
-                    weighted("sm__warps_active.avg.pct_of_peak_sustained_active"))
+                    weighted("sm__warps_active.avg.pct_of_peak_sustained_active"),
+                    "fp32" if matmul_flops is None else "2mnk")
 
 
 HEADERS = ["op", "kernels", "us/call", "DRAM MB", "GB/s", "DRAM %peak", "SM %peak", "MFLOP",
@@ -221,9 +227,10 @@ def table_rows(reports: list[OpReport]) -> list[list]:
 
 
 def plot_roofline(reports: list[OpReport], bw: float, peak_flops: float, path: Path,
-                  title: str = "Roofline") -> Path:
+                  title: str = "Roofline", tensor_flops: float = 1979e12) -> Path:
     """Arithmetic intensity (FLOP/DRAM byte) vs achieved FLOP/s, log-log, with the
-    bandwidth ceiling (bw * AI) and the compute ceiling (peak_flops)."""
+    bandwidth ceiling (bw * AI) and the compute ceiling (peak_flops); with a matmul among
+    the points, also the tensor ceiling (tensor_flops, dashed)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -232,8 +239,9 @@ def plot_roofline(reports: list[OpReport], bw: float, peak_flops: float, path: P
     pts = [r for r in reports if r.flops > 0 and r.dram_bytes > 0 and r.time_s > 0]
     fig, ax = plt.subplots(figsize=(8, 5.5))
     ais = [r.intensity for r in pts] or [1.0]
-    lo = 10 ** math.floor(math.log10(min(ais + [peak_flops / bw]) / 10))
-    hi = 10 ** math.ceil(math.log10(max(ais + [peak_flops / bw]) * 10))
+    ridges = [peak_flops / bw] + ([tensor_flops / bw] if any(r.flops_kind == "2mnk" for r in pts) else [])
+    lo = 10 ** math.floor(math.log10(min(ais + ridges) / 10))
+    hi = 10 ** math.ceil(math.log10(max(ais + ridges) * 10))
     xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
     ax.plot(xs, [min(peak_flops, bw * x) for x in xs], "k-", lw=1.5)
     ridge = peak_flops / bw
@@ -241,6 +249,10 @@ def plot_roofline(reports: list[OpReport], bw: float, peak_flops: float, path: P
                 va="bottom")
     ax.annotate(f"FP32 {peak_flops / 1e12:.0f} TFLOP/s (ridge {ridge:.1f} FLOP/B)",
                 (ridge, peak_flops), fontsize=8, va="bottom")
+    if any(r.flops_kind == "2mnk" for r in pts):
+        ax.plot(xs, [min(tensor_flops, bw * x) for x in xs], "k--", lw=1)
+        ax.annotate(f"FP8 tensor {tensor_flops / 1e12:.0f} TFLOP/s (matmuls)",
+                    (tensor_flops / bw, tensor_flops), fontsize=8, va="bottom")
     markers = {"ours": "o", "torch": "s", "naive": "x", "compile": "^"}
     for r in pts:
         impl = r.op.split("/")[-1]
@@ -250,8 +262,8 @@ def plot_roofline(reports: list[OpReport], bw: float, peak_flops: float, path: P
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
-    ax.set_xlabel("arithmetic intensity (FP32 FLOP per DRAM byte)")
-    ax.set_ylabel("achieved FP32 FLOP/s")
+    ax.set_xlabel("arithmetic intensity (FLOP per DRAM byte; FP32 counts, matmuls 2MNK)")
+    ax.set_ylabel("achieved FLOP/s")
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
@@ -275,20 +287,22 @@ def run_ncu(op: str, kernel_filter: str | None, reps: int, ncu: str, raw_dir: Pa
     return text
 
 
-def report(reports: list[OpReport], bw: float, peak: float, out: Path, note: str) -> None:
+def report(reports: list[OpReport], bw: float, peak: float, out: Path, note: str,
+           tensor: float = 1979e12) -> None:
     sys.path.insert(0, str(HERE))
     import harness
 
     md = out / "roofline.md"
     md.write_text(f"# Roofline (Nsight Compute)\n\n{note}\n")
-    harness.print_table(HEADERS, table_rows(reports), "per call, DRAM traffic and FP32 work", md)
+    harness.print_table(HEADERS, table_rows(reports), "per call, DRAM traffic and work (FP32 instruction counts; "
+                        "the matmuls' MFLOP are their 2 M N K)", md)
     with open(md, "a") as f:
         for r in reports:
             f.write(f"- `{r.op}`: {', '.join(r.kernels)}\n")
     (out / "roofline.json").write_text(json.dumps(
-        {"bw": bw, "peak_flops": peak, "ops": [asdict(r) for r in reports]}, indent=1))
+        {"bw": bw, "peak_flops": peak, "tensor_flops": tensor, "ops": [asdict(r) for r in reports]}, indent=1))
     png = plot_roofline(reports, bw, peak, out / "roofline.png",
-                        "inference-kernels vs torch, H200 (Nsight Compute)")
+                        "inference-kernels vs torch, H200 (Nsight Compute)", tensor)
     print(f"wrote {md}, {png}")
 
 
@@ -302,6 +316,8 @@ def main(argv=None) -> int:
     p.add_argument("--ncu", default=shutil.which("ncu") or "ncu")
     p.add_argument("--bw", type=float, help="bandwidth ceiling, GB/s (default: measured copy bandwidth)")
     p.add_argument("--peak-tflops", type=float, default=67.0, help="FP32 ceiling (H200 SXM: 67)")
+    p.add_argument("--tensor-tflops", type=float, default=1979.0,
+                   help="the matmuls' ceiling: dense FP8 tensor (H200 SXM: 1979)")
     p.add_argument("--from-csv", type=Path, help="parse saved <op>.csv files from this folder instead")
     p.add_argument("--from-json", type=Path, help="redraw the table and plot of a saved roofline.json")
     p.add_argument("--note", default="", help="a line for the report (what was measured, when)")
@@ -313,7 +329,7 @@ def main(argv=None) -> int:
         reports = [OpReport(**r) for r in saved["ops"]]
         report(reports, saved["bw"], saved["peak_flops"], out,
                args.note or f"redrawn from {args.from_json.name}; bandwidth ceiling "
-                            f"{saved['bw'] / 1e9:.0f} GB/s")
+                            f"{saved['bw'] / 1e9:.0f} GB/s", saved.get("tensor_flops", args.tensor_tflops * 1e12))
         return 0
     raw = out / "ncu_csv"
     raw.mkdir(exist_ok=True)
@@ -331,7 +347,8 @@ def main(argv=None) -> int:
         bw = harness.copy_bandwidth()
         note = f"bandwidth ceiling {bw / 1e9:.0f} GB/s (measured device-to-device copy)"
     peak = args.peak_tflops * 1e12
-    note += f"; FP32 ceiling {args.peak_tflops:.0f} TFLOP/s; {args.reps} calls per op profiled"
+    note += (f"; FP32 ceiling {args.peak_tflops:.0f} TFLOP/s, FP8 tensor {args.tensor_tflops:.0f}; "
+             f"{args.reps} calls per op profiled")
     reports, failed = [], []
     for op in args.ops:
         try:
@@ -342,12 +359,13 @@ def main(argv=None) -> int:
             kernels = parse_ncu_csv(text)
             if not kernels:
                 raise RuntimeError("no kernels in the ncu output")
-            reports.append(summarize(op, kernels, args.reps))
+            reports.append(summarize(op, kernels, args.reps, roofline_workload.MATMUL_FLOPS.get(op)))
         except Exception as e:  # noqa: BLE001 - one op failing must not lose the others
             print(f"  {op}: FAILED {type(e).__name__}: {str(e)[:400]}")
             failed.append(op)
     if reports:
-        report(reports, bw, peak, out, note + (f"; failed: {', '.join(failed)}" if failed else ""))
+        report(reports, bw, peak, out, note + (f"; failed: {', '.join(failed)}" if failed else ""),
+               args.tensor_tflops * 1e12)
     return 1 if failed or not reports else 0
 
 

@@ -58,6 +58,23 @@ def test_parse_raw_page_and_scaled_units():
     assert r.flops == 2 * 3000 and r.dram_bytes == pytest.approx(3e6)
 
 
+def test_matmul_flops_replace_the_fp32_counts(tmp_path):
+    """A matmul's FLOPs are its 2 M N K (tensor-core work is not in the FP32 counts), and
+    its point brings the tensor ceiling into the plot; every profiled op is a workload op."""
+    ks = roofline.parse_ncu_csv((DATA / "ncu_layer_norm_ours.csv").read_text())
+    mm = roofline.summarize("skinny_gemm_fp8_m32/ours", ks, calls=2, matmul_flops=2 * 32 * 13312 * 16384)
+    assert mm.flops == 2 * 32 * 13312 * 16384 and mm.flops_kind == "2mnk"
+    assert roofline.summarize("layer_norm/ours", ks, calls=2).flops_kind == "fp32"
+    png = roofline.plot_roofline([mm], 4.2e12, 67e12, tmp_path / "r.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    import roofline_workload
+
+    assert set(roofline_workload.MATMUL_FLOPS) <= set(roofline_workload.OPS)
+    families = {op.split("/")[0] for op in roofline_workload.OPS}
+    assert {"skinny_gemm_fp8_m1", "q4k_gemv", "q6k_gemv", "silu_mul", "rms_norm_fp8_dynamic"} <= families
+    assert all(f"{f}/ours" in roofline_workload.OPS and f"{f}/torch" in roofline_workload.OPS for f in families)
+
+
 def test_no_csv_is_empty():
     assert roofline.parse_ncu_csv("==ERROR== ERR_NVGPUCTRPERM - no permission\n") == []
 
