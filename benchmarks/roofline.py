@@ -237,7 +237,7 @@ def plot_roofline(reports: list[OpReport], bw: float, peak_flops: float, path: P
     import matplotlib.pyplot as plt
 
     pts = [r for r in reports if r.flops > 0 and r.dram_bytes > 0 and r.time_s > 0]
-    fig, ax = plt.subplots(figsize=(8, 5.5))
+    fig, ax = plt.subplots(figsize=(10.5, 6))
     ais = [r.intensity for r in pts] or [1.0]
     ridges = [peak_flops / bw] + ([tensor_flops / bw] if any(r.flops_kind == "2mnk" for r in pts) else [])
     lo = 10 ** math.floor(math.log10(min(ais + ridges) / 10))
@@ -252,13 +252,19 @@ def plot_roofline(reports: list[OpReport], bw: float, peak_flops: float, path: P
     if any(r.flops_kind == "2mnk" for r in pts):
         ax.plot(xs, [min(tensor_flops, bw * x) for x in xs], "k--", lw=1)
         ax.annotate(f"FP8 tensor {tensor_flops / 1e12:.0f} TFLOP/s (matmuls)",
-                    (tensor_flops / bw, tensor_flops), fontsize=8, va="bottom")
+                    (tensor_flops / bw, tensor_flops), fontsize=8, va="bottom", ha="right")
+    # One colour a family, one marker an implementation; a legend beside the axes (the
+    # points of one intensity overlap too much for labels on the plot).
     markers = {"ours": "o", "torch": "s", "naive": "x", "compile": "^"}
+    families = list(dict.fromkeys(r.op.split("/")[0] for r in pts))
+    colours = plt.get_cmap("tab20")
     for r in pts:
-        impl = r.op.split("/")[-1]
-        ax.scatter([r.intensity], [r.flops_per_s], marker=markers.get(impl, "D"), s=40, zorder=3)
-        ax.annotate(r.op, (r.intensity, r.flops_per_s), fontsize=7, xytext=(4, 3),
-                    textcoords="offset points")
+        family, impl = r.op.split("/")[0], r.op.split("/")[-1]
+        ax.scatter([r.intensity], [r.flops_per_s], marker=markers.get(impl, "D"), s=42, zorder=3,
+                   color=colours(families.index(family) % 20), label=r.op,
+                   **({"edgecolors": "black", "linewidths": 0.6} if impl == "ours" else {}))
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
+              title="o ours, s torch, x naive", title_fontsize=7)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)

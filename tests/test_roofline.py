@@ -101,8 +101,8 @@ def test_redraw_from_the_recorded_h200_json(tmp_path, monkeypatch):
     """The committed report (BENCHMARKS.md) is redrawn from the H200 run's roofline.json."""
     out = tmp_path / "out"
     monkeypatch.setenv("OUT", str(out))
-    saved = ROOT / "benchmarks" / "results" / "2026-11-29-h200-roofline.json"
+    saved = ROOT / "benchmarks" / "results" / "2026-12-01-h200-roofline-s29c.json"
     assert roofline.main(["--from-json", str(saved), "--note", "test"]) == 0
     assert (out / "roofline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = (out / "roofline.md").read_text()
-    assert "layer_norm/naive" in md and "layer_norm/ours" in md
+    assert "layer_norm/naive" in md and "layer_norm/ours" in md and "q4k_gemv/ours" in md
