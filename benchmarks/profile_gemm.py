@@ -2,7 +2,7 @@
 cudaProfilerStart/Stop region, for Nsight Compute (where the warps stall, which pipes
 are busy, issue and memory throughput):
 
-    ncu --profile-from-start off --clock-control none --kernel-name regex:skinny_gemm_kernel \\
+    ncu --profile-from-start off --clock-control none --kernel-name regex:skinny_gemm \\
         --launch-skip 2 --launch-count 1 --section SpeedOfLight --section WarpStateStats \\
         python3 benchmarks/profile_gemm.py ours 13312 16384 32 [tiles_per_block warps cluster convert]
 
