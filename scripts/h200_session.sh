@@ -2,6 +2,9 @@
 # One device call on the H200: build the CUDA variant, then the stages of MODE;
 # logs and results land under $OUT. Carry .whl (see README):
 #   bash scripts/h200_session.sh MODE
+# The modes that reran a past session's mix (s4a ... s20d) went in the twenty-ninth session:
+# BENCHMARKS.md names each call's commit, whose copy of this script has its mode
+# (git show COMMIT:scripts/h200_session.sh). Experiments' modes live on their branches.
 #   check : tests, error-path stress, SASS, sanitizers, example, quick RMSNorm benchmark
 #   verify: tests, error-path stress, SASS, sanitizers
 #   bench : the RMSNorm sweep (HF eager, torch.compile, Liger)
@@ -21,78 +24,18 @@
 #   tune  : norm/activation tests, the norm layout sweep (benchmarks/tune_norms.cu), quick SwiGLU and
 #           add+RMSNorm+FP8 benchmarks, the LayerNorm benchmark
 #   tuneonly: the norm layout sweep alone (no package build)
-#   s4a   : the k-quant tests, the quick Q4_K benchmark, then norms_explore
-#   s4f   : every CUDA test case, compute-sanitizer over every kernel, the GEMM's path table
-#           (results packed after each stage: a cut run keeps what finished)
-#   s4g   : the GEMM tests and quick benchmark
-#   s4h   : the k-quant and GEMM tests (the CUDA variant carries the CPU k-quant ops), then
-#           the GEMM under compute-sanitizer
-#   s4c   : GEMM, norm/activation and k-quant tests, then the quick benchmarks of each
-#   s5a   : k-quant tests, the quick gemv benchmark with bf16 and fp16 x, the plain-read
-#           floors (benchmarks/read_floor.py), Nsight Compute's per-instruction stalls of
-#           the Q4_K gemv (ncu_q4k_source.csv)
-#   s5c   : k-quant tests, the quick gemv benchmark (bf16, fp16 x), the gemv under
-#           compute-sanitizer, then Nsight Compute's per-instruction stalls (as s5a)
-#   s5d   : the final code of the fifth session: k-quant tests, the quick gemv benchmark,
-#           the full LayerNorm benchmark, the gemv under compute-sanitizer, per-instruction stalls
-#   s5e   : k-quant tests, the quick gemv benchmark, the gemv under compute-sanitizer
-#   s5f   : LayerNorm tests, benchmark and compute-sanitizer, then the layout sweep on
-#           the shapes whose default changed
 #   tune_rms: the layout sweep (no package build) on issue 3's RMSNorm shapes that the flat
 #           layouts were never swept on (fused add + fp8 at 128-2048 rows, hidden 8192/16384)
-#   s6c   : norm tests, the RMSNorm and add+RMSNorm+FP8 benchmarks with the piped layout,
-#           torch.compile's RMSNorm at 4096 x 8192 (Inductor code, Nsight Compute), the
-#           RMSNorm ops under compute-sanitizer
-#   s6f   : every CUDA test case, on the final code of the sixth session
 #   tune_piped: the layout sweep (no package build) with RMSNorm's piped layouts, on the
 #           many-row norm shapes of issues 3 and 5
-#   s7d   : SwiGLU tests, SwiGLU / silu under compute-sanitizer, the SwiGLU benchmark, every
-#           CUDA test case, then sanitize_cuda.py's norm sets run plainly (final code of the
-#           seventh session)
 #   tune_rows: the RMSNorm layout sweep at hidden 8192 and 16384 from 1 to 256 rows (tune_norms
 #           --rows-sweep; no package build)
-#   s8f   : every CUDA test case, RMSNorm under compute-sanitizer (the exact-fit piped
-#           kernel), the RMSNorm benchmark at hidden 8192 and 16384, the add+RMSNorm+FP8
-#           benchmark (final code of the eighth session)
-#   s9f1  : ninth session's defaults (LayerNorm's exact fits, Q4_K's x a block ahead):
-#           every CUDA test case; the LayerNorm layout sweep at issue 5's shapes (MISMATCH
-#           lines: a layout whose bits differ from the default's); LayerNorm and k-quant gemv under
-#           compute-sanitizer
-#   s9f2  : the LayerNorm benchmark, the Q4_K/Q6_K gemv benchmark
-#   s9f3  : LayerNorm's piped exact fit from 384 rows (not 133): every CUDA test case,
-#           LayerNorm under compute-sanitizer, the LayerNorm benchmark
 #   tune_rms_fe: RMSNorm and add + RMSNorm bf16 at hidden 4096 (1-4096 rows), the flat
 #           exact fit among the layouts (no package build)
-#   s10a  : the tenth session's combined branch (rms-flat-exact + fixed-ring +
-#           ln-warp-preload, whose IK_LN_PRELOAD is gone since): every CUDA test case,
-#           layer_norm tests with IK_LN_PRELOAD=1, RMSNorm and LayerNorm under
-#           compute-sanitizer
-#   s10b  : its sweeps: RMSNorm's flat exact fit (hidden 2048/4096), FixedRing against
-#           main's piped exact kernels (ab/main.tar, untracked: main's sources) alternating
-#           binaries, IK_LN_PRELOAD off/on at 16384 x 1024 (gone since); the RMSNorm benchmark
-#           at 2048/4096
-#   s10c  : the tenth session's final rules (flat exact fit fused up to 512 rows, static
-#           fp8 fused at hidden 4096): every CUDA test case, RMSNorm under
-#           compute-sanitizer, the sweep at the new rules' edges and at the fp8 shapes
-#           still unmeasured, the RMSNorm benchmark at hidden 4096
-#   s10d  : the flat exact fit for every fp8 mode at hidden 4096: the RMSNorm tests (CUDA
-#           cases), RMSNorm under compute-sanitizer
 #   tune_wide: the flat exact fits at 2 vectors a thread up to 1024 threads, at hidden
 #           8192/16384 (RMSNorm) and LayerNorm's shapes (s11a's sweep, there on branch
 #           exp11 whose LayerNorm had 2 vectors a thread at 64-1024 threads; main builds
 #           only 64); no package build
-#   s11b  : the eleventh session's rules (RMSNorm's flat exact fit at 16-bit 8192, and
-#           16384 from 1024 rows; LayerNorm 64 x 2 at hidden 1024): the norm tests (CUDA
-#           cases), RMSNorm and LayerNorm under compute-sanitizer, the sweep at the
-#           16384 crossover and hidden 1024, the RMSNorm benchmark at 8192/16384 (with
-#           compile_ip), the LayerNorm benchmark (--quick: 4096 x 4096, 16384 x 1024)
-#   s11c  : the final rules (LayerNorm's one_wave at hidden 1024; static fp8 with the
-#           residual at 16384 from 2048 rows): the norm tests (CUDA cases), LayerNorm
-#           under compute-sanitizer, the sweep's defaults at those shapes
-#   s11d  : the final commit: every CUDA test case, the add + RMSNorm benchmark at hidden
-#           4096 with compile_out (torch.compile's fresh outputs rotated with the inputs)
-#   s11e  : the LayerNorm tests (CUDA cases) after test_kernelize_layer_norm's fp64
-#           budget, then that test 12 more times
 #   wgmma_probe: EXPERIMENT (issue 4): benchmarks/wgmma_probe.cu (fp8 wgmma, sm_90a, the
 #           weight as the register operand): correctness at odd sizes, timing at the
 #           blog's shapes, M 1/8/16/32 (no package build); wgmma_probe_bench adds
@@ -103,33 +46,10 @@
 #           timing at the blog's shapes, then compute-sanitizer (memcheck, racecheck,
 #           synccheck) on the correctness checks; tma_probe_bench and tma_all as the
 #           wgmma ones (bench_skinny_gemm.py beside it)
-#   s16a-e: EXPERIMENTS, modes on branch q4k-bulk (BENCHMARKS.md, sixteenth session): tiled
-#           blocks through bulk copies (cp.async.bulk, 2-4 stages) or lanes' cp.async (2, 3
-#           stages), register caps, x prefetched into L1, x ahead in the staged loop
-#           (benchmarks/ab_q4k.py there), Nsight Compute of the tiled kernel; s16g on
-#           branch q4k-l2pf: tiled blocks asked into L2 ahead of the register loads
-#   s17f  : the seventeenth session's final code (convert 4's activation copied by cp.async,
-#           convert 4 by default at M 17-24 up to 36 MiB and M 25-32 there at K <= 8192): the
-#           skinny GEMM tests, bench_skinny_gemm.py --no-mlp at M 1/8/16/17/24/32, the GEMM
-#           under compute-sanitizer, then every CUDA test case
-#   s18h  : main's skinny GEMM tests and s17j's timing (the M <= 8 rule as landed: default, convert 1,
-#           convert 4 and _scaled_mm at 7168 x 8192 and 8192 x 7168, M 1/8)
-#   s18i  : EXPERIMENT, mode on branch wg-xmap: convert 4's activation copy in whole sectors
-#           (IK_WG_XMAP=1): tests with it, A/B (benchmarks/ab_gemm.py there)
-#   s18a-g: EXPERIMENTS, modes on branch wg-staged (BENCHMARKS.md, eighteenth session): convert 5,
-#           the fp8 warpgroup MMA with the weight staged in shared memory
-#   s17j  : (prepared in the seventeenth session, not run then; run as s18h) the rule as landed (N <= K added, one
-#           group past 36 MiB at M 1 too): the skinny
-#           GEMM tests; the default beside convert 1 and convert 4 at 7168 x 8192 and 8192 x
-#           7168, M 1/8
-#   s17i  : convert 4 by default at M 2-8 up to 64 MiB with K <= 8192 (one group): the skinny
-#           GEMM tests; the default beside convert 1 and convert 4 with one and two groups at
-#           four weights of 40-56 MiB, M 1/2/4/8 (bench_skinny_gemm.py --tune)
-#   s21a-c: EXPERIMENTS, modes on branches q4k-pdl-land (s21a: programmatic dependent
-#           launch), q4k-pdl-modes (s21c: its trigger and wait placements, the decode layer
-#           chain with each) and q4k-swap (s21b: the swapped tiled word order beside main's
-#           tree, and bench_q4k_layer.py in both)
 #   q4k_tests: the k-quant tests (CUDA gemv, tiled layouts, stacked projections)
+#   q4k_src: Nsight Compute source pages (stall samples per SASS instruction) of the tiled
+#           Q4_K gemv at M = 1: 14336 x 4096 fp16 and bf16 x, 4096 x 14336 fp16 (s20a's)
+#   read_floor: what a plain read (and a copy) of the benchmarks' bytes takes (read_floor.py, s5a's)
 #   q4k_decode: a Q4_K_M model of Llama-3-8B's shapes (8, then 16 layers: the slope), random
 #           weights, decoding one step in a CUDA graph: unquantised, Q4_K_M, stacked, stacked
 #           + kernelized, and compiled whole; device time by kernel group (bench_q4k_decode.py)
@@ -195,113 +115,8 @@
 #   q4k_m1to8: the Q4_K gemv benchmark at every M from 1 to 8, fp16 and bf16, with cuBLAS
 #   q4k_layer: the Q4_K decode layer as a chain of kernels, with separate and with fused
 #           projections (bench_q4k_layer.py), bf16 and fp16, twice (q4k_layer_once: once)
-#   s20a  : Nsight Compute source pages (stalls per SASS instruction) of the tiled Q4_K gemv
-#           at M = 1: 14336 x 4096 fp16 and bf16 x, 4096 x 14336 fp16
-#   s20b-c: EXPERIMENTS, modes on branch q4k-m1: m = 1 kernels (M1), the XS loop's copies
-#           from moving pointers, the stage read a chunk at a time, more warps a tile at m = 1
-#   s20e  : EXPERIMENT, mode on branch q4k-s4: the m = 1 fp16 XS loop at 3 and 4 stages
-#   s20d  : every test on the GPU at the final code (M1 kernels); the k-quant sanitizers; the
-#           quick Q4_K/Q6_K benchmarks, fp16 and bf16, with cuBLAS; Nsight Compute source
-#           page of the m = 1 fp16 kernel at 14336 x 4096
-#   s19h  : every test on the GPU at the final code; the fp16 gemv benchmark with cuBLAS and
-#           both formats (the fp16 decode estimate)
-#   s19f  : tiled Q4_K with fp16 x staged with x in the stages (m <= 4, one wave): the
-#           k-quant tests, the fp16 gemv benchmark twice (ours), the sanitizers
-#   s19b-e: EXPERIMENTS, modes on branches wg-staged (s19b: convert 5's second form) and
-#           q4k-xcta (s19c-e: x in shared memory, the read-order probe)
-#   s17h  : EXPERIMENT, mode on branch q4k-xstage: tiled Q4_K through the staged loop with x
-#           staged by cp.async too (IK_Q4K_XSTAGE=1; benchmarks/ab_q4k_xs.py there): A/B,
-#           the k-quant tests and the gemv under compute-sanitizer with it
-#   s17g  : convert 4's groups in flight (config warps_per_tile 1 and 2, each twice) beside
-#           the default at 7 weights, M 1/8/16 (bench_skinny_gemm.py --tune)
-#   s17a-c: EXPERIMENTS, modes on branch wg-xstage (BENCHMARKS.md, seventeenth session):
-#           convert 4's activation copy variants (IK_WG_XSTAGE, benchmarks/ab_gemm.py there),
-#           Nsight Compute source pages of convert 4 at 4096 x 4096 M = 1 / 32; s17a also ran
-#           probe_silu_src
 #   probe_silu_src: Nsight Compute source pages of SwiGLU at 1 / 32 rows, ours and
 #           torch.compile's kernel
-#   s16f  : the sixteenth session's final code (tiled Q4_K staged where no K split fits one
-#           wave): k-quant tests, the quick gemv benchmark (bf16 with cuBLAS; fp16 ours
-#           only, Q4_K), the gemv under compute-sanitizer
-#   s15a-d: EXPERIMENTS, modes on branch q4k-xsmem (BENCHMARKS.md, fifteenth session): x
-#           staged in shared memory, the Q4_K loads-only probes, interleaved blocks, SwiGLU
-#           variants against torch.compile
-#   s15h  : Q6_K's tiled layout (tile_q6k): k-quant tests, the quick gemv benchmark (ours
-#           only: rows and tiled, both formats), the gemv under compute-sanitizer
-#   s15g  : tiled Q4_K with fp16 x loading its qs as 8-byte halves (U = 4, no spill; s15f's
-#           U = 2 was 18% slower than rows at 14336 x 4096): k-quant tests, fp16 benchmark
-#           (ours only) twice, the gemv under compute-sanitizer
-#   s15f  : the fifteenth session's final code (tiled Q4_K with the rows' K split): every
-#           CUDA test, the quick gemv benchmark (bf16; fp16 ours only), the gemv under
-#           compute-sanitizer
-#   s15e  : Q4_K's tiled layout (tile_q4k): the k-quant tests (tiled ones included), the
-#           quick gemv benchmark (rows and tiled side by side), the gemv under compute-sanitizer
-#   s14j  : (prepared, not run: the fourteenth session's device time was spent) convert 4
-#           the default at M 17-32 up to 16 MiB: the skinny GEMM tests, --paths at
-#           4096 x 4096, 1024 x 8192 and 1280 x 8192, M 17/24/32; then convert 4 at M 17
-#           and 32 past 16 MiB over warpgroups a block and K splits, beside convert 1 and 3
-#   s14i  : the skinny GEMM sanitizer set (convert 4 at M 17-32 included)
-#   s14h  : EXPERIMENT (branch wgmma-m32): convert 4 at M <= 32 (n = 48, 64): the skinny GEMM
-#           tests and its sanitizer set, then --paths at 8 weights, M 17/24/32
-#   s14g  : EXPERIMENT (commit e23bead only, dropped: mixed, BENCHMARKS.md): convert 4 with the scales and bias loaded at the
-#           start (IK_WGMMA_HOIST=1) against after the cluster barrier: the skinny GEMM tests
-#           and its sanitizer set hoisted, --tune at 10 weights M 1/8/16 alternating 0, 1, 0, 1,
-#           then bench_skinny_gemm.py --no-mlp (all 11 weights) hoisted
-#   s14f  : Nsight Compute's source page (warp-state samples per SASS instruction) of convert 4
-#           at 4096 x 4096 and 2304 x 16384, M = 1: which barrier or load the warps wait at
-#   s14e  : the fourteenth session's final code (convert 4's MMAs chained): every CUDA test,
-#           the skinny GEMM sanitizer set, bench_skinny_gemm.py --no-mlp (all 11 weights);
-#           then Nsight Compute of convert 4 and _scaled_mm at 4096 x 4096 and 2304 x 16384,
-#           M = 1 (duration, throughput, stalls: where convert 4's time goes at small weights)
-#   s14d  : EXPERIMENT (branch wgmma-chain, run in the fourteenth session; the switch
-#           IK_WGMMA_CHAIN is gone since, its winner kept): convert 4 with a group's 8 MMAs issued back to
-#           back, one wait after them (IK_WGMMA_CHAIN=1) against a wait after each: the
-#           skinny GEMM tests and its sanitizer set chained, then --tune at 10 weights,
-#           M 1/8/16, one and two groups, four runs alternating 0, 1, 0, 1
-#   s14c  : s14b with convert 4 the default at every M <= 16 up to 36 MiB: the skinny GEMM
-#           tests, --paths at 6144 x 4096 and 8192 x 3584, M 1/2/4/8/16, then
-#           bench_skinny_gemm.py --no-mlp (all 11 weights)
-#   s14b  : convert 4 with the launcher's choice of groups in flight (two past 16 MiB at
-#           K <= 8192 or M > 8) and the widened convert_for: the skinny GEMM tests, its
-#           sanitizer set, --paths at the four weights whose default changed, M 1/8/16,
-#           then bench_skinny_gemm.py (all 11 weights and the decode MLP)
-#   s14a  : EXPERIMENT (branch wgmma-pingpong, run in the fourteenth session): convert 4 with two groups of 8
-#           chunks in flight a lane (IK_WGMMA_GROUPS=2: one group's loads on their way while
-#           the other's MMAs run) against one: the skinny GEMM tests and its sanitizer set
-#           with 2, then --tune --configs "0,0,0,4;1,0,0,4" at 10 weights, M 1/8/16, three
-#           runs alternating 1, 2, 1
-#   s13h  : convert 4 with the group's refills together (s13g's winner), the default at M <= 8
-#           up to 36 MiB: the skinny GEMM tests, its sanitizer set, --paths at 2304 x 16384,
-#           6144 x 4096 and 8192 x 3584, M 1/8/16
-#   s13g  : EXPERIMENT (commit 3fb78a9 only: the IK_WGMMA_SUNK switch is gone since, its
-#           winner kept): convert 4's refills after the group's last MMA again, padding
-#           loads still skipped (IK_WGMMA_SUNK=1), against each after its own MMA:
-#           the wgmma tests both ways, then --tune --configs 0,0,0,4 at 8 weights, M 1/16,
-#           four runs alternating
-#   s13f  : the thirteenth session's last state (convert 4 the default at M <= 16 for N >= 512
-#           and N x K <= 16 MiB): every CUDA test, the skinny GEMM sanitizer set,
-#           bench_skinny_gemm.py --no-mlp (all 11 weights), --paths at 512 x 8192
-#   s13e  : convert 4 with one warpgroup a block (config tiles_per_block 1) beside two: the
-#           skinny GEMM tests, its sanitizer set, --tune --configs at 10 weights, M 1/8/16
-#   s13d  : convert_for's new defaults (convert 4 at M <= 16 for N >= 1024 and N x K <= 16 MiB;
-#           the f16 copy at M > 8 only past K 8192): the skinny GEMM tests, its sanitizer set,
-#           --paths at 10 weights, M 1/8/16/24/32, then bench_skinny_gemm.py --no-mlp (all 11)
-#   s13c  : as s13b, convert 4's launcher picking the largest split whose clusters are all
-#           resident (cudaOccupancyMaxActiveClusters), and a clear error for a cluster too small
-#   s13b  : (as at fab0829) convert 4 with each refill after its own MMA (a conditional refill; ptxas
-#           sank the unconditional ones below the group's last MMA): the skinny GEMM tests,
-#           its sanitizer set, convert 4 at clusters 1-8 (bench_skinny_gemm.py --tune
-#           --configs) and --paths at the 8 weights under 64 MiB, M 1/8/16
-#   s13a  : EXPERIMENT (branch wgmma-fold): convert 4 with K's partial chunk folded into the
-#           loop (no second MMA site: ptxas no longer serializes the wgmmas, C7511): the
-#           skinny GEMM tests, its sanitizer set, bench_skinny_gemm.py --paths at the 8
-#           weights under 64 MiB, M 1/8/16
-#   s12c  : convert 4 (the fp8 warpgroup MMA, branch wgmma-gemm): the skinny GEMM tests, its
-#           compute-sanitizer set, then bench_skinny_gemm.py --paths at three small weights
-#   s12b  : the twelfth session's rules (RMSNorm's flat exact fit for every fp8 mode at
-#           16-bit 8192, and static fp8 with the residual at 32-128 x 16384): the norm
-#           tests (CUDA cases), RMSNorm and LayerNorm under compute-sanitizer, the add +
-#           RMSNorm + FP8 benchmark at hidden 16384 (issue 3's rows) and 8192
 #   tune_ln1024: LayerNorm at hidden 1024, 2048-16384 rows, the sweep twice (no package build)
 #   tune_ln_edges: the LayerNorm layout sweep at the exact fits' edges (hidden 2048; 1 to
 #           133 rows of hidden 16384; 1 x 8192), bf16 (no package build)
@@ -458,19 +273,6 @@ ncu_point() {
       | grep -vE "^==PROF==|^\s*$" >> "$OUT/$file"
   done
 }
-# What torch.compile's RMSNorm does where it led ours (4096 x 8192 bf16): Inductor's
-# generated Triton code, and Nsight Compute of ours, torch.compile's and Liger's kernels.
-probe_compile() {
-  step "torch.compile's RMSNorm at 4096 x 8192: Inductor code, Nsight Compute"
-  export PATH="$PATH:/usr/local/cuda/bin"
-  TORCH_LOGS=output_code timeout 150 python3 benchmarks/profile_latency.py --points rms_norm:4096x8192 \
-    --impls ours,compile,liger > "$OUT/probe_compile.log" 2>&1 || status=1
-  grep -vE "^\s*$" "$OUT/probe_compile.log" | grep -E "us|kernel|num_warps|XBLOCK|R0_BLOCK|RBLOCK|grid|def triton|tl.load|tl.store|for r" | head -60
-  ncu_point rms_norm:4096x8192 ncu_probe.txt "ours compile liger" --section SpeedOfLight \
-    --section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy --section WarpStateStats
-  grep -E "^---|^  [^ ].*\(|Duration|DRAM Throughput|Memory Throughput|L2 Hit|L1/TEX Hit|Mem Busy|Max Bandwidth|Registers Per|Block Size|Grid Size|Achieved Occ|Theoretical Occ|Dynamic Shared|Waves Per SM|Warp Cycles Per Issued" \
-    "$OUT/ncu_probe.txt" | head -120
-}
 # Why torch.compile's silu_and_mul_fp8 leads at one row: Nsight Compute of both kernels
 # (duration, cycles, warp states, the stalls per SASS line of ours).
 probe_silu() {
@@ -602,20 +404,6 @@ tests_q4k() {
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 }
 bench_q4k() { step "Q4_K/Q6_K gemv benchmark $*"; timeout 240 python3 benchmarks/bench_q4k.py "$@" 2>&1 | tee -a "$OUT/bench_q4k.log" | tail -60; }
-# Where each SASS instruction of the k-quant gemv waits (Nsight Compute's source page,
-# warp-state samples per instruction), Q4_K 14336 x 4096, M = 1, bf16.
-profile_q4k_source() {
-  step "Nsight Compute: k-quant gemv, stalls per SASS instruction"
-  export PATH="$PATH:/usr/local/cuda/bin"
-  timeout 150 ncu --clock-control none --kernel-name regex:kquant --launch-skip 3 --launch-count 1 \
-    --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section SourceCounters \
-    -f -o /tmp/q4k_src python3 benchmarks/profile_q4k.py Q4_K 14336 4096 1 > "$OUT/ncu_q4k_src_run.txt" 2>&1
-  ncu --import /tmp/q4k_src.ncu-rep --page details > "$OUT/ncu_q4k_details.txt" 2>&1
-  ncu --import /tmp/q4k_src.ncu-rep --page source --csv --print-source sass > "$OUT/ncu_q4k_source.csv" 2>&1
-  head -c 800 "$OUT/ncu_q4k_source.csv"; echo
-  grep -E "Duration|DRAM Through|Issued Warp|No Eligible|Active Warps Per|Warp Cycles Per Issued|Stall" \
-    "$OUT/ncu_q4k_details.txt" | head -30
-}
 read_floor() { step "plain read and copy at the benchmarks' sizes"; timeout 150 python3 benchmarks/read_floor.py 2>&1 | tee "$OUT/read_floor.log" | tail -25; }
 # Where the k-quant gemv's warps stall (Nsight Compute), the large Llama shapes at M = 1.
 profile_q4k() {
@@ -648,15 +436,6 @@ bench_gemm() {
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 }
 sanitizers_gemm() { sanitize gemm skinny_gemm; }
-# RMSNorm at hidden 4096 where the flat exact fit runs or might, as tune_norms --only takes them
-rms_fe_shapes() {
-  local r shapes=""
-  for r in 1 16 256 4096; do shapes="$shapes${shapes:+,}rms bf16 ${r}x4096,rms+add bf16 ${r}x4096"; done
-  for r in 1 256 4096; do shapes="$shapes,rms fp16 ${r}x4096,rms+add+fp8 fp16 ${r}x4096"; done
-  for r in 512 1024 2048; do shapes="$shapes,rms+add bf16 ${r}x4096"; done
-  for r in 1 256 4096; do shapes="$shapes,rms bf16 ${r}x2048,rms+add bf16 ${r}x2048"; done
-  echo "$shapes"
-}
 # the flat exact fits at 2 vectors a thread up to 1024 threads (s11a's sweep)
 wide_shapes() {
   local d r sh shapes=""
@@ -687,49 +466,6 @@ sass_gemm() {
     name { while (match($0, /(LDG|STG|LDL|STL|HMMA|F2FP)[.A-Z0-9_]*/)) { c[substr($0, RSTART, RLENGTH)]++; $0 = substr($0, RSTART + RLENGTH) } }
     function report(  k, s) { s = ""; for (k in c) s = s " " k "=" c[k]; print name ":" s }
     END { if (name) report() }' | tee "$OUT/sass_gemm.txt"
-}
-# convert 4 under an experiment switch, runs alternating (e.g. "0a 1a 0b 1b": the switch's
-# value is each run's first character) in one call: --tune at 10 weights, M 1/8/16.
-# Arguments: VAR NAME CONFIGS RUNS.
-cvt4_ab() {
-  local var=$1 name=$2 configs=$3 runs=$4 run
-  for run in $runs; do
-    step "convert 4, $var=${run:0:1} (run $run)"
-    env "$var=${run:0:1}" timeout 120 python3 benchmarks/bench_skinny_gemm.py --tune --out "$OUT" --name "${name}_$run" \
-      --shapes 2304x16384,6144x4096,4096x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584,13312x16384,16384x6656 \
-      --ms 1,8,16 --configs "$configs" > "$OUT/${name}_$run.log" 2>&1
-    python3 scripts/tune_summary.py "$OUT/${name}_$run.json" \
-      | sed 's/auto=[0-9.]*  //;s/\[0, \([12]\), 0, 4\]/g\1/g;s/\[\([12]\), 0, 0, 4\]/w\1/g'
-  done
-}
-# convert 4 against _scaled_mm at small weights, M = 1 (Nsight Compute, real clocks).
-profile_gemm_small() {
-  step "Nsight Compute: convert 4 and _scaled_mm at 4096 x 4096 and 2304 x 16384, M = 1"
-  export PATH="$PATH:/usr/local/cuda/bin"
-  local f="$OUT/ncu_gemm_small.txt" spec filter
-  for spec in "ours 4096 4096" "scaled_mm 4096 4096" "ours 2304 16384" "scaled_mm 2304 16384"; do
-    set -- $spec
-    filter=(); [ "$1" = ours ] && filter=(--kernel-name regex:skinny_gemm_wgmma)
-    echo "--- $spec" | tee -a "$f"
-    timeout 120 ncu --clock-control none --profile-from-start off "${filter[@]}" --launch-skip 2 --launch-count 1 \
-      --section SpeedOfLight --section WarpStateStats --section LaunchStats --section Occupancy \
-      --section SchedulerStats --print-details all python3 benchmarks/profile_gemm.py "$1" "$2" "$3" 1 \
-      2>&1 | grep -vE "^==PROF==|^\s*$" >> "$f"
-  done
-  grep -E "^---|Function Name|Duration|DRAM Through|Memory Throughput|Compute \(SM\) Through|Grid Size|Block Size|Cluster Size|Registers Per|Achieved Occ|Active Warps Per Sch|Eligible Warps|Issued Warp|No Eligible|Warp Cycles Per Issued|Stall" "$f" | cut -c1-150 | head -120
-}
-# Where convert 4's warps wait, per SASS instruction (Nsight Compute's source page), N K, M = 1.
-profile_gemm_source() {
-  step "Nsight Compute: convert 4 $1 x $2, M = 1, stalls per SASS instruction"
-  export PATH="$PATH:/usr/local/cuda/bin"
-  local name="ncu_gemm_src_$1x$2"
-  timeout 150 ncu --clock-control none --profile-from-start off --kernel-name regex:skinny_gemm_wgmma \
-    --launch-skip 2 --launch-count 1 --section SpeedOfLight --section WarpStateStats --section SourceCounters \
-    -f -o "/tmp/$name" python3 benchmarks/profile_gemm.py ours "$1" "$2" 1 > "$OUT/$name.run.txt" 2>&1
-  ncu --import "/tmp/$name.ncu-rep" --page details > "$OUT/$name.details.txt" 2>&1
-  ncu --import "/tmp/$name.ncu-rep" --page source --csv --print-source sass > "$OUT/$name.csv" 2>&1
-  head -c 600 "$OUT/$name.csv"; echo
-  grep -E "Duration|Warp Cycles Per Issued|Stall (Barrier|Long|Wait|Membar)" "$OUT/$name.details.txt" | head -8
 }
 # Where the skinny GEMM's warps stall and which pipe limits (Nsight Compute, real clocks).
 profile_gemm() {
@@ -773,25 +509,7 @@ tests_gpu() {
     2>&1 | tee "$OUT/pytest_gpu.log" | tail -15
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 }
-bench_rms_s8() {
-  step "RMSNorm benchmark (hidden 8192, 16384)"
-  timeout 260 python3 benchmarks/bench_rms_norm.py --hidden 8192 16384 "$@" --name bench_rms_s8 2>&1 \
-    | tee "$OUT/bench_rms_s8.log" | tail -60
-}
 bench_fp8() { step "add+RMSNorm+FP8 benchmark"; timeout 200 python3 benchmarks/bench_norm_fp8.py "$@" 2>&1 | tee "$OUT/bench_norm_fp8.log" | tail -30; }
-# the given test files' CUDA cases (pytest_cuda.log)
-tests_cuda() {
-  step "tests (CUDA cases): $*"
-  python3 -m pytest "$@" -q -rfE -p no:cacheprovider -k cuda 2>&1 | tee "$OUT/pytest_cuda.log" | tail -4
-  [ "${PIPESTATUS[0]}" = 0 ] || status=1
-}
-# sweep_bg TITLE SHAPES: tune_build_bg's binary over the shapes named (tune_norms.log)
-sweep_bg() {
-  wait "$TUNE_PID" || { tail -5 "$OUT/tune_build.log"; status=1; }
-  step "$1 (tune_norms)"
-  timeout 120 /tmp/tune_norms --only "$2" > "$OUT/tune_norms.log" 2>&1 || status=1
-  grep -v "^  " "$OUT/tune_norms.log"
-}
 
 environment
 case "$MODE" in wgmma_probe|wgmma_probe_bench|wgmma_all|tma_probe|tma_probe_bench|tma_all) PROBE=${MODE%%_*} ;; *) PROBE= ;; esac
@@ -869,7 +587,6 @@ if [ "$MODE" = copy_probe ]; then
   timeout 300 /tmp/copy_probe > "$OUT/copy_probe.log" 2>&1 || status=1
   cat "$OUT/copy_probe.log"; echo "session status $status"; exit $status
 fi
-case "$MODE" in s9f1|s10b|s10c|s11b|s11c) tune_build_bg ;; esac
 build
 case "$MODE" in
   check)  tests; error_paths; sass; sanitizers; example; bench_quick ;;
@@ -884,121 +601,11 @@ case "$MODE" in
   ln_roof) tests_layernorm; bench_layernorm; roofline ;;
   tune)   tests_norms; tune; bench_swiglu; bench_fp8 --quick; bench_layernorm ;;
   norms_explore) norms_explore ;;
-  s4a)    tests_q4k; bench_q4k --quick --formats Q4_K; norms_explore ;;
-  s4f)    tests_gpu; pack; sanitizers; pack; timeout 150 python3 benchmarks/bench_skinny_gemm.py --paths \
-            --name bench_gemm_paths --out "$OUT" 2>&1 | tail -40 ;;
-  s4g)    tests_gemm; bench_gemm --quick ;;
-  s4h)    tests_q4k; tests_gemm; pack; sanitizers_gemm ;;
-  s4c)    tests_gemm; tests_norms; tests_q4k; bench_gemm --quick; bench_q4k --quick; bench_swiglu --quick
-          bench_quick; bench_layernorm --quick; bench_fp8 --quick ;;
-  s5a)    tests_q4k; pack; bench_q4k --quick; bench_q4k --quick --dtype fp16 --name bench_q4k_fp16; pack
-          read_floor; pack; profile_q4k_source ;;
-  s5c)    tests_q4k; bench_q4k --quick; bench_q4k --quick --dtype fp16 --name bench_q4k_fp16; pack
-          sanitizers_q4k; pack; profile_q4k_source ;;
-  s5d)    tests_q4k; bench_q4k --quick; pack; bench_layernorm; pack; sanitizers_q4k; pack; profile_q4k_source ;;
-  s5f)    tests_layernorm; bench_layernorm; pack; sanitize layernorm --only-layernorm; pack
-          tune --only "layer_norm fp16 8192x5120,layer_norm fp16 16384x1024,layer_norm fp16 4096x8192" ;;
-  s6c)    tests_norms; timeout 200 python3 benchmarks/bench_rms_norm.py --hidden 4096 8192 16384 --rows 256 1024 4096 \
-            --fused-rows 256 4096 --name bench_rms_s6 2>&1 | tee "$OUT/bench_rms_s6.log" | tail -60
-          bench_fp8; pack; probe_compile; pack; sanitize rmsnorm --only-rmsnorm ;;
-  s6f)    tests_gpu ;;
-  s7d)    step "activation tests"
-          python3 -m pytest tests/test_activation.py -q -rfE -p no:cacheprovider 2>&1 | tee "$OUT/pytest_activation.log" | tail -4
-          [ "${PIPESTATUS[0]}" = 0 ] || status=1
-          pack; sanitize activations --only-activations; pack; bench_swiglu; pack; tests_gpu; pack
-          step "sanitize_cuda.py's norm sets, without the sanitizer"
-          for o in --only-rmsnorm --only-layernorm; do timeout 60 python3 scripts/sanitize_cuda.py $o 2>&1 | tail -1; done ;;
-  s8f)    tests_gpu; pack; sanitize rmsnorm --only-rmsnorm; pack
-          bench_rms_s8 --rows 1 8 16 32 64 256 1024 4096 --fused-rows 1 16 64 256 4096; pack; bench_fp8 ;;
   probe_silu) probe_silu ;;
-  s9f1)   tests_gpu; pack
-          wait "$TUNE_PID" || { tail -5 "$OUT/tune_build.log"; status=1; }
-          step "LayerNorm layouts with the exact fits as defaults (tune_norms)"
-          timeout 200 /tmp/tune_norms --only "$(ln_exact_shapes)" \
-            > "$OUT/tune_norms.log" 2>&1 || status=1
-          grep -v "^  " "$OUT/tune_norms.log"; grep -E "flat tx.*i4|exact|MISMATCH" "$OUT/tune_norms.log" | head -80; pack
-          sanitize layernorm --only-layernorm; pack; sanitizers_q4k ;;
-  s9f2)   bench_layernorm; pack; bench_q4k ;;
-  s9f3)   tests_gpu; pack; sanitize layernorm --only-layernorm; pack; bench_layernorm ;;
-  s10a)   tests_gpu; pack; IK_LN_PRELOAD=1 tests_layernorm; pack
-          sanitize rmsnorm --only-rmsnorm; pack; sanitize layernorm --only-layernorm ;;
-  s10b)   mkdir -p /tmp/abmain && tar xf ab/main.tar -C /tmp/abmain
-          ( cd /tmp/abmain && nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels benchmarks/tune_norms.cu \
-              cuda_kernels/rms_norm.cu cuda_kernels/layer_norm.cu cuda_kernels/activation.cu -o /tmp/tune_main ) \
-            > "$OUT/tune_main_build.log" 2>&1 &
-          local_main=$!
-          wait "$TUNE_PID" || { tail -5 "$OUT/tune_build.log"; status=1; }
-          step "RMSNorm's flat exact fit at hidden 2048/4096 (tune_norms)"
-          timeout 150 /tmp/tune_norms --only "$(rms_fe_shapes)" > "$OUT/tune_norms.log" 2>&1 || status=1
-          grep -v "^  " "$OUT/tune_norms.log"; grep -E "flat tx|exact|MISMATCH" "$OUT/tune_norms.log" | grep -v " r1 c" | head -90; pack
-          wait $local_main || { tail -5 "$OUT/tune_main_build.log"; status=1; }
-          ring="rms bf16 256x8192,rms bf16 4096x8192,rms bf16 4096x16384,rms+add+fp8 fp16 512x16384,rms+add+fp8 fp16 2048x16384,layer_norm fp16 1024x16384,layer_norm bf16 1024x16384,layer_norm bf16 512x16384"
-          for r in main_a ring_a main_b ring_b; do
-            step "piped exact kernels: $r"
-            bin=/tmp/tune_norms; [ "${r%_*}" = main ] && bin=/tmp/tune_main
-            timeout 90 $bin --only "$ring" > "$OUT/tune_ring_$r.log" 2>&1 || status=1
-            grep -E "piped.*exact|default" "$OUT/tune_ring_$r.log"
-          done; pack
-          for r in 0a 1a 0b 1b; do
-            step "LayerNorm 16384 x 1024, IK_LN_PRELOAD=${r:0:1} (run ${r:1})"
-            IK_LN_PRELOAD=${r:0:1} timeout 60 /tmp/tune_norms --only "layer_norm fp16 16384x1024,layer_norm bf16 16384x1024" \
-              > "$OUT/tune_ln_pre$r.log" 2>&1 || status=1
-            grep -E "flat tx32 i4|default" "$OUT/tune_ln_pre$r.log"
-          done; pack
-          step "RMSNorm benchmark (hidden 2048, 4096)"
-          timeout 240 python3 benchmarks/bench_rms_norm.py --hidden 2048 4096 --rows 1 8 16 32 64 256 1024 4096 \
-            --fused-rows 1 16 64 256 4096 --name bench_rms_s10 2>&1 | tee "$OUT/bench_rms_s10.log" | tail -40 ;;
-  s10c)   tests_gpu; pack; sanitize rmsnorm --only-rmsnorm; pack
-          sweep_bg "RMSNorm at hidden 4096: the new rules' edges, fp8" "rms+add bf16 300x4096,rms+add bf16 512x4096,rms+add bf16 1024x4096,rms+add+fp8 fp16 1x4096,rms+add+fp8 fp16 256x4096,rms+add+fp8 fp16 512x4096,rms+add+fp8dyn fp16 1x4096,rms+add+fp8dyn fp16 256x4096,rms+add+fp8dyn fp16 4096x4096,rms+fp8 fp16 1x4096,rms+fp8 fp16 256x4096,rms+fp8 fp16 4096x4096"
-          grep -E "stream|flat tx256 i2|MISMATCH" "$OUT/tune_norms.log" | head -60; pack
-          step "RMSNorm benchmark (hidden 4096)"
-          timeout 200 python3 benchmarks/bench_rms_norm.py --hidden 4096 --rows 1 16 256 4096 \
-            --fused-rows 1 16 64 256 512 1024 4096 --name bench_rms_s10c 2>&1 | tee "$OUT/bench_rms_s10c.log" | tail -30 ;;
-  s10d)   tests_cuda tests/test_rms_norm.py tests/test_rms_norm_fp8.py; pack; sanitize rmsnorm --only-rmsnorm ;;
-  s11b)   tests_cuda tests/test_rms_norm.py tests/test_rms_norm_fp8.py tests/test_layer_norm.py; pack
-          sanitize rmsnorm --only-rmsnorm; pack; sanitize layernorm --only-layernorm; pack
-          sweep_bg "where hidden 16384 turns to the flat exact fit; LayerNorm at hidden 1024" "rms bf16 512x16384,rms bf16 1024x16384,rms bf16 2048x16384,rms+add bf16 512x16384,rms+add bf16 1024x16384,rms+add bf16 2048x16384,rms+add+fp8 fp16 1024x16384,layer_norm fp16 256x1024,layer_norm fp16 1024x1024,layer_norm fp16 4096x1024"
-          grep -E "exact|MISMATCH" "$OUT/tune_norms.log" | head -60; pack
-          step "RMSNorm benchmark (hidden 8192, 16384)"
-          timeout 230 python3 benchmarks/bench_rms_norm.py --hidden 8192 16384 --rows 1 16 256 1024 4096 \
-            --fused-rows 1 16 256 1024 4096 --name bench_rms_s11b 2>&1 | tee "$OUT/bench_rms_s11b.log" | tail -40; pack
-          bench_layernorm --quick --name bench_ln_s11b ;;
-  s11c)   tests_cuda tests/test_rms_norm.py tests/test_rms_norm_fp8.py tests/test_layer_norm.py; pack; sanitize layernorm --only-layernorm; pack
-          sweep_bg "the final rules' defaults: LayerNorm at hidden 1024 (one_wave), static fp8 at 16384" "layer_norm fp16 2048x1024,layer_norm fp16 4096x1024,layer_norm fp16 8192x1024,layer_norm fp16 16384x1024,rms+add+fp8 fp16 1024x16384,rms+add+fp8 fp16 2048x16384" ;;
-  s11d)   tests_gpu; pack
-          step "add + RMSNorm benchmark with compile_ip and compile_out (hidden 4096)"
-          timeout 150 python3 benchmarks/bench_rms_norm.py --hidden 4096 --rows 1 --fused-rows 1 16 64 256 1024 4096 \
-            --compile-out --name bench_rms_s11d 2>&1 | tee "$OUT/bench_rms_s11d.log" | tail -25 ;;
-  s11e)   step "LayerNorm tests (CUDA cases), then test_kernelize_layer_norm 12 more times"
-          python3 -m pytest tests/test_layer_norm.py -q -rfE -p no:cacheprovider -k cuda 2>&1 | tail -2
-          [ "${PIPESTATUS[0]}" = 0 ] || status=1
-          for i in $(seq 12); do python3 -m pytest tests/test_layer_norm.py -q -p no:cacheprovider -k "kernelize and cuda" 2>&1 \
-            | tail -1; [ "${PIPESTATUS[0]}" = 0 ] || status=1; done ;;
-  s18h)   tests_cuda tests/test_skinny_gemm.py; pack
-          step "s17j on main: the default beside convert 1 and 4 at 7168 x 8192 and 8192 x 7168, M 1/8"
-          timeout 120 python3 benchmarks/bench_skinny_gemm.py --tune --out "$OUT" --name tune_m8 --no-mlp \
-            --shapes 7168x8192,8192x7168 --ms 1,8 --configs "0,0,0,1;0,1,0,4" 2>&1 | tee "$OUT/tune_m8.log" \
-            | grep -E "tune:|auto|_scaled|\[0, [01], 0, [14]\]" ;;
-  s17j)   tests_cuda tests/test_skinny_gemm.py; pack
-          timeout 120 python3 benchmarks/bench_skinny_gemm.py --tune --out "$OUT" --no-mlp \
-            --shapes 7168x8192,8192x7168 --ms 1,8 --configs "0,0,0,1;0,1,0,4" 2>&1 | tee "$OUT/tune_m8.log" \
-            | grep -E "tune:|auto|\[0, [01], 0, [14]\]" ;;
-  s17i)   tests_cuda tests/test_skinny_gemm.py; pack
-          step "convert 4 at M 1-8 past 36 MiB (K <= 8192): the new default against convert 1 and convert 4 with 1 / 2 groups"
-          timeout 300 python3 benchmarks/bench_skinny_gemm.py --tune --out "$OUT" --no-mlp \
-            --shapes 7168x8192,5120x8192,6144x8192,8192x7168 --ms 1,2,4,8 \
-            --configs "0,0,0,1;0,1,0,4;0,2,0,4" 2>&1 | tee "$OUT/tune_m8.log" | grep -E "tune:|auto|\[0, [012], 0, [14]\]" ;;
-  s17g)   step "convert 4 with one and two groups of chunks in flight, after the cp.async copy"
-          timeout 300 python3 benchmarks/bench_skinny_gemm.py --tune --out "$OUT" --no-mlp \
-            --shapes 4096x4096,1024x8192,1280x8192,6144x4096,8192x3584,2304x16384,7168x8192 --ms 1,8,16 \
-            --configs "0,1,0,4;0,2,0,4;0,1,0,4;0,2,0,4" 2>&1 | tee "$OUT/tune_groups.log" | grep -E "tune:|auto|\[0, [12], 0, 4\]" ;;
-  s17f)   tests_cuda tests/test_skinny_gemm.py; pack
-          bench_gemm --no-mlp --ms 1,8,16,17,24,32; pack
-          sanitizers_gemm; pack
-          tests_gpu ;;
   probe_silu_src) probe_silu_src ;;
-  s20a)   profile_q4k_tiled ;;
   q4k_tests) tests_q4k ;;
+  q4k_src) profile_q4k_tiled ;;
+  read_floor) read_floor ;;
   q4k_decode) step "Q4_K_M decode, a step captured in a CUDA graph, 8 layers"
           timeout 210 python3 benchmarks/bench_q4k_decode.py --layers 8 --compile --profile 2>&1 \
             | grep -vi warn | tail -24
@@ -1154,127 +761,7 @@ case "$MODE" in
               [ "${PIPESTATUS[0]}" = 0 ] || status=1
             done
           done ;;
-  s20d)   tests; pack; sanitizers_q4k; pack
-          bench_q4k --quick --dtype fp16 --name bench_q4k_fp16_s20d; pack
-          bench_q4k --quick --name bench_q4k_bf16_s20d; pack
-          ncu_src ncu_q4k_m1_fp16 regex:kquant python3 benchmarks/profile_q4k.py Q4_K 14336 4096 1 tiled fp16 ;;
-  s19h)   tests; pack
-          timeout 120 python3 benchmarks/bench_q4k.py --quick --dtype fp16 --name bench_q4k_fp16_s19h 2>&1 \
-            | grep -A12 -E "^Q4_K gemv|^Q6_K gemv|tok/s"; pack ;;
-  s19f)   tests_q4k; pack
-          for run in a b; do
-            timeout 60 python3 benchmarks/bench_q4k.py --quick --ours-only --dtype fp16 --formats Q4_K \
-              --name bench_q4k_fp16_s19f_$run 2>&1 | grep -A8 "^Q4_K gemv"; pack
-          done
-          sanitizers_q4k ;;
-  s16f)   tests_q4k; pack; bench_q4k --quick --name bench_q4k_s16f; pack
-          timeout 60 python3 benchmarks/bench_q4k.py --quick --ours-only --dtype fp16 --formats Q4_K \
-            --name bench_q4k_fp16_s16f 2>&1 | grep -A8 "^Q4_K gemv"; pack; sanitizers_q4k ;;
-  s15h)   tests_q4k; pack; bench_q4k --quick --ours-only --name bench_q4k_s15h; pack; sanitizers_q4k ;;
-  s15g)   tests_q4k; pack
-          for run in a b; do
-            timeout 60 python3 benchmarks/bench_q4k.py --quick --ours-only --dtype fp16 --formats Q4_K \
-              --name bench_q4k_fp16_s15g$run 2>&1 | grep -A8 "^Q4_K gemv"
-          done; pack; sanitizers_q4k ;;
-  s15f)   tests_gpu; pack; bench_q4k --quick --name bench_q4k_s15f; pack
-          timeout 60 python3 benchmarks/bench_q4k.py --quick --ours-only --dtype fp16 --formats Q4_K \
-            --name bench_q4k_fp16_s15f 2>&1 | grep -A8 "^Q4_K gemv"; pack; sanitizers_q4k ;;
-  s15e)   tests_q4k; pack; bench_q4k --quick --name bench_q4k_s15e; pack; sanitizers_q4k ;;
-  s14j)   tests_cuda tests/test_skinny_gemm.py; pack
-          timeout 100 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s14j \
-            --shapes 4096x4096,1024x8192,1280x8192 --ms 17,24,32 2>&1 | grep -vE "^----|^rows"; pack
-          step "convert 4 at M 17-32 past 16 MiB: warpgroups a block x K split"
-          timeout 200 python3 benchmarks/bench_skinny_gemm.py --tune --out "$OUT" --name cvt4_m32_s14j \
-            --shapes 6144x4096,8192x3584,2304x16384,7168x8192,4096x14336 --ms 17,32 \
-            --configs "0,0,0,4;1,0,0,4;0,0,2,4;0,0,4,4;0,0,8,4;1,0,4,4;1,0,8,4;0,0,0,1;0,0,0,3" > "$OUT/cvt4_m32_s14j.log" 2>&1
-          python3 scripts/tune_summary.py "$OUT/cvt4_m32_s14j.json" ;;
-  s14i)   sanitizers_gemm ;;
-  s14h)   tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
-          timeout 200 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s14h \
-            --shapes 4096x4096,1024x8192,1280x8192,6144x4096,8192x3584,2304x16384,7168x8192,4096x14336 --ms 17,24,32 2>&1 \
-            | grep -vE "^----|^rows" ;;
-  s14g)   export IK_WGMMA_HOIST=1; tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
-          cvt4_ab IK_WGMMA_HOIST cvt4_hoist "0,0,0,4" "0a 1a 0b 1b"; pack
-          timeout 240 python3 benchmarks/bench_skinny_gemm.py --no-mlp --out "$OUT" --name bench_skinny_gemm_s14g \
-            > "$OUT/bench_skinny_gemm_s14g.log" 2>&1; grep -E "^skinny|^ +[0-9]+ " "$OUT/bench_skinny_gemm_s14g.log" | cut -c1-60 ;;
-  s14f)   profile_gemm_source 4096 4096; profile_gemm_source 2304 16384 ;;
-  s14e)   tests_gpu; pack; sanitizers_gemm; pack
-          timeout 240 python3 benchmarks/bench_skinny_gemm.py --no-mlp --out "$OUT" --name bench_skinny_gemm_s14e \
-            > "$OUT/bench_skinny_gemm_s14e.log" 2>&1; grep -E "^skinny|^ +[0-9]+ " "$OUT/bench_skinny_gemm_s14e.log" | cut -c1-90; pack
-          profile_gemm_small ;;
-  s14d)   export IK_WGMMA_CHAIN=1; tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
-          cvt4_ab IK_WGMMA_CHAIN cvt4_chain "0,1,0,4;0,2,0,4" "0a 1a 0b 1b" ;;
-  s14c)   tests_cuda tests/test_skinny_gemm.py; pack
-          timeout 120 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s14c \
-            --shapes 6144x4096,8192x3584 --ms 1,2,4,8,16 2>&1 | tail -16; pack
-          timeout 240 python3 benchmarks/bench_skinny_gemm.py --no-mlp --out "$OUT" --name bench_skinny_gemm_s14c \
-            > "$OUT/bench_skinny_gemm_s14c.log" 2>&1; grep -E "^skinny|^ +[0-9]+ " "$OUT/bench_skinny_gemm_s14c.log" | cut -c1-90 ;;
-  s14b)   tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
-          timeout 120 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s14b \
-            --shapes 2304x16384,6144x4096,8192x3584,7168x8192 --ms 1,8,16 2>&1 | tail -30; pack
-          timeout 300 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --name bench_skinny_gemm_s14b \
-            > "$OUT/bench_skinny_gemm_s14b.log" 2>&1; grep -E "^skinny|^decode|^ +[0-9]+ " "$OUT/bench_skinny_gemm_s14b.log" | cut -c1-90 ;;
-  s14a)   export IK_WGMMA_GROUPS=2; tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
-          cvt4_ab IK_WGMMA_GROUPS cvt4_groups "0,0,0,4;1,0,0,4" "1a 2a 1b" ;;
-  s13h)   tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
-          timeout 100 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s13h \
-            --shapes 2304x16384,6144x4096,8192x3584 --ms 1,8,16 2>&1 | tail -20 ;;
-  s13g)   step "wgmma tests, refills after their own MMA, then sunk"
-          python3 -m pytest tests/test_skinny_gemm.py -q -p no:cacheprovider -k "wgmma and cuda" 2>&1 | tail -2
-          IK_WGMMA_SUNK=1 python3 -m pytest tests/test_skinny_gemm.py -q -p no:cacheprovider -k "wgmma and cuda" 2>&1 | tail -2
-          for run in 0a 1a 0b 1b; do
-            step "convert 4, IK_WGMMA_SUNK=${run:0:1} (run $run)"
-            IK_WGMMA_SUNK=${run:0:1} timeout 100 python3 benchmarks/bench_skinny_gemm.py --tune --out "$OUT" --name cvt4_sunk_$run \
-              --shapes 2304x16384,6144x4096,4096x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584 --ms 1,16 \
-              --configs "0,0,0,4" > "$OUT/cvt4_sunk_$run.log" 2>&1
-            python3 scripts/tune_summary.py "$OUT/cvt4_sunk_$run.json" | sed 's/auto=[0-9.]*  //'
-          done ;;
-  s13f)   tests_gpu; pack; sanitizers_gemm; pack
-          timeout 200 python3 benchmarks/bench_skinny_gemm.py --no-mlp --out "$OUT" --name bench_skinny_gemm_s13f \
-            > "$OUT/bench_skinny_gemm_s13f.log" 2>&1; grep -E "^skinny|^ +[0-9]+ " "$OUT/bench_skinny_gemm_s13f.log" | cut -c1-80; pack
-          timeout 100 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s13f \
-            --shapes 512x8192 --ms 1,8,16 2>&1 | tail -6 ;;
-  s13e)   tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
-          step "convert 4, one or two warpgroups a block, at K splits"
-          timeout 300 python3 benchmarks/bench_skinny_gemm.py --tune --out "$OUT" --name bench_gemm_cvt4_wgs_s13e \
-            --shapes 2304x16384,6144x4096,4096x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584,1024x2048,512x8192 \
-            --ms 1,8,16 --configs "2,0,0,4;1,0,0,4;1,0,4,4;1,0,5,4;1,0,6,4;1,0,7,4;1,0,8,4" \
-            > "$OUT/bench_gemm_cvt4_wgs_s13e.log" 2>&1; grep -E "FAIL|Error" "$OUT/bench_gemm_cvt4_wgs_s13e.log" | head
-          python3 scripts/tune_summary.py "$OUT/bench_gemm_cvt4_wgs_s13e.json" | sed 's/\[\([12]\), 0, \([0-8]\), 4\]/w\1c\2/g' ;;
-  s13d)   tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
-          step "skinny GEMM paths, 10 weights"
-          timeout 280 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s13d \
-            --shapes 2304x16384,6144x4096,4096x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584,1024x2048,512x8192 \
-            --ms 1,8,16,24,32 > "$OUT/bench_gemm_paths_s13d.log" 2>&1; grep -A6 "activation paths" "$OUT/bench_gemm_paths_s13d.log" | grep -v -- "----"; pack
-          timeout 200 python3 benchmarks/bench_skinny_gemm.py --no-mlp --out "$OUT" --name bench_skinny_gemm_s13d \
-            > "$OUT/bench_skinny_gemm_s13d.log" 2>&1; grep -E "^skinny|^ +[0-9]+ " "$OUT/bench_skinny_gemm_s13d.log" | cut -c1-80 ;;
-  s13b|s13c)   tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
-          small=2304x16384,6144x4096,4096x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584
-          step "convert 4 at clusters 1-8, small weights"
-          timeout 280 python3 benchmarks/bench_skinny_gemm.py --tune --out "$OUT" --name bench_gemm_cvt4_clusters_$MODE \
-            --shapes $small --ms 1,8,16 --configs "0,0,1,4;0,0,2,4;0,0,3,4;0,0,4,4;0,0,5,4;0,0,6,4;0,0,7,4;0,0,8,4" \
-            > "$OUT/bench_gemm_cvt4_clusters_$MODE.log" 2>&1; grep FAIL "$OUT/bench_gemm_cvt4_clusters_$MODE.log" | head
-          python3 scripts/tune_summary.py "$OUT/bench_gemm_cvt4_clusters_$MODE.json"; pack
-          step "skinny GEMM paths (convert 4 beside the others), small weights"
-          timeout 200 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_$MODE \
-            --shapes $small --ms 1,8,16 2>&1 | tee "$OUT/bench_gemm_paths_$MODE.log" | tail -60 ;;
-  s13a)   tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
-          step "skinny GEMM paths (convert 4 beside the others), small weights"
-          timeout 300 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s13a \
-            --shapes 2304x16384,6144x4096,4096x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584 --ms 1,8,16 \
-            2>&1 | tee "$OUT/bench_gemm_paths_s13a.log" | tail -60 ;;
-  s12c)   tests_cuda tests/test_skinny_gemm.py; pack; sanitizers_gemm; pack
-          step "skinny GEMM paths (convert 4 beside the others)"
-          timeout 150 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --out "$OUT" --name bench_gemm_paths_s12c \
-            --shapes 4096x4096,1024x8192,2304x16384 --ms 1,16 2>&1 | tee "$OUT/bench_gemm_paths_s12c.log" | tail -30 ;;
-  s12b)   tests_cuda tests/test_rms_norm.py tests/test_rms_norm_fp8.py tests/test_layer_norm.py; pack
-          sanitize rmsnorm --only-rmsnorm; pack; bench_fp8; pack
-          step "add+RMSNorm+FP8 benchmark (hidden 8192)"
-          timeout 150 python3 benchmarks/bench_norm_fp8.py --hidden 8192 --rows 1 16 128 1024 4096 --name bench_norm_fp8_8192 \
-            2>&1 | tee "$OUT/bench_norm_fp8_8192.log" | tail -20; pack
-          sanitize layernorm --only-layernorm ;;
   probe_ln) probe_ln ;;
-  s5e)    tests_q4k; bench_q4k --quick; pack; sanitizers_q4k ;;
   tp)     tp_decode ;;
   q4k)    tests_q4k; bench_q4k; sass_q4k; sanitizers_q4k ;;
   q4k_prof) profile_q4k ;;
