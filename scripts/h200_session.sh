@@ -436,6 +436,16 @@ bench_gemm() {
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 }
 sanitizers_gemm() { sanitize gemm skinny_gemm; }
+# memcheck, racecheck and synccheck (convert 6's barriers) over the skinny GEMM's launches.
+sanitizers_gemm3() {
+  local tool rc
+  export PATH="$PATH:/usr/local/cuda/bin"
+  for tool in memcheck racecheck synccheck; do
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 \
+      python3 scripts/sanitize_cuda.py skinny_gemm > "$OUT/sanitizer_gemm_$tool.log" 2>&1
+    rc=$?; echo "$tool exit $rc"; tail -2 "$OUT/sanitizer_gemm_$tool.log"; [ $rc = 0 ] || status=1; pack
+  done
+}
 # the flat exact fits at 2 vectors a thread up to 1024 threads (s11a's sweep)
 wide_shapes() {
   local d r sh shapes=""
@@ -655,12 +665,7 @@ case "$MODE" in
   gemm_tma_bench) bench_gemm ;;
   gemm_tma_final) tests_gemm; pack; bench_gemm ;;
   swap_final) tests_gemm; pack
-          export PATH="$PATH:/usr/local/cuda/bin"
-          for tool in memcheck racecheck synccheck; do
-            PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 \
-              python3 scripts/sanitize_cuda.py skinny_gemm > "$OUT/sanitizer_gemm_$tool.log" 2>&1
-            rc=$?; echo "$tool exit $rc"; tail -2 "$OUT/sanitizer_gemm_$tool.log"; [ $rc = 0 ] || status=1; pack
-          done
+          sanitizers_gemm3
           step "--tune at M 16 / 32: two consumer warpgroups (swapped at a split of 2, direct, by element at 4), one at a split of 4"
           timeout 120 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --tune --configs "2,5,2,6;2,3,1,6;2,1,4,6;0,1,4,6" \
             --name tune_m32 --shapes 4096x4096,28672x4096,4096x14336 --ms 16,32 2>&1 | tee "$OUT/tune_m32.log" \
@@ -674,12 +679,7 @@ case "$MODE" in
               --shapes 2304x16384,13312x16384,16384x6656,6144x4096,4096x4096,28672x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584 \
               --ms "${EPI_MS:-1,8,16,32}" 2>&1 | tee "$OUT/tune_epi.log" | grep -E "^tune|auto|, 6\]|_scaled_mm"; pack
           fi
-          export PATH="$PATH:/usr/local/cuda/bin"
-          for tool in memcheck racecheck synccheck; do
-            PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 \
-              python3 scripts/sanitize_cuda.py skinny_gemm > "$OUT/sanitizer_gemm_$tool.log" 2>&1
-            rc=$?; echo "$tool exit $rc"; tail -2 "$OUT/sanitizer_gemm_$tool.log"; [ $rc = 0 ] || status=1; pack
-          done
+          sanitizers_gemm3
           if [ "$MODE" = gemm_epi_final ]; then bench_gemm; fi ;;
   act_src) step "activation tests"
           python3 -m pytest tests/test_activation.py -q -rfE -p no:cacheprovider 2>&1 \
