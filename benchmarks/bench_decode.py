@@ -60,6 +60,37 @@ def kernelize_ours(model, device):
         return kernelize(model, mode=Mode.INFERENCE, device=device)
 
 
+def fuse_residuals(model, ik):
+    """EXPERIMENT (this benchmark only, not a package layer): `model` (kernelized with ours)
+    with each decoder layer's two residual adds folded into kernels that run anyway: the
+    add after attention into the post-attention RMSNorm (`fused_add_rms_norm`, the sum
+    written over the layer's input), the add after the MLP into the down projection
+    (`torch.addmm` with the sum as C, one rounding of both). What transformers' layer costs
+    us under torch.compile: Inductor fuses each add into the RMSNorm after it, which our
+    RMSNorm layer, handed the sum, cannot. Overwrites each layer's input: only for models
+    run without output_hidden_states."""
+    import types
+
+    def forward(self, hidden_states, attention_mask=None, position_ids=None, past_key_values=None,
+                use_cache=False, position_embeddings=None, **kwargs):
+        residual = hidden_states
+        h, _ = self.self_attn(hidden_states=self.input_layernorm(hidden_states), attention_mask=attention_mask,
+                              position_ids=position_ids, past_key_values=past_key_values, use_cache=use_cache,
+                              position_embeddings=position_embeddings, **kwargs)
+        norm = self.post_attention_layernorm
+        ik.fused_add_rms_norm(h, residual, norm.weight, norm.variance_epsilon)  # residual += h; h = norm(residual)
+        mlp = self.mlp
+        act = ik.silu_mul(mlp.gate_proj(h), mlp.up_proj(h))
+        shape = residual.shape
+        return torch.addmm(residual.reshape(-1, shape[-1]), act.reshape(-1, act.shape[-1]),
+                           mlp.down_proj.weight.t()).view(shape)
+
+    for layer in model.model.layers:
+        assert layer.mlp.down_proj.bias is None
+        layer.forward = types.MethodType(forward, layer)
+    return model
+
+
 def apply_liger(model):
     from liger_kernel.transformers import apply_liger_kernel_to_llama
 
@@ -101,7 +132,7 @@ def graph_table(args, variants, dev, dtype, md):
     the step compiled whole (torch.compile fullgraph), the graph capture still ours."""
     runs = [(name, name, False) for name in variants]
     if args.compile:
-        runs += [(f"{name} compiled", name, True) for name in ("hf", "ours")]
+        runs += [(f"{name} compiled", name, True) for name in ("hf", "ours", "ours+res") if name in variants]
     rows, names = [], [r[0] for r in runs]
     for batch in args.batch:
         ids = torch.randint(0, args.vocab, (batch, args.prompt), device=dev)
@@ -124,9 +155,11 @@ def graph_table(args, variants, dev, dtype, md):
                 print(f"  batch {batch}: {label} {t.us:.1f} us a step{note}, logits vs hf rel. err {err:.2e}")
         row = [batch] + [f"{us[k].us:.1f}" if k in us else "-" for k in names]
         row += [f"{batch / us[k].us * 1e6:.0f}" if k in us else "-" for k in names]
-        pairs = [("ours", k) for k in names if k not in ("ours", "ours compiled")]
+        pairs = [("ours", k) for k in names if k not in ("ours", "ours compiled") and not k.startswith("ours+res")]
         if "ours compiled" in us:
             pairs += [("ours compiled", k) for k in ("hf compiled", "liger")]
+        if "ours+res compiled" in us:
+            pairs += [("ours+res", "hf"), ("ours+res compiled", "hf compiled")]
         row += [harness.ratio(us.get(b), us.get(a)) for a, b in pairs]
         rows.append(row)
     headers = (["batch"] + [f"{k} us/step" for k in names] + [f"{k} tok/s" for k in names]
@@ -166,6 +199,8 @@ def main(argv=None) -> int:
                    help="skip the CUDA-graph table (a step's GPU time)")
     p.add_argument("--compile", action="store_true",
                    help="the graph table also times hf and ours with the step compiled whole")
+    p.add_argument("--fused-residual", action="store_true",
+                   help="EXPERIMENT: also ours with the residual adds folded in (fuse_residuals)")
     p.add_argument("--name", default="bench_decode")
     args = p.parse_args(argv)
     dev = harness.bench_device(args.cpu_smoke, "bench_decode")
@@ -180,6 +215,8 @@ def main(argv=None) -> int:
 
     base = build_model(args, dev, dtype)
     variants = {"hf": base, "ours": kernelize_ours(copy.deepcopy(base), dev)}
+    if args.fused_residual:
+        variants["ours+res"] = fuse_residuals(kernelize_ours(copy.deepcopy(base), dev), harness.load_kernel())
     if dev == "cuda":
         try:
             variants["liger"] = apply_liger(copy.deepcopy(base))

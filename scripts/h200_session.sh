@@ -14,7 +14,8 @@
 #   swap_final: GEMM tests; the GEMM under memcheck, racecheck, synccheck; convert 6 with two consumer
 #           warpgroups at M 16 / 32 (--tune); the full GEMM benchmark
 #   decode: end-to-end decode, ours vs un-kernelized vs Liger: eager tokens/s, and a step in a
-#           CUDA graph (GPU time), hf and ours also compiled whole
+#           CUDA graph (GPU time), hf and ours also compiled whole (DECODE_ARGS=--fused-residual: the
+#           residual-fusion experiment too)
 #   layernorm: layer_norm tests, the LayerNorm benchmark (ours, F.layer_norm,
 #           torch.compile, naive), SASS, sanitizers (last: the first cut if 600 s run
 #           out; `verify` runs them too)
@@ -605,7 +606,7 @@ case "$MODE" in
   final)  tests; bench_fp8 --quick; sass; sanitizers ;;
   tests)  tests ;;
   swiglu) bench_swiglu ;;
-  decode) bench_decode --compile ;;
+  decode) bench_decode --compile ${DECODE_ARGS:-} ;;
   layernorm) tests_layernorm; bench_layernorm; sass; sanitizers ;;
   roofline) roofline ;;
   ln_roof) tests_layernorm; bench_layernorm; roofline ;;
