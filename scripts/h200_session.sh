@@ -16,6 +16,7 @@
 #   decode: end-to-end decode, ours vs un-kernelized vs Liger: eager tokens/s, and a step in a
 #           CUDA graph (GPU time), hf and ours also compiled whole (DECODE_ARGS=--fused-residual: the
 #           residual-fusion experiment too)
+#   norm_goals: the LayerNorm benchmark (issue 5) and RMSNorm at 1024 / 4096 rows (issue 3)
 #   layernorm: layer_norm tests, the LayerNorm benchmark (ours, F.layer_norm,
 #           torch.compile, naive), SASS, sanitizers (last: the first cut if 600 s run
 #           out; `verify` runs them too)
@@ -607,6 +608,11 @@ case "$MODE" in
   tests)  tests ;;
   swiglu) bench_swiglu ;;
   decode) bench_decode --compile ${DECODE_ARGS:-} ;;
+  norm_goals) bench_layernorm; pack
+          step "RMSNorm at 1024 / 4096 rows, hidden 4096 / 8192 / 16384 (issue 3's never-slower points)"
+          timeout 240 python3 benchmarks/bench_rms_norm.py --hidden 4096 8192 16384 --rows 1024 4096 --no-fused \
+            --name bench_rms_goals 2>&1 | tee "$OUT/bench_rms_goals.log" | tail -30
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
   layernorm) tests_layernorm; bench_layernorm; sass; sanitizers ;;
   roofline) roofline ;;
   ln_roof) tests_layernorm; bench_layernorm; roofline ;;
