@@ -49,7 +49,7 @@ def build(op: str, dev: str = "cuda"):
     gu = torch.randn(N, 2 * D, device=dev, dtype=torch.bfloat16)
     scale = torch.tensor([0.02], device=dev)
     k = None
-    if impl == "ours":
+    if impl == "ours" or family in ("q4k_gemv", "q6k_gemv"):  # the gemvs' baseline uses our dequantisation
         import harness
 
         k = harness.load_kernel()
@@ -105,9 +105,7 @@ def build(op: str, dev: str = "cuda"):
         return lambda: torch._scaled_mm(a, bw.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
     if family in ("q4k_gemv", "q6k_gemv"):
         import bench_q4k
-        import harness
 
-        k = harness.load_kernel()  # the torch baseline's weight is our dequantisation
         fmt = "Q4_K" if family == "q4k_gemv" else "Q6_K"
         q = bench_q4k.random_q(GEMV_N, GEMV_K, fmt, dev)
         xv = torch.randn(1, GEMV_K, device=dev, dtype=h)

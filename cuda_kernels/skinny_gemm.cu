@@ -915,12 +915,12 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
   // Warp-uniform in the compiler's eyes too (else ptxas serialises the MMAs: C7520).
   const int wg = __shfl_sync(0xFFFFFFFFu, int(threadIdx.x / 128), 0);
 
-  // kTmaPush: the barrier the previous rank's sums arrive on, after the partials.
+  // kTmaPush / kTmaSwap: the barrier the other rank's sums arrive on, after the partials.
   const uint32_t recv = smem_addr(partials) + kMaxM * 64 * C * 4;
   constexpr bool kSends = kEpi == kTmaPush || kEpi == kTmaSwap;
   if (kSends && threadIdx.x == 0) mbar_init(recv, 1);
   mbar_ring_init(full, empty, kTmaS, 4 * C);  // empty: lane 0 of every consumer warp
-  // kTmaPush: every rank's barrier is set (fenced in mbar_ring_init) before the next rank
+  // kTmaPush / kTmaSwap: every rank's barrier is set (fenced in mbar_ring_init) before another rank
   // stores to it. Only in a cluster: there the wait is BAR.SYNC 0, not the cluster's.
   if (kSends && nc > 1) cluster_arrive_relaxed();
 
