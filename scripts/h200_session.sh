@@ -91,6 +91,9 @@
 #   gemm_epi_final: tma_epi_ab's tests and sanitizers, then the full GEMM benchmark
 #           row (warps_per_tile 1 / 2), 11 weights, M 8 / 12 / 16 / 24 / 32; compute-sanitizer
 #           (memcheck, racecheck, synccheck) on the GEMM; the full GEMM benchmark
+#   q4k_imma: EXPERIMENT (issue 6): benchmarks/q4k_imma_probe.cu, the tiled Q4_K gemv's m = 1 loop
+#           with f16 MMAs (the landed arithmetic) against int8 MMAs on int8 x, in one skeleton;
+#           compute-sanitizer on its correctness checks first (no package build)
 #   copy_probe: EXPERIMENT (issues 3 and 5): benchmarks/copy_probe.cu, copies of 33.5 and 67 MB
 #           each way (cudaMemcpy, LDG/STG shapes and cache hints, bulk copies through a
 #           shared-memory ring) and fp16 LayerNorm 4096 x 4096 with rows bulk-loaded into a
@@ -586,6 +589,18 @@ fi
 if [ "$MODE" = tune_ln ]; then
   tune --only "layer_norm fp16 8192x5120,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 4096x4096,layer_norm fp16 4096x8192"
   grep -E "^  layer_norm" "$OUT/tune_norms.log" | sort -k5 -n | head -40; echo "session status $status"; exit $status
+fi
+if [ "$MODE" = q4k_imma ]; then
+  step "Q4_K m = 1 inner loops: f16 MMA against int8 MMA on int8 x (benchmarks/q4k_imma_probe.cu)"
+  nvcc -std=c++20 -O3 -gencode arch=compute_90a,code=sm_90a -Xptxas -v -Icommon -Icuda_kernels benchmarks/q4k_imma_probe.cu \
+    -o /tmp/q4k_imma_probe > "$OUT/q4k_imma_build.log" 2>&1 || { tail -20 "$OUT/q4k_imma_build.log"; exit 1; }
+  export PATH="$PATH:/usr/local/cuda/bin"
+  for tool in memcheck racecheck; do
+    PROBE_SANITIZE=1 timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 /tmp/q4k_imma_probe > "$OUT/q4k_imma_$tool.log" 2>&1
+    rc=$?; echo "$tool exit $rc: $(tail -1 "$OUT/q4k_imma_$tool.log")"; [ $rc = 0 ] || status=1
+  done
+  timeout 400 /tmp/q4k_imma_probe > "$OUT/q4k_imma.log" 2>&1 || status=1
+  cat "$OUT/q4k_imma.log"; echo "session status $status"; exit $status
 fi
 if [ "$MODE" = copy_probe ]; then
   step "copy probe (benchmarks/copy_probe.cu)"
