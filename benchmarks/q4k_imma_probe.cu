@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "ggml_blocks.h"
@@ -39,12 +40,17 @@
     }                                                                                      \
   } while (0)
 
+using inference_kernels::cuda::cp_async16;
+using inference_kernels::cuda::cp_async16_ca;
+using inference_kernels::cuda::cp_async_commit;
+using inference_kernels::cuda::cp_async_wait;
 using inference_kernels::cuda::ld_stream16;
+using inference_kernels::cuda::smem_addr;
 using inference_kernels::cuda::mma_m16n8k16;
 using inference_kernels::ggml::kQ4KTileBytes;
 using inference_kernels::ggml::kQ4KTileHeads;
 
-enum Kind { kF16 = 0, kQ8 = 1, kQ8x2 = 2, kRead = 3 };
+enum Kind { kF16 = 0, kQ8 = 1, kQ8x2 = 2, kRead = 3, kQ8in = 4, kQ8x2in = 5 };
 constexpr int kStride = 20;  // floats a row of the scale table (16 used)
 
 struct Args {
@@ -76,43 +82,6 @@ __device__ __forceinline__ Block load_block(const uint8_t* at, const uint8_t* he
   return b;
 }
 
-// Lane pair half h of row lane / 2: sub-blocks 4h..4h+3, whose levels the MMAs take as
-// they lie (high nibbles as 16 q: the factors of odd sub-blocks are divided by 16).
-// F16: ds and dc = 1024 ds + dm a sub-block. Q8 (xd: this block's (dx, X) a sub-block):
-// ds dx a sub-block, and the half row's min term sum dm X at column 16 + h.
-template <bool F16>
-__device__ __forceinline__ void scales(int lane, const uint4& head, float* table, const float2* xd) {
-  const uint32_t s0 = head.y, s1 = head.z, s2 = head.w;
-  const bool h = lane & 1;
-  const uint32_t scw = h ? (s2 & 0x0F0F0F0Fu) | ((s0 >> 2) & 0x30303030u) : s0 & 0x3F3F3F3Fu;
-  const uint32_t mnw = h ? ((s2 >> 4) & 0x0F0F0F0Fu) | ((s1 >> 2) & 0x30303030u) : s1 & 0x3F3F3F3Fu;
-  const float d = __half2float(__ushort_as_half(uint16_t(head.x))), dmin = __half2float(__ushort_as_half(uint16_t(head.x >> 16)));
-  const float d_hi = d * 0.0625f;
-  float* row = table + (lane >> 1) * kStride + 4 * h;
-  if constexpr (F16) {
-    float ds[4], dc[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      ds[i] = (i & 1 ? d_hi : d) * byte_to_float(scw, i);
-      dc[i] = fmaf(1024.0f, ds[i], dmin * byte_to_float(mnw, i));
-    }
-    *reinterpret_cast<float4*>(row) = make_float4(ds[0], ds[1], ds[2], ds[3]);
-    *reinterpret_cast<float4*>(row + 8) = make_float4(dc[0], dc[1], dc[2], dc[3]);
-  } else {
-    const float4 xa = __ldg(reinterpret_cast<const float4*>(xd + 4 * h));
-    const float4 xb = __ldg(reinterpret_cast<const float4*>(xd + 4 * h + 2));
-    const float dx[4] = {xa.x, xa.z, xb.x, xb.z}, X[4] = {xa.y, xa.w, xb.y, xb.w};
-    float ds[4], m = 0.f;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      ds[i] = (i & 1 ? d_hi : d) * byte_to_float(scw, i) * dx[i];
-      m = fmaf(dmin * byte_to_float(mnw, i), X[i], m);
-    }
-    *reinterpret_cast<float4*>(row) = make_float4(ds[0], ds[1], ds[2], ds[3]);
-    table[(lane >> 1) * kStride + 16 + h] = m;
-  }
-}
-
 __device__ __forceinline__ void immau(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                       uint32_t b1) {
   asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
@@ -121,19 +90,205 @@ __device__ __forceinline__ void immau(int (&d)[4], uint32_t a0, uint32_t a1, uin
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// x of one block as block_math reads it: f16 kinds the 256 fp16 elements (h); int8
+// kinds the 256 int8 levels (q; the second part q2 bytes on) and the 8 (dx, X) (ds).
+// SX: the pointers are in shared memory (plain loads), else global (through L1).
+struct XBlock {
+  const __half* h;
+  const int8_t* q;
+  int q2;
+  const float2* ds;
+};
+
+template <bool SX, typename V, typename P>
+__device__ __forceinline__ V ldx(const P* p) {
+  if constexpr (SX) return *reinterpret_cast<const V*>(p);
+  else return __ldg(reinterpret_cast<const V*>(p));
+}
+
+__host__ __device__ constexpr bool int8_x(Kind k) { return k == kQ8 || k == kQ8x2 || k == kQ8in || k == kQ8x2in; }
+__host__ __device__ constexpr bool two_parts(Kind k) { return k == kQ8x2 || k == kQ8x2in; }
+__host__ __device__ constexpr bool in_kernel(Kind k) { return k == kQ8in || k == kQ8x2in; }
+
+// One tile block: its scales into the table, then 4 chunks. wchunk(c): the lane's 16 bytes
+// of chunk c (rows g: x, y; g + 8: z, w).
+template <Kind K, bool SX, typename WChunk>
+__device__ __forceinline__ void block_math(int lane, WChunk wchunk, const uint4& head, float* table, const XBlock& xb,
+                                           float& acc0, float& acc2) {
+  const int g = lane >> 2, t = lane & 3;
+  const bool h = lane & 1;
+  {  // the scale table: lane pair half h of row lane / 2, sub-blocks 4h..4h+3
+    const uint32_t s0 = head.y, s1 = head.z, s2 = head.w;
+    const uint32_t scw = h ? (s2 & 0x0F0F0F0Fu) | ((s0 >> 2) & 0x30303030u) : s0 & 0x3F3F3F3Fu;
+    const uint32_t mnw = h ? ((s2 >> 4) & 0x0F0F0F0Fu) | ((s1 >> 2) & 0x30303030u) : s1 & 0x3F3F3F3Fu;
+    const float d = __half2float(__ushort_as_half(uint16_t(head.x)));
+    const float dmin = __half2float(__ushort_as_half(uint16_t(head.x >> 16)));
+    const float d_hi = d * 0.0625f;  // high nibbles are read as 16 q
+    float* row = table + (lane >> 1) * kStride + 4 * h;
+    if constexpr (!int8_x(K)) {
+      float ds[4], dc[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        ds[i] = (i & 1 ? d_hi : d) * byte_to_float(scw, i);
+        dc[i] = fmaf(1024.0f, ds[i], dmin * byte_to_float(mnw, i));
+      }
+      *reinterpret_cast<float4*>(row) = make_float4(ds[0], ds[1], ds[2], ds[3]);
+      *reinterpret_cast<float4*>(row + 8) = make_float4(dc[0], dc[1], dc[2], dc[3]);
+    } else {
+      const float4 xa = ldx<SX, float4>(xb.ds + 4 * h), xc = ldx<SX, float4>(xb.ds + 4 * h + 2);
+      const float dx[4] = {xa.x, xa.z, xc.x, xc.z}, X[4] = {xa.y, xa.w, xc.y, xc.w};
+      float ds[4], m = 0.f;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        ds[i] = (i & 1 ? d_hi : d) * byte_to_float(scw, i) * dx[i];
+        m = fmaf(dmin * byte_to_float(mnw, i), X[i], m);
+      }
+      *reinterpret_cast<float4*>(row) = make_float4(ds[0], ds[1], ds[2], ds[3]);
+      table[(lane >> 1) * kStride + 16 + h] = m;
+    }
+  }
+  __syncwarp();
+  const float* tg = table + g * kStride;
+  const float* th = table + (g + 8) * kStride;
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    const uint4 wv = wchunk(c);
+    const uint32_t w[4] = {wv.x, wv.y, wv.z, wv.w};
+    const float2 dsg = *reinterpret_cast<const float2*>(tg + 2 * c);
+    const float2 dsh = *reinterpret_cast<const float2*>(th + 2 * c);
+    const int xo = 64 * c + 8 * t;  // sub-block 2c at xo, 2c + 1 at xo + 32
+    if constexpr (!int8_x(K)) {
+      const uint4 xl = ldx<SX, uint4>(xb.h + xo), xh = ldx<SX, uint4>(xb.h + xo + 32);
+      float sl[4] = {}, sh[4] = {}, xsl[4] = {}, xsh[4] = {};
+      constexpr uint32_t one = 0x3C003C00u;
+      const float2 dcg = *reinterpret_cast<const float2*>(tg + 8 + 2 * c);
+      const float2 dch = *reinterpret_cast<const float2*>(th + 8 + 2 * c);
+#pragma unroll
+      for (int v = 0; v < 2; ++v) {
+        const uint32_t lg = w[v] & 0x0F0F0F0Fu, hg = w[v] & 0xF0F0F0F0u;
+        const uint32_t lh = w[2 + v] & 0x0F0F0F0Fu, hh = w[2 + v] & 0xF0F0F0F0u;
+        const uint32_t bl0 = v ? xl.z : xl.x, bl1 = v ? xl.w : xl.y;
+        const uint32_t bh0 = v ? xh.z : xh.x, bh1 = v ? xh.w : xh.y;
+        mma_m16n8k16<false>(sl, level_pair(lg, 0), level_pair(lh, 0), level_pair(lg, 1), level_pair(lh, 1), bl0, bl1);
+        mma_m16n8k16<false>(xsl, one, one, one, one, bl0, bl1);
+        mma_m16n8k16<false>(sh, level_pair(hg, 0), level_pair(hh, 0), level_pair(hg, 1), level_pair(hh, 1), bh0, bh1);
+        mma_m16n8k16<false>(xsh, one, one, one, one, bh0, bh1);
+      }
+      acc0 = fmaf(dsg.x, sl[0], fmaf(-dcg.x, xsl[0], acc0));
+      acc2 = fmaf(dsh.x, sl[2], fmaf(-dch.x, xsl[2], acc2));
+      acc0 = fmaf(dsg.y, sh[0], fmaf(-dcg.y, xsh[0], acc0));
+      acc2 = fmaf(dsh.y, sh[2], fmaf(-dch.y, xsh[2], acc2));
+    } else {
+      // A (u8): a0 row g k 4t.. (bytes 8t..8t+3), a2 row g k 16 + 4t.. (bytes 8t + 4..), a1/a3
+      // row g + 8; high nibbles as 16 q. B: x's int8 levels at 8t.. of the sub-block.
+      const uint32_t lg0 = w[0] & 0x0F0F0F0Fu, lg1 = w[1] & 0x0F0F0F0Fu;
+      const uint32_t lh0 = w[2] & 0x0F0F0F0Fu, lh1 = w[3] & 0x0F0F0F0Fu;
+      const uint32_t hg0 = w[0] & 0xF0F0F0F0u, hg1 = w[1] & 0xF0F0F0F0u;
+      const uint32_t hh0 = w[2] & 0xF0F0F0F0u, hh1 = w[3] & 0xF0F0F0F0u;
+      int sl[4] = {}, sh[4] = {};
+      const uint2 ql = ldx<SX, uint2>(xb.q + xo), qh = ldx<SX, uint2>(xb.q + xo + 32);
+      immau(sl, lg0, lh0, lg1, lh1, ql.x, ql.y);
+      immau(sh, hg0, hh0, hg1, hh1, qh.x, qh.y);
+      int s_l0 = sl[0], s_l2 = sl[2], s_h0 = sh[0], s_h2 = sh[2];
+      if constexpr (two_parts(K)) {
+        int ll[4] = {}, lh[4] = {};
+        const uint2 pl = ldx<SX, uint2>(xb.q + xb.q2 + xo), ph = ldx<SX, uint2>(xb.q + xb.q2 + xo + 32);
+        immau(ll, lg0, lh0, lg1, lh1, pl.x, pl.y);
+        immau(lh, hg0, hh0, hg1, hh1, ph.x, ph.y);
+        s_l0 = s_l0 * 254 + ll[0], s_l2 = s_l2 * 254 + ll[2];
+        s_h0 = s_h0 * 254 + lh[0], s_h2 = s_h2 * 254 + lh[2];
+      }
+      acc0 = fmaf(dsg.x, float(s_l0), acc0);
+      acc2 = fmaf(dsh.x, float(s_l2), acc2);
+      acc0 = fmaf(dsg.y, float(s_h0), acc0);
+      acc2 = fmaf(dsh.y, float(s_h2), acc2);
+    }
+  }
+  if constexpr (int8_x(K)) {
+    const float2 mg = *reinterpret_cast<const float2*>(tg + 16), mh = *reinterpret_cast<const float2*>(th + 16);
+    acc0 -= mg.x + mg.y;
+    acc2 -= mh.x + mh.y;
+  }
+  __syncwarp();  // the table is rewritten for the next block
+}
+
+__device__ __forceinline__ uint32_t pack_s8(int a, int b, int c, int d) {
+  uint32_t lo, r;
+  asm("cvt.pack.sat.s8.s32.b32 %0, %1, %2, 0;" : "=r"(lo) : "r"(b), "r"(a));
+  asm("cvt.pack.sat.s8.s32.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(d), "r"(c), "r"(lo));
+  return r;
+}
+
+// The in-kernel kinds: the block's 256 fp16 x (a stage's slot) to int8 levels (one or two
+// parts) and (dx, X) a sub-block in the warp's scratch. Lane j takes elements 8j..8j+7 (sub-
+// block j / 4; its four lanes meet by shuffles).
+template <Kind K>
+__device__ __forceinline__ void quantise_x(int lane, const __half* xs, int8_t* q, float2* ds) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(xs + 8 * lane);
+  const uint32_t rw[4] = {raw.x, raw.y, raw.z, raw.w};
+  float v[8];
+  float mx = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&rw[i]));
+    v[2 * i] = f.x, v[2 * i + 1] = f.y;
+    mx = fmaxf(mx, fmaxf(fabsf(f.x), fabsf(f.y)));
+  }
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+  const float inv = mx > 0.f ? 127.0f / mx : 0.f;
+  const float dx = mx * (1.0f / 127.0f);
+  int hq[8], lq[8], sum = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float u = v[i] * inv;
+    hq[i] = __float2int_rn(u);
+    if constexpr (two_parts(K)) {
+      lq[i] = __float2int_rn((u - float(hq[i])) * 254.0f);
+      sum += 254 * hq[i] + lq[i];
+    } else {
+      sum += hq[i];
+    }
+  }
+  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+  sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+  *reinterpret_cast<uint2*>(q + 8 * lane) = make_uint2(pack_s8(hq[0], hq[1], hq[2], hq[3]), pack_s8(hq[4], hq[5], hq[6], hq[7]));
+  if constexpr (two_parts(K))
+    *reinterpret_cast<uint2*>(q + 256 + 8 * lane) =
+        make_uint2(pack_s8(lq[0], lq[1], lq[2], lq[3]), pack_s8(lq[4], lq[5], lq[6], lq[7]));
+  const float scale = two_parts(K) ? dx * (1.0f / 254.0f) : dx;
+  if ((lane & 3) == 0) ds[lane >> 2] = make_float2(scale, scale * float(sum));
+  __syncwarp();
+}
+
+// Both skeletons end the same way: the warps' sums in a fixed order, t = 0 lanes' rows.
+__device__ __forceinline__ void finish(const Args& a, float (*part)[16], int W, float acc0, float acc2) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if ((lane & 3) == 0) {
+    part[warp][lane >> 2] = acc0;
+    part[warp][(lane >> 2) + 8] = acc2;
+  }
+  __syncthreads();
+  if (threadIdx.x < 16) {
+    float s = 0.f;
+    for (int w = 0; w < W; ++w) s += part[w][threadIdx.x];
+    const int row = blockIdx.x * 16 + threadIdx.x;
+    if (row < a.n) a.out[row] = s;
+  }
+}
+
+// Skeleton 1 (direct): the next tile block in registers while the current one is worked.
 template <int K_>
 __global__ void __launch_bounds__(256) gemv(Args a) {
   constexpr Kind K = Kind(K_);
   __shared__ float tables[8][16 * kStride];
   __shared__ float part[8][16];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, W = blockDim.x >> 5;
-  const int g = lane >> 2, t = lane & 3;
   const int nb = a.k / 256;
   const int b0 = warp * nb / W, b1 = (warp + 1) * nb / W;
   const uint8_t* tile = a.q + int64_t(blockIdx.x) * nb * kQ4KTileBytes;
   const uint8_t* at = tile + 16 * lane;
   const uint8_t* head = tile + kQ4KTileHeads + 16 * (lane >> 1);
-  float* table = tables[warp];
   float acc0 = 0.f, acc2 = 0.f;
   uint32_t xr = 0;
   Block cur = load_block(at + int64_t(b0) * kQ4KTileBytes, head + int64_t(b0) * kQ4KTileBytes);
@@ -145,87 +300,89 @@ __global__ void __launch_bounds__(256) gemv(Args a) {
       for (int c = 0; c < 4; ++c) xr ^= cur.c[c].x ^ cur.c[c].y ^ cur.c[c].z ^ cur.c[c].w;
       xr ^= cur.head.x ^ cur.head.w;
     } else {
-      scales<K == kF16>(lane, cur.head, table, a.xds + 8 * b);
-      __syncwarp();
-      const float* tg = table + g * kStride;
-      const float* th = table + (g + 8) * kStride;
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const uint32_t w[4] = {cur.c[c].x, cur.c[c].y, cur.c[c].z, cur.c[c].w};  // g: x, y; g + 8: z, w
-        const float2 dsg = *reinterpret_cast<const float2*>(tg + 2 * c);
-        const float2 dsh = *reinterpret_cast<const float2*>(th + 2 * c);
-        const int xo = b * 256 + 64 * c + 8 * t;  // sub-block 2c at xo, 2c + 1 at xo + 32
-        if constexpr (K == kF16) {
-          const uint4 xl = __ldg(reinterpret_cast<const uint4*>(a.x + xo));
-          const uint4 xh = __ldg(reinterpret_cast<const uint4*>(a.x + xo + 32));
-          float sl[4] = {}, sh[4] = {}, xsl[4] = {}, xsh[4] = {};
-          constexpr uint32_t one = 0x3C003C00u;
-          const float2 dcg = *reinterpret_cast<const float2*>(tg + 8 + 2 * c);
-          const float2 dch = *reinterpret_cast<const float2*>(th + 8 + 2 * c);
-#pragma unroll
-          for (int v = 0; v < 2; ++v) {
-            const uint32_t lg = w[v] & 0x0F0F0F0Fu, hg = w[v] & 0xF0F0F0F0u;
-            const uint32_t lh = w[2 + v] & 0x0F0F0F0Fu, hh = w[2 + v] & 0xF0F0F0F0u;
-            const uint32_t bl0 = v ? xl.z : xl.x, bl1 = v ? xl.w : xl.y;
-            const uint32_t bh0 = v ? xh.z : xh.x, bh1 = v ? xh.w : xh.y;
-            mma_m16n8k16<false>(sl, level_pair(lg, 0), level_pair(lh, 0), level_pair(lg, 1), level_pair(lh, 1), bl0, bl1);
-            mma_m16n8k16<false>(xsl, one, one, one, one, bl0, bl1);
-            mma_m16n8k16<false>(sh, level_pair(hg, 0), level_pair(hh, 0), level_pair(hg, 1), level_pair(hh, 1), bh0, bh1);
-            mma_m16n8k16<false>(xsh, one, one, one, one, bh0, bh1);
-          }
-          acc0 = fmaf(dsg.x, sl[0], fmaf(-dcg.x, xsl[0], acc0));
-          acc2 = fmaf(dsh.x, sl[2], fmaf(-dch.x, xsl[2], acc2));
-          acc0 = fmaf(dsg.y, sh[0], fmaf(-dcg.y, xsh[0], acc0));
-          acc2 = fmaf(dsh.y, sh[2], fmaf(-dch.y, xsh[2], acc2));
-        } else {
-          // A (u8): a0 row g k 4t.. (bytes 8t..8t+3), a2 row g k 16 + 4t.. (bytes 8t + 4..), a1/a3
-          // row g + 8; high nibbles as 16 q.
-          const uint32_t lg0 = w[0] & 0x0F0F0F0Fu, lg1 = w[1] & 0x0F0F0F0Fu;
-          const uint32_t lh0 = w[2] & 0x0F0F0F0Fu, lh1 = w[3] & 0x0F0F0F0Fu;
-          const uint32_t hg0 = w[0] & 0xF0F0F0F0u, hg1 = w[1] & 0xF0F0F0F0u;
-          const uint32_t hh0 = w[2] & 0xF0F0F0F0u, hh1 = w[3] & 0xF0F0F0F0u;
-          int sl[4] = {}, sh[4] = {};
-          const uint2 ql = __ldg(reinterpret_cast<const uint2*>(a.xq + xo));
-          const uint2 qh = __ldg(reinterpret_cast<const uint2*>(a.xq + xo + 32));
-          immau(sl, lg0, lh0, lg1, lh1, ql.x, ql.y);
-          immau(sh, hg0, hh0, hg1, hh1, qh.x, qh.y);
-          int s_l0 = sl[0], s_l2 = sl[2], s_h0 = sh[0], s_h2 = sh[2];
-          if constexpr (K == kQ8x2) {
-            int ll[4] = {}, lh[4] = {};
-            const uint2 pl = __ldg(reinterpret_cast<const uint2*>(a.xq + a.k + xo));
-            const uint2 ph = __ldg(reinterpret_cast<const uint2*>(a.xq + a.k + xo + 32));
-            immau(ll, lg0, lh0, lg1, lh1, pl.x, pl.y);
-            immau(lh, hg0, hh0, hg1, hh1, ph.x, ph.y);
-            s_l0 = s_l0 * 254 + ll[0], s_l2 = s_l2 * 254 + ll[2];
-            s_h0 = s_h0 * 254 + lh[0], s_h2 = s_h2 * 254 + lh[2];
-          }
-          acc0 = fmaf(dsg.x, float(s_l0), acc0);
-          acc2 = fmaf(dsh.x, float(s_l2), acc2);
-          acc0 = fmaf(dsg.y, float(s_h0), acc0);
-          acc2 = fmaf(dsh.y, float(s_h2), acc2);
-        }
-      }
-      if constexpr (K != kF16) {
-        const float2 mg = *reinterpret_cast<const float2*>(tg + 16), mh = *reinterpret_cast<const float2*>(th + 16);
-        acc0 -= mg.x + mg.y;
-        acc2 -= mh.x + mh.y;
-      }
-      __syncwarp();
+      const XBlock xb{a.x + 256 * b, a.xq + 256 * b, a.k, a.xds + 8 * b};
+      block_math<K, false>(lane, [&](int c) { return cur.c[c]; }, cur.head, tables[warp], xb, acc0, acc2);
     }
     cur = nxt;
   }
   if constexpr (K == kRead) acc0 = __uint_as_float(xr & 0x807FFFFFu);  // keeps the loads
-  if (t == 0) {
-    part[warp][g] = acc0;
-    part[warp][g + 8] = acc2;
+  finish(a, part, W, acc0, acc2);
+}
+
+// Skeleton 2 (staged, as the landed XS loop): S stages a warp, each a tile block and its
+// x (fp16 512 bytes; q8 256 + 64; q8x2 512 + 64), copied by the lanes' cp.async; read
+// from the stage a chunk at a time; the stage refilled after the block's arithmetic.
+template <Kind K>
+constexpr int kXSlot = int8_x(K) && !in_kernel(K) ? (two_parts(K) ? 576 : 320) : 512;
+template <Kind K>
+constexpr int kScratch = in_kernel(K) ? 512 + 64 : 0;
+template <Kind K, int S>
+constexpr int kWarpBytes = S * (kQ4KTileBytes + kXSlot<K>) + kScratch<K> + 16 * kStride * 4;
+
+template <int K_, int S>
+__global__ void __launch_bounds__(256, 2) gemv_staged(Args a) {
+  constexpr Kind K = Kind(K_);
+  extern __shared__ __align__(16) uint8_t smem[];
+  __shared__ float part[8][16];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, W = blockDim.x >> 5;
+  const int nb = a.k / 256;
+  const int b0 = warp * nb / W, b1 = (warp + 1) * nb / W, n = b1 - b0;
+  uint8_t* region = smem + warp * kWarpBytes<K, S>;
+  uint8_t* xslots = region + S * kQ4KTileBytes;
+  int8_t* scratch = reinterpret_cast<int8_t*>(xslots + S * kXSlot<K>);
+  float* table = reinterpret_cast<float*>(xslots + S * kXSlot<K> + kScratch<K>);
+  const uint8_t* wsrc = a.q + (int64_t(blockIdx.x) * nb + b0) * kQ4KTileBytes + 16 * lane;
+  int blk = b0;
+  const auto issue = [&](int si) {
+    const uint32_t dst = smem_addr(region + si * kQ4KTileBytes) + 16 * lane;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) cp_async16(dst + 512 * j, wsrc + 512 * j);
+    if (lane < 16) cp_async16(dst + 2048, wsrc + 2048);
+    wsrc += kQ4KTileBytes;
+    const uint32_t xd = smem_addr(xslots + si * kXSlot<K>);
+    if constexpr (!int8_x(K) || in_kernel(K)) {
+      cp_async16_ca(xd + 16 * lane, a.x + 256 * blk + 8 * lane);
+    } else {
+      const int8_t* xq = a.xq + 256 * blk;
+      if (!two_parts(K) && lane < 16) cp_async16_ca(xd + 16 * lane, xq + 16 * lane);
+      if (two_parts(K)) cp_async16_ca(xd + 16 * lane, lane < 16 ? xq + 16 * lane : xq + a.k + 16 * (lane - 16));
+      const int dso = two_parts(K) ? 512 : 256;
+      if (lane < 4) cp_async16_ca(xd + dso + 16 * lane, reinterpret_cast<const uint8_t*>(a.xds + 8 * blk) + 16 * lane);
+    }
+    ++blk;
+  };
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+    if (s < n) issue(s);
+    cp_async_commit();
   }
-  __syncthreads();
-  if (threadIdx.x < 16) {
-    float s = 0.f;
-    for (int w = 0; w < W; ++w) s += part[w][threadIdx.x];
-    const int row = blockIdx.x * 16 + threadIdx.x;
-    if (row < a.n) a.out[row] = s;
+  float acc0 = 0.f, acc2 = 0.f;
+  int s = 0;
+  for (int i = 0; i < n; ++i) {
+    const uint8_t* stage = region + s * kQ4KTileBytes;
+    const uint8_t* xs = xslots + s * kXSlot<K>;
+    cp_async_wait<S - 1>();
+    __syncwarp();
+    const uint4 head = *reinterpret_cast<const uint4*>(stage + 2048 + 16 * (lane >> 1));
+    const auto wchunk = [&](int c) { return *reinterpret_cast<const uint4*>(stage + 512 * c + 16 * lane); };
+    if constexpr (in_kernel(K)) {
+      float2* ds = reinterpret_cast<float2*>(scratch + 512);
+      quantise_x<K>(lane, reinterpret_cast<const __half*>(xs), scratch, ds);
+      block_math<K, true>(lane, wchunk, head, table, XBlock{nullptr, scratch, 256, ds}, acc0, acc2);
+    } else if constexpr (int8_x(K)) {
+      const XBlock xb{nullptr, reinterpret_cast<const int8_t*>(xs), 256,
+                      reinterpret_cast<const float2*>(xs + (two_parts(K) ? 512 : 256))};
+      block_math<K, true>(lane, wchunk, head, table, xb, acc0, acc2);
+    } else {
+      block_math<K, true>(lane, wchunk, head, table, XBlock{reinterpret_cast<const __half*>(xs), nullptr, 0, nullptr},
+                          acc0, acc2);
+    }
+    if (i + S < n) issue(s);
+    cp_async_commit();
+    s = s + 1 == S ? 0 : s + 1;
   }
+  cp_async_wait<0>();
+  finish(a, part, W, acc0, acc2);
 }
 
 // ---- host --------------------------------------------------------------------------------
@@ -350,23 +507,46 @@ struct Device {
     CK(cudaMemcpy(xq, qv.data(), 2 * k, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(xds, ds.data(), sizeof(float2) * ds.size(), cudaMemcpyHostToDevice));
   }
-  void launch(Kind kind, int warps, int copy, cudaStream_t st) {
+  // S = 0: the direct skeleton; S = 3: the staged one.
+  void launch(Kind kind, int S, int warps, int copy, cudaStream_t st) {
     Args a{q + host_q.size() * copy, x, xq, xds, out, n, k};
     const dim3 grid(n / 16), block(32 * warps);
-    switch (kind) {
-      case kF16: gemv<kF16><<<grid, block, 0, st>>>(a); break;
-      case kQ8: gemv<kQ8><<<grid, block, 0, st>>>(a); break;
-      case kQ8x2: gemv<kQ8x2><<<grid, block, 0, st>>>(a); break;
-      case kRead: gemv<kRead><<<grid, block, 0, st>>>(a); break;
+    if (S == 0) {
+      switch (kind) {
+        case kF16: gemv<kF16><<<grid, block, 0, st>>>(a); break;
+        case kQ8: gemv<kQ8><<<grid, block, 0, st>>>(a); break;
+        case kQ8x2: gemv<kQ8x2><<<grid, block, 0, st>>>(a); break;
+        case kRead: gemv<kRead><<<grid, block, 0, st>>>(a); break;
+        default: std::printf("no direct kind %d\n", int(kind)), std::exit(1);
+      }
+      return;
     }
+    switch (kind) {
+      case kF16: staged<kF16>(grid, block, st, a); break;
+      case kQ8: staged<kQ8>(grid, block, st, a); break;
+      case kQ8x2: staged<kQ8x2>(grid, block, st, a); break;
+      case kQ8in: staged<kQ8in>(grid, block, st, a); break;
+      case kQ8x2in: staged<kQ8x2in>(grid, block, st, a); break;
+      default: std::printf("no staged kind %d\n", int(kind)), std::exit(1);
+    }
+  }
+  template <Kind K>
+  static void staged(dim3 grid, dim3 block, cudaStream_t st, const Args& a) {
+    constexpr int bytes = kWarpBytes<K, 3>;
+    static bool once = false;
+    if (!once) {
+      CK(cudaFuncSetAttribute(gemv_staged<K, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize, 8 * bytes));
+      once = true;
+    }
+    gemv_staged<K, 3><<<grid, block, (block.x / 32) * bytes, st>>>(a);
   }
 };
 
-static double check(Device& dv, Kind kind, int warps) {
+static double check(Device& dv, Kind kind, int S, int warps) {
   if (dv.ref.empty()) reference(dv.host_q, dv.host_x, dv.n, dv.k, dv.ref);
   const std::vector<double>& ref = dv.ref;
   CK(cudaMemset(dv.out, 0xFF, 4 * dv.n));  // poison (NaN)
-  dv.launch(kind, warps, 0, 0);
+  dv.launch(kind, S, warps, 0, 0);
   CK(cudaDeviceSynchronize());
   std::vector<float> o(dv.n);
   CK(cudaMemcpy(o.data(), dv.out, 4 * dv.n, cudaMemcpyDeviceToHost));
@@ -379,10 +559,10 @@ static double check(Device& dv, Kind kind, int warps) {
   return err / mx;
 }
 
-static float time_us(Device& dv, Kind kind, int warps) {
+static float time_us(Device& dv, Kind kind, int S, int warps) {
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  for (int c = 0; c < dv.copies; ++c) dv.launch(kind, warps, c, st);
+  for (int c = 0; c < dv.copies; ++c) dv.launch(kind, S, warps, c, st);
   CK(cudaStreamSynchronize(st));
   CK(cudaGetLastError());
   cudaGraph_t graph;
@@ -390,7 +570,7 @@ static float time_us(Device& dv, Kind kind, int warps) {
   const int reps = 4;
   CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
   for (int r = 0; r < reps; ++r)
-    for (int c = 0; c < dv.copies; ++c) dv.launch(kind, warps, c, st);
+    for (int c = 0; c < dv.copies; ++c) dv.launch(kind, S, warps, c, st);
   CK(cudaStreamEndCapture(st, &graph));
   CK(cudaGraphInstantiate(&exec, graph, 0));
   cudaEvent_t e0, e1;
@@ -411,43 +591,61 @@ static float time_us(Device& dv, Kind kind, int warps) {
   return ts[ts.size() / 2];
 }
 
+struct Variant {
+  Kind kind;
+  int S;
+  const char* name;
+};
+static const Variant kVariants[] = {{kF16, 0, "f16"},       {kQ8, 0, "q8"},        {kQ8x2, 0, "q8x2"},
+                                    {kRead, 0, "read"},      {kF16, 3, "st f16"},   {kQ8, 3, "st q8"},
+                                    {kQ8x2, 3, "st q8x2"},   {kQ8in, 3, "st q8in"}, {kQ8x2in, 3, "st q8x2in"}};
+
 int main() {
-  const char* names[] = {"f16", "q8", "q8x2", "read"};
   const bool sanitize = std::getenv("PROBE_SANITIZE") != nullptr;
-  // Correctness at small and odd tile counts, every kind and warp count.
+  // Correctness at small and odd tile counts, every variant and warp count.
   std::printf("correctness: max |ours - fp64| / max |fp64|\n");
   for (auto nk : {std::pair<int, int>{16, 256}, {48, 768}, {208, 2304}, {1040, 4096}}) {
     Device dv(nk.first, nk.second, 1);
-    for (int kind = 0; kind < 3; ++kind) {
-      dv.quantise(Kind(kind));
-      for (int w : {1, 2, 3, 8}) {
-        if (w > nk.second / 256) continue;
-        std::printf("  %5d x %5d %-5s warps %d: %.3g\n", nk.first, nk.second, names[kind], w, check(dv, Kind(kind), w));
-      }
+    for (const Variant& v : kVariants) {
+      if (v.kind == kRead) continue;
+      dv.quantise(v.kind);
+      std::printf("  %5d x %5d %-10s", nk.first, nk.second, v.name);
+      for (int w : {1, 2, 3, 8})
+        if (w <= nk.second / 256) std::printf("  warps %d: %.3g", w, check(dv, v.kind, v.S, w));
+      std::printf("\n");
     }
     dv.release();
   }
   if (sanitize) return 0;
-  std::printf("\ntimed, m = 1, us (median of CUDA-graph replays over rotated weight copies; %% of the read kind)\n");
-  std::printf("| N x K | warps | f16 | q8 | q8x2 | read | f16 err | q8 err | q8x2 err |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("\ntimed, m = 1, us (median of CUDA-graph replays over rotated weight copies); err: max |ours - fp64| / max |fp64|\n|");
+  std::printf(" N x K | warps |");
+  for (const Variant& v : kVariants) std::printf(" %s |", v.name);
+  std::printf("\n|---|---:|");
+  for (size_t i = 0; i < sizeof(kVariants) / sizeof(kVariants[0]); ++i) std::printf("---:|");
+  std::printf("\n");
+  std::vector<std::string> errs;
   for (auto nk : {std::pair<int, int>{14336, 4096}, {4096, 14336}, {4096, 4096}}) {
     const size_t wb = size_t(nk.first / 16) * (nk.second / 256) * kQ4KTileBytes;
     const int copies = std::max<int>(8, int((400ull << 20) / wb) + 1);
     Device dv(nk.first, nk.second, copies);
     for (int w : {2, 4, 8}) {
-      float t[4];
-      double e[3];
-      for (int kind = 0; kind < 4; ++kind) {
-        if (kind < 3) {
-          dv.quantise(Kind(kind));
-          e[kind] = check(dv, Kind(kind), w);
+      std::printf("| %d x %d | %d |", nk.first, nk.second, w);
+      char line[512];
+      int at = std::snprintf(line, sizeof line, "%d x %d, %d warps:", nk.first, nk.second, w);
+      for (const Variant& v : kVariants) {
+        if (v.kind != kRead) {
+          dv.quantise(v.kind);
+          at += std::snprintf(line + at, sizeof line - at, " %s %.2g", v.name, check(dv, v.kind, v.S, w));
         }
-        t[kind] = time_us(dv, Kind(kind), w);
+        std::printf(" %.2f |", time_us(dv, v.kind, v.S, w));
+        std::fflush(stdout);
       }
-      std::printf("| %d x %d | %d | %.2f | %.2f | %.2f | %.2f | %.2g | %.2g | %.2g |\n", nk.first, nk.second, w, t[0], t[1], t[2],
-                  t[3], e[0], e[1], e[2]);
+      std::printf("\n");
+      errs.push_back(line);
     }
     dv.release();
   }
+  std::printf("\n");
+  for (const auto& e : errs) std::printf("%s\n", e.c_str());
   return 0;
 }
