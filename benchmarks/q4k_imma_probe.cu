@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "ggml_blocks.h"
+#include "gpu_launchers.h"
 #include "ptx.cuh"
 
 #define CK(x)                                                                              \
@@ -50,7 +51,7 @@ using inference_kernels::cuda::mma_m16n8k16;
 using inference_kernels::ggml::kQ4KTileBytes;
 using inference_kernels::ggml::kQ4KTileHeads;
 
-enum Kind { kF16 = 0, kQ8 = 1, kQ8x2 = 2, kRead = 3, kQ8in = 4, kQ8x2in = 5 };
+enum Kind { kF16 = 0, kQ8 = 1, kQ8x2 = 2, kRead = 3, kQ8in = 4, kQ8x2in = 5, kLanded = 6 };
 constexpr int kStride = 20;  // floats a row of the scale table (16 used)
 
 struct Args {
@@ -212,11 +213,9 @@ __device__ __forceinline__ void block_math(int lane, WChunk wchunk, const uint4&
   __syncwarp();  // the table is rewritten for the next block
 }
 
+// The low bytes of a, b, c, d (levels in [-127, 127]) as one word, a lowest.
 __device__ __forceinline__ uint32_t pack_s8(int a, int b, int c, int d) {
-  uint32_t lo, r;
-  asm("cvt.pack.sat.s8.s32.b32 %0, %1, %2, 0;" : "=r"(lo) : "r"(b), "r"(a));
-  asm("cvt.pack.sat.s8.s32.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(d), "r"(c), "r"(lo));
-  return r;
+  return __byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);
 }
 
 // The in-kernel kinds: the block's 256 fp16 x (a stage's slot) to int8 levels (one or two
@@ -458,6 +457,7 @@ struct Device {
   int8_t* xq;
   float2* xds;
   float* out;
+  __half* outh;  // the landed kernel's output (x's dtype)
   std::vector<uint8_t> host_q;
   std::vector<float> host_x;
   std::vector<double> ref;  // fp64 product, made at the first check
@@ -481,9 +481,10 @@ struct Device {
     CK(cudaMalloc(&xq, 2 * k));
     CK(cudaMalloc(&xds, 2 * sizeof(float2) * (k / 32)));
     CK(cudaMalloc(&out, 4 * n));
+    CK(cudaMalloc(&outh, 2 * n));
   }
   void release() {
-    for (void* p : {(void*)q, (void*)x, (void*)xq, (void*)xds, (void*)out}) CK(cudaFree(p));
+    for (void* p : {(void*)q, (void*)x, (void*)xq, (void*)xds, (void*)out, (void*)outh}) CK(cudaFree(p));
   }
   // x as int8 (one part, or two: h + l / 254) with per-32 (dx, dx * sum) for the kind.
   void quantise(Kind kind) {
@@ -511,6 +512,12 @@ struct Device {
   void launch(Kind kind, int S, int warps, int copy, cudaStream_t st) {
     Args a{q + host_q.size() * copy, x, xq, xds, out, n, k};
     const dim3 grid(n / 16), block(32 * warps);
+    if (kind == kLanded) {  // the package's kernel (q4k.cu), its own K split; warps ignored
+      using namespace inference_kernels;
+      const KQuantGemvParams p{DType::kFloat16, KQuant::kQ4K, x, k, a.q, outh, 1, n, k, true};
+      CK(cudaError_t(kquant_gemv_launch(p, st)));
+      return;
+    }
     if (S == 0) {
       switch (kind) {
         case kF16: gemv<kF16><<<grid, block, 0, st>>>(a); break;
@@ -546,10 +553,17 @@ static double check(Device& dv, Kind kind, int S, int warps) {
   if (dv.ref.empty()) reference(dv.host_q, dv.host_x, dv.n, dv.k, dv.ref);
   const std::vector<double>& ref = dv.ref;
   CK(cudaMemset(dv.out, 0xFF, 4 * dv.n));  // poison (NaN)
+  CK(cudaMemset(dv.outh, 0xFF, 2 * dv.n));
   dv.launch(kind, S, warps, 0, 0);
   CK(cudaDeviceSynchronize());
   std::vector<float> o(dv.n);
-  CK(cudaMemcpy(o.data(), dv.out, 4 * dv.n, cudaMemcpyDeviceToHost));
+  if (kind == kLanded) {
+    std::vector<__half> oh(dv.n);
+    CK(cudaMemcpy(oh.data(), dv.outh, 2 * dv.n, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < dv.n; ++i) o[i] = __half2float(oh[i]);
+  } else {
+    CK(cudaMemcpy(o.data(), dv.out, 4 * dv.n, cudaMemcpyDeviceToHost));
+  }
   double err = 0, mx = 0;
   for (int i = 0; i < dv.n; ++i) {
     const double e = std::fabs(o[i] - ref[i]);
@@ -596,7 +610,7 @@ struct Variant {
   int S;
   const char* name;
 };
-static const Variant kVariants[] = {{kF16, 0, "f16"},       {kQ8, 0, "q8"},        {kQ8x2, 0, "q8x2"},
+static const Variant kVariants[] = {{kLanded, 0, "landed"}, {kF16, 0, "f16"},       {kQ8, 0, "q8"},        {kQ8x2, 0, "q8x2"},
                                     {kRead, 0, "read"},      {kF16, 3, "st f16"},   {kQ8, 3, "st q8"},
                                     {kQ8x2, 3, "st q8x2"},   {kQ8in, 3, "st q8in"}, {kQ8x2in, 3, "st q8x2in"}};
 

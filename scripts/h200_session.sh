@@ -592,7 +592,7 @@ if [ "$MODE" = tune_ln ]; then
 fi
 if [ "$MODE" = q4k_imma ]; then
   step "Q4_K m = 1 inner loops: f16 MMA against int8 MMA on int8 x (benchmarks/q4k_imma_probe.cu)"
-  nvcc -std=c++20 -O3 -gencode arch=compute_90a,code=sm_90a -Xptxas -v -Icommon -Icuda_kernels benchmarks/q4k_imma_probe.cu \
+  nvcc -std=c++20 -O3 -gencode arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Xptxas -v -Icommon -Icuda_kernels benchmarks/q4k_imma_probe.cu cuda_kernels/q4k.cu \
     -o /tmp/q4k_imma_probe > "$OUT/q4k_imma_build.log" 2>&1 || { tail -20 "$OUT/q4k_imma_build.log"; exit 1; }
   export PATH="$PATH:/usr/local/cuda/bin"
   for tool in memcheck racecheck; do
