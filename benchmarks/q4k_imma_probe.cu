@@ -111,106 +111,136 @@ __host__ __device__ constexpr bool int8_x(Kind k) { return k == kQ8 || k == kQ8x
 __host__ __device__ constexpr bool two_parts(Kind k) { return k == kQ8x2 || k == kQ8x2in; }
 __host__ __device__ constexpr bool in_kernel(Kind k) { return k == kQ8in || k == kQ8x2in; }
 
-// One tile block: its scales into the table, then 4 chunks. wchunk(c): the lane's 16 bytes
-// of chunk c (rows g: x, y; g + 8: z, w).
-template <Kind K, bool SX, typename WChunk>
-__device__ __forceinline__ void block_math(int lane, WChunk wchunk, const uint4& head, float* table, const XBlock& xb,
-                                           float& acc0, float& acc2) {
-  const int g = lane >> 2, t = lane & 3;
+// The scale table of one tile block: lane pair half h of row lane / 2, sub-blocks
+// 4h..4h+3. f16: ds and dc = 1024 ds + dm (high nibbles read as 16 q: ds / 16); int8 x:
+// ds dx, and the half row's min term sum dm X at column 16 + h.
+template <Kind K, bool SX>
+__device__ __forceinline__ void scale_table(int lane, const uint4& head, float* table, const XBlock& xb) {
   const bool h = lane & 1;
-  {  // the scale table: lane pair half h of row lane / 2, sub-blocks 4h..4h+3
-    const uint32_t s0 = head.y, s1 = head.z, s2 = head.w;
-    const uint32_t scw = h ? (s2 & 0x0F0F0F0Fu) | ((s0 >> 2) & 0x30303030u) : s0 & 0x3F3F3F3Fu;
-    const uint32_t mnw = h ? ((s2 >> 4) & 0x0F0F0F0Fu) | ((s1 >> 2) & 0x30303030u) : s1 & 0x3F3F3F3Fu;
-    const float d = __half2float(__ushort_as_half(uint16_t(head.x)));
-    const float dmin = __half2float(__ushort_as_half(uint16_t(head.x >> 16)));
-    const float d_hi = d * 0.0625f;  // high nibbles are read as 16 q
-    float* row = table + (lane >> 1) * kStride + 4 * h;
-    if constexpr (!int8_x(K)) {
-      float ds[4], dc[4];
+  const uint32_t s0 = head.y, s1 = head.z, s2 = head.w;
+  const uint32_t scw = h ? (s2 & 0x0F0F0F0Fu) | ((s0 >> 2) & 0x30303030u) : s0 & 0x3F3F3F3Fu;
+  const uint32_t mnw = h ? ((s2 >> 4) & 0x0F0F0F0Fu) | ((s1 >> 2) & 0x30303030u) : s1 & 0x3F3F3F3Fu;
+  const float d = __half2float(__ushort_as_half(uint16_t(head.x)));
+  const float dmin = __half2float(__ushort_as_half(uint16_t(head.x >> 16)));
+  const float d_hi = d * 0.0625f;
+  float* row = table + (lane >> 1) * kStride + 4 * h;
+  if constexpr (!int8_x(K)) {
+    float ds[4], dc[4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        ds[i] = (i & 1 ? d_hi : d) * byte_to_float(scw, i);
-        dc[i] = fmaf(1024.0f, ds[i], dmin * byte_to_float(mnw, i));
-      }
-      *reinterpret_cast<float4*>(row) = make_float4(ds[0], ds[1], ds[2], ds[3]);
-      *reinterpret_cast<float4*>(row + 8) = make_float4(dc[0], dc[1], dc[2], dc[3]);
-    } else {
-      const float4 xa = ldx<SX, float4>(xb.ds + 4 * h), xc = ldx<SX, float4>(xb.ds + 4 * h + 2);
-      const float dx[4] = {xa.x, xa.z, xc.x, xc.z}, X[4] = {xa.y, xa.w, xc.y, xc.w};
-      float ds[4], m = 0.f;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        ds[i] = (i & 1 ? d_hi : d) * byte_to_float(scw, i) * dx[i];
-        m = fmaf(dmin * byte_to_float(mnw, i), X[i], m);
-      }
-      *reinterpret_cast<float4*>(row) = make_float4(ds[0], ds[1], ds[2], ds[3]);
-      table[(lane >> 1) * kStride + 16 + h] = m;
+    for (int i = 0; i < 4; ++i) {
+      ds[i] = (i & 1 ? d_hi : d) * byte_to_float(scw, i);
+      dc[i] = fmaf(1024.0f, ds[i], dmin * byte_to_float(mnw, i));
     }
-  }
-  __syncwarp();
-  const float* tg = table + g * kStride;
-  const float* th = table + (g + 8) * kStride;
+    *reinterpret_cast<float4*>(row) = make_float4(ds[0], ds[1], ds[2], ds[3]);
+    *reinterpret_cast<float4*>(row + 8) = make_float4(dc[0], dc[1], dc[2], dc[3]);
+  } else {
+    const float4 xa = ldx<SX, float4>(xb.ds + 4 * h), xc = ldx<SX, float4>(xb.ds + 4 * h + 2);
+    const float dx[4] = {xa.x, xa.z, xc.x, xc.z}, X[4] = {xa.y, xa.w, xc.y, xc.w};
+    float ds[4], m = 0.f;
 #pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      ds[i] = (i & 1 ? d_hi : d) * byte_to_float(scw, i) * dx[i];
+      m = fmaf(dmin * byte_to_float(mnw, i), X[i], m);
+    }
+    *reinterpret_cast<float4*>(row) = make_float4(ds[0], ds[1], ds[2], ds[3]);
+    table[(lane >> 1) * kStride + 16 + h] = m;
+  }
+}
+
+// One K block of TT tiles (TT = 2: two 16-row tiles share x's loads and, f16, the
+// activation-sum MMAs): the scale tables, then 4 chunks. wchunk(tt, c): the lane's 16
+// bytes of chunk c of tile tt (rows g: x, y; g + 8: z, w); head(tt) its row's head.
+template <Kind K, bool SX, int TT, typename WChunk, typename Head>
+__device__ __forceinline__ void block_math(int lane, WChunk wchunk, Head head, float* table, const XBlock& xb,
+                                           float (&acc0)[TT], float (&acc2)[TT]) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int tt = 0; tt < TT; ++tt) scale_table<K, SX>(lane, head(tt), table + tt * 16 * kStride, xb);
+  __syncwarp();
+  // Two tiles with every chunk unrolled spill at 128 registers (ptxas 13.0).
+  constexpr int kUnroll = TT == 1 ? 4 : 2;
+#pragma unroll kUnroll
   for (int c = 0; c < 4; ++c) {
-    const uint4 wv = wchunk(c);
-    const uint32_t w[4] = {wv.x, wv.y, wv.z, wv.w};
-    const float2 dsg = *reinterpret_cast<const float2*>(tg + 2 * c);
-    const float2 dsh = *reinterpret_cast<const float2*>(th + 2 * c);
     const int xo = 64 * c + 8 * t;  // sub-block 2c at xo, 2c + 1 at xo + 32
     if constexpr (!int8_x(K)) {
       const uint4 xl = ldx<SX, uint4>(xb.h + xo), xh = ldx<SX, uint4>(xb.h + xo + 32);
-      float sl[4] = {}, sh[4] = {}, xsl[4] = {}, xsh[4] = {};
       constexpr uint32_t one = 0x3C003C00u;
-      const float2 dcg = *reinterpret_cast<const float2*>(tg + 8 + 2 * c);
-      const float2 dch = *reinterpret_cast<const float2*>(th + 8 + 2 * c);
+      float xsl[4] = {}, xsh[4] = {};
 #pragma unroll
       for (int v = 0; v < 2; ++v) {
-        const uint32_t lg = w[v] & 0x0F0F0F0Fu, hg = w[v] & 0xF0F0F0F0u;
-        const uint32_t lh = w[2 + v] & 0x0F0F0F0Fu, hh = w[2 + v] & 0xF0F0F0F0u;
-        const uint32_t bl0 = v ? xl.z : xl.x, bl1 = v ? xl.w : xl.y;
-        const uint32_t bh0 = v ? xh.z : xh.x, bh1 = v ? xh.w : xh.y;
-        mma_m16n8k16<false>(sl, level_pair(lg, 0), level_pair(lh, 0), level_pair(lg, 1), level_pair(lh, 1), bl0, bl1);
-        mma_m16n8k16<false>(xsl, one, one, one, one, bl0, bl1);
-        mma_m16n8k16<false>(sh, level_pair(hg, 0), level_pair(hh, 0), level_pair(hg, 1), level_pair(hh, 1), bh0, bh1);
-        mma_m16n8k16<false>(xsh, one, one, one, one, bh0, bh1);
+        mma_m16n8k16<false>(xsl, one, one, one, one, v ? xl.z : xl.x, v ? xl.w : xl.y);
+        mma_m16n8k16<false>(xsh, one, one, one, one, v ? xh.z : xh.x, v ? xh.w : xh.y);
       }
-      acc0 = fmaf(dsg.x, sl[0], fmaf(-dcg.x, xsl[0], acc0));
-      acc2 = fmaf(dsh.x, sl[2], fmaf(-dch.x, xsl[2], acc2));
-      acc0 = fmaf(dsg.y, sh[0], fmaf(-dcg.y, xsh[0], acc0));
-      acc2 = fmaf(dsh.y, sh[2], fmaf(-dch.y, xsh[2], acc2));
+#pragma unroll
+      for (int tt = 0; tt < TT; ++tt) {
+        const uint4 wv = wchunk(tt, c);
+        const uint32_t w[4] = {wv.x, wv.y, wv.z, wv.w};
+        const float* tg = table + tt * 16 * kStride + g * kStride;
+        const float* th = tg + 8 * kStride;
+        float sl[4] = {}, sh[4] = {};
+#pragma unroll
+        for (int v = 0; v < 2; ++v) {
+          const uint32_t lg = w[v] & 0x0F0F0F0Fu, hg = w[v] & 0xF0F0F0F0u;
+          const uint32_t lh = w[2 + v] & 0x0F0F0F0Fu, hh = w[2 + v] & 0xF0F0F0F0u;
+          mma_m16n8k16<false>(sl, level_pair(lg, 0), level_pair(lh, 0), level_pair(lg, 1), level_pair(lh, 1),
+                              v ? xl.z : xl.x, v ? xl.w : xl.y);
+          mma_m16n8k16<false>(sh, level_pair(hg, 0), level_pair(hh, 0), level_pair(hg, 1), level_pair(hh, 1),
+                              v ? xh.z : xh.x, v ? xh.w : xh.y);
+        }
+        const float2 dsg = *reinterpret_cast<const float2*>(tg + 2 * c);
+        const float2 dsh = *reinterpret_cast<const float2*>(th + 2 * c);
+        const float2 dcg = *reinterpret_cast<const float2*>(tg + 8 + 2 * c);
+        const float2 dch = *reinterpret_cast<const float2*>(th + 8 + 2 * c);
+        acc0[tt] = fmaf(dsg.x, sl[0], fmaf(-dcg.x, xsl[0], acc0[tt]));
+        acc2[tt] = fmaf(dsh.x, sl[2], fmaf(-dch.x, xsl[2], acc2[tt]));
+        acc0[tt] = fmaf(dsg.y, sh[0], fmaf(-dcg.y, xsh[0], acc0[tt]));
+        acc2[tt] = fmaf(dsh.y, sh[2], fmaf(-dch.y, xsh[2], acc2[tt]));
+      }
     } else {
-      // A (u8): a0 row g k 4t.. (bytes 8t..8t+3), a2 row g k 16 + 4t.. (bytes 8t + 4..), a1/a3
-      // row g + 8; high nibbles as 16 q. B: x's int8 levels at 8t.. of the sub-block.
-      const uint32_t lg0 = w[0] & 0x0F0F0F0Fu, lg1 = w[1] & 0x0F0F0F0Fu;
-      const uint32_t lh0 = w[2] & 0x0F0F0F0Fu, lh1 = w[3] & 0x0F0F0F0Fu;
-      const uint32_t hg0 = w[0] & 0xF0F0F0F0u, hg1 = w[1] & 0xF0F0F0F0u;
-      const uint32_t hh0 = w[2] & 0xF0F0F0F0u, hh1 = w[3] & 0xF0F0F0F0u;
-      int sl[4] = {}, sh[4] = {};
       const uint2 ql = ldx<SX, uint2>(xb.q + xo), qh = ldx<SX, uint2>(xb.q + xo + 32);
-      immau(sl, lg0, lh0, lg1, lh1, ql.x, ql.y);
-      immau(sh, hg0, hh0, hg1, hh1, qh.x, qh.y);
-      int s_l0 = sl[0], s_l2 = sl[2], s_h0 = sh[0], s_h2 = sh[2];
-      if constexpr (two_parts(K)) {
-        int ll[4] = {}, lh[4] = {};
-        const uint2 pl = ldx<SX, uint2>(xb.q + xb.q2 + xo), ph = ldx<SX, uint2>(xb.q + xb.q2 + xo + 32);
-        immau(ll, lg0, lh0, lg1, lh1, pl.x, pl.y);
-        immau(lh, hg0, hh0, hg1, hh1, ph.x, ph.y);
-        s_l0 = s_l0 * 254 + ll[0], s_l2 = s_l2 * 254 + ll[2];
-        s_h0 = s_h0 * 254 + lh[0], s_h2 = s_h2 * 254 + lh[2];
+      uint2 pl = {}, ph = {};
+      if constexpr (two_parts(K)) pl = ldx<SX, uint2>(xb.q + xb.q2 + xo), ph = ldx<SX, uint2>(xb.q + xb.q2 + xo + 32);
+#pragma unroll
+      for (int tt = 0; tt < TT; ++tt) {
+        // A (u8): a0 row g k 4t.. (bytes 8t..8t+3), a2 row g k 16 + 4t.. (bytes 8t + 4..),
+        // a1/a3 row g + 8; high nibbles as 16 q. B: x's levels at 8t.. of the sub-block.
+        const uint4 wv = wchunk(tt, c);
+        const float* tg = table + tt * 16 * kStride + g * kStride;
+        const float* th = tg + 8 * kStride;
+        const uint32_t lg0 = wv.x & 0x0F0F0F0Fu, lg1 = wv.y & 0x0F0F0F0Fu;
+        const uint32_t lh0 = wv.z & 0x0F0F0F0Fu, lh1 = wv.w & 0x0F0F0F0Fu;
+        const uint32_t hg0 = wv.x & 0xF0F0F0F0u, hg1 = wv.y & 0xF0F0F0F0u;
+        const uint32_t hh0 = wv.z & 0xF0F0F0F0u, hh1 = wv.w & 0xF0F0F0F0u;
+        int sl[4] = {}, sh[4] = {};
+        immau(sl, lg0, lh0, lg1, lh1, ql.x, ql.y);
+        immau(sh, hg0, hh0, hg1, hh1, qh.x, qh.y);
+        int s_l0 = sl[0], s_l2 = sl[2], s_h0 = sh[0], s_h2 = sh[2];
+        if constexpr (two_parts(K)) {
+          int ll[4] = {}, lh[4] = {};
+          immau(ll, lg0, lh0, lg1, lh1, pl.x, pl.y);
+          immau(lh, hg0, hh0, hg1, hh1, ph.x, ph.y);
+          s_l0 = s_l0 * 254 + ll[0], s_l2 = s_l2 * 254 + ll[2];
+          s_h0 = s_h0 * 254 + lh[0], s_h2 = s_h2 * 254 + lh[2];
+        }
+        const float2 dsg = *reinterpret_cast<const float2*>(tg + 2 * c);
+        const float2 dsh = *reinterpret_cast<const float2*>(th + 2 * c);
+        acc0[tt] = fmaf(dsg.x, float(s_l0), acc0[tt]);
+        acc2[tt] = fmaf(dsh.x, float(s_l2), acc2[tt]);
+        acc0[tt] = fmaf(dsg.y, float(s_h0), acc0[tt]);
+        acc2[tt] = fmaf(dsh.y, float(s_h2), acc2[tt]);
       }
-      acc0 = fmaf(dsg.x, float(s_l0), acc0);
-      acc2 = fmaf(dsh.x, float(s_l2), acc2);
-      acc0 = fmaf(dsg.y, float(s_h0), acc0);
-      acc2 = fmaf(dsh.y, float(s_h2), acc2);
     }
   }
   if constexpr (int8_x(K)) {
-    const float2 mg = *reinterpret_cast<const float2*>(tg + 16), mh = *reinterpret_cast<const float2*>(th + 16);
-    acc0 -= mg.x + mg.y;
-    acc2 -= mh.x + mh.y;
+#pragma unroll
+    for (int tt = 0; tt < TT; ++tt) {
+      const float* tg = table + tt * 16 * kStride + g * kStride;
+      const float2 mg = *reinterpret_cast<const float2*>(tg + 16), mh = *reinterpret_cast<const float2*>(tg + 8 * kStride + 16);
+      acc0[tt] -= mg.x + mg.y;
+      acc2[tt] -= mh.x + mh.y;
+    }
   }
-  __syncwarp();  // the table is rewritten for the next block
+  __syncwarp();  // the tables are rewritten for the next block
 }
 
 // The low bytes of a, b, c, d (levels in [-127, 127]) as one word, a lowest.
@@ -261,17 +291,22 @@ __device__ __forceinline__ void quantise_x(int lane, const __half* xs, int8_t* q
 }
 
 // Both skeletons end the same way: the warps' sums in a fixed order, t = 0 lanes' rows.
-__device__ __forceinline__ void finish(const Args& a, float (*part)[16], int W, float acc0, float acc2) {
+template <int TT>
+__device__ __forceinline__ void finish(const Args& a, float (*part)[32], int W, const float (&acc0)[TT],
+                                       const float (&acc2)[TT]) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if ((lane & 3) == 0) {
-    part[warp][lane >> 2] = acc0;
-    part[warp][(lane >> 2) + 8] = acc2;
+#pragma unroll
+    for (int tt = 0; tt < TT; ++tt) {
+      part[warp][16 * tt + (lane >> 2)] = acc0[tt];
+      part[warp][16 * tt + (lane >> 2) + 8] = acc2[tt];
+    }
   }
   __syncthreads();
-  if (threadIdx.x < 16) {
+  if (threadIdx.x < 16 * TT) {
     float s = 0.f;
     for (int w = 0; w < W; ++w) s += part[w][threadIdx.x];
-    const int row = blockIdx.x * 16 + threadIdx.x;
+    const int row = blockIdx.x * 16 * TT + threadIdx.x;
     if (row < a.n) a.out[row] = s;
   }
 }
@@ -281,14 +316,14 @@ template <int K_>
 __global__ void __launch_bounds__(256) gemv(Args a) {
   constexpr Kind K = Kind(K_);
   __shared__ float tables[8][16 * kStride];
-  __shared__ float part[8][16];
+  __shared__ float part[8][32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, W = blockDim.x >> 5;
   const int nb = a.k / 256;
   const int b0 = warp * nb / W, b1 = (warp + 1) * nb / W;
   const uint8_t* tile = a.q + int64_t(blockIdx.x) * nb * kQ4KTileBytes;
   const uint8_t* at = tile + 16 * lane;
   const uint8_t* head = tile + kQ4KTileHeads + 16 * (lane >> 1);
-  float acc0 = 0.f, acc2 = 0.f;
+  float acc0[1] = {0.f}, acc2[1] = {0.f};
   uint32_t xr = 0;
   Block cur = load_block(at + int64_t(b0) * kQ4KTileBytes, head + int64_t(b0) * kQ4KTileBytes);
   for (int b = b0; b < b1; ++b) {
@@ -300,44 +335,53 @@ __global__ void __launch_bounds__(256) gemv(Args a) {
       xr ^= cur.head.x ^ cur.head.w;
     } else {
       const XBlock xb{a.x + 256 * b, a.xq + 256 * b, a.k, a.xds + 8 * b};
-      block_math<K, false>(lane, [&](int c) { return cur.c[c]; }, cur.head, tables[warp], xb, acc0, acc2);
+      block_math<K, false, 1>(
+          lane, [&](int, int c) { return cur.c[c]; }, [&](int) { return cur.head; }, tables[warp], xb, acc0, acc2);
     }
     cur = nxt;
   }
-  if constexpr (K == kRead) acc0 = __uint_as_float(xr & 0x807FFFFFu);  // keeps the loads
-  finish(a, part, W, acc0, acc2);
+  if constexpr (K == kRead) acc0[0] = __uint_as_float(xr & 0x807FFFFFu);  // keeps the loads
+  finish<1>(a, part, W, acc0, acc2);
 }
 
-// Skeleton 2 (staged, as the landed XS loop): S stages a warp, each a tile block and its
-// x (fp16 512 bytes; q8 256 + 64; q8x2 512 + 64), copied by the lanes' cp.async; read
-// from the stage a chunk at a time; the stage refilled after the block's arithmetic.
+// Skeleton 2 (staged, as the landed XS loop): S stages a warp, each TT tile blocks (TT
+// 16-row tiles a CTA, the same K block) and their x (fp16 512 bytes; q8 256 + 64; q8x2
+// 512 + 64), copied by the lanes' cp.async; read from the stage a chunk at a time; the
+// stage refilled after the block's arithmetic.
 template <Kind K>
 constexpr int kXSlot = int8_x(K) && !in_kernel(K) ? (two_parts(K) ? 576 : 320) : 512;
 template <Kind K>
 constexpr int kScratch = in_kernel(K) ? 512 + 64 : 0;
-template <Kind K, int S>
-constexpr int kWarpBytes = S * (kQ4KTileBytes + kXSlot<K>) + kScratch<K> + 16 * kStride * 4;
+template <Kind K, int S, int TT>
+constexpr int kWarpBytes = S * (TT * kQ4KTileBytes + kXSlot<K>) + kScratch<K> + TT * 16 * kStride * 4;
 
-template <int K_, int S>
+template <int K_, int S, int TT>
 __global__ void __launch_bounds__(256, 2) gemv_staged(Args a) {
   constexpr Kind K = Kind(K_);
+  constexpr int kStage = TT * kQ4KTileBytes;
   extern __shared__ __align__(16) uint8_t smem[];
-  __shared__ float part[8][16];
+  __shared__ float part[8][32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, W = blockDim.x >> 5;
-  const int nb = a.k / 256;
+  const int nb = a.k / 256, tiles = a.n / 16;
   const int b0 = warp * nb / W, b1 = (warp + 1) * nb / W, n = b1 - b0;
-  uint8_t* region = smem + warp * kWarpBytes<K, S>;
-  uint8_t* xslots = region + S * kQ4KTileBytes;
+  uint8_t* region = smem + warp * kWarpBytes<K, S, TT>;
+  uint8_t* xslots = region + S * kStage;
   int8_t* scratch = reinterpret_cast<int8_t*>(xslots + S * kXSlot<K>);
   float* table = reinterpret_cast<float*>(xslots + S * kXSlot<K> + kScratch<K>);
-  const uint8_t* wsrc = a.q + (int64_t(blockIdx.x) * nb + b0) * kQ4KTileBytes + 16 * lane;
+  const uint8_t* wsrc[TT];
+#pragma unroll
+  for (int tt = 0; tt < TT; ++tt)  // a tile past the last reads the last again (not stored)
+    wsrc[tt] = a.q + (int64_t(min(blockIdx.x * TT + tt, tiles - 1)) * nb + b0) * kQ4KTileBytes + 16 * lane;
   int blk = b0;
   const auto issue = [&](int si) {
-    const uint32_t dst = smem_addr(region + si * kQ4KTileBytes) + 16 * lane;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) cp_async16(dst + 512 * j, wsrc + 512 * j);
-    if (lane < 16) cp_async16(dst + 2048, wsrc + 2048);
-    wsrc += kQ4KTileBytes;
+    for (int tt = 0; tt < TT; ++tt) {
+      const uint32_t dst = smem_addr(region + si * kStage + tt * kQ4KTileBytes) + 16 * lane;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) cp_async16(dst + 512 * j, wsrc[tt] + 512 * j);
+      if (lane < 16) cp_async16(dst + 2048, wsrc[tt] + 2048);
+      wsrc[tt] += kQ4KTileBytes;
+    }
     const uint32_t xd = smem_addr(xslots + si * kXSlot<K>);
     if constexpr (!int8_x(K) || in_kernel(K)) {
       cp_async16_ca(xd + 16 * lane, a.x + 256 * blk + 8 * lane);
@@ -355,33 +399,37 @@ __global__ void __launch_bounds__(256, 2) gemv_staged(Args a) {
     if (s < n) issue(s);
     cp_async_commit();
   }
-  float acc0 = 0.f, acc2 = 0.f;
+  float acc0[TT] = {}, acc2[TT] = {};
   int s = 0;
   for (int i = 0; i < n; ++i) {
-    const uint8_t* stage = region + s * kQ4KTileBytes;
+    const uint8_t* stage = region + s * kStage;
     const uint8_t* xs = xslots + s * kXSlot<K>;
     cp_async_wait<S - 1>();
     __syncwarp();
-    const uint4 head = *reinterpret_cast<const uint4*>(stage + 2048 + 16 * (lane >> 1));
-    const auto wchunk = [&](int c) { return *reinterpret_cast<const uint4*>(stage + 512 * c + 16 * lane); };
+    const auto head = [&](int tt) {
+      return *reinterpret_cast<const uint4*>(stage + tt * kQ4KTileBytes + 2048 + 16 * (lane >> 1));
+    };
+    const auto wchunk = [&](int tt, int c) {
+      return *reinterpret_cast<const uint4*>(stage + tt * kQ4KTileBytes + 512 * c + 16 * lane);
+    };
     if constexpr (in_kernel(K)) {
       float2* ds = reinterpret_cast<float2*>(scratch + 512);
       quantise_x<K>(lane, reinterpret_cast<const __half*>(xs), scratch, ds);
-      block_math<K, true>(lane, wchunk, head, table, XBlock{nullptr, scratch, 256, ds}, acc0, acc2);
+      block_math<K, true, TT>(lane, wchunk, head, table, XBlock{nullptr, scratch, 256, ds}, acc0, acc2);
     } else if constexpr (int8_x(K)) {
       const XBlock xb{nullptr, reinterpret_cast<const int8_t*>(xs), 256,
                       reinterpret_cast<const float2*>(xs + (two_parts(K) ? 512 : 256))};
-      block_math<K, true>(lane, wchunk, head, table, xb, acc0, acc2);
+      block_math<K, true, TT>(lane, wchunk, head, table, xb, acc0, acc2);
     } else {
-      block_math<K, true>(lane, wchunk, head, table, XBlock{reinterpret_cast<const __half*>(xs), nullptr, 0, nullptr},
-                          acc0, acc2);
+      block_math<K, true, TT>(lane, wchunk, head, table,
+                              XBlock{reinterpret_cast<const __half*>(xs), nullptr, 0, nullptr}, acc0, acc2);
     }
     if (i + S < n) issue(s);
     cp_async_commit();
     s = s + 1 == S ? 0 : s + 1;
   }
   cp_async_wait<0>();
-  finish(a, part, W, acc0, acc2);
+  finish<TT>(a, part, W, acc0, acc2);
 }
 
 // ---- host --------------------------------------------------------------------------------
@@ -508,10 +556,10 @@ struct Device {
     CK(cudaMemcpy(xq, qv.data(), 2 * k, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(xds, ds.data(), sizeof(float2) * ds.size(), cudaMemcpyHostToDevice));
   }
-  // S = 0: the direct skeleton; S = 3: the staged one.
-  void launch(Kind kind, int S, int warps, int copy, cudaStream_t st) {
+  // S = 0: the direct skeleton; S = 3: the staged one, TT tiles a CTA.
+  void launch(Kind kind, int S, int TT, int warps, int copy, cudaStream_t st) {
     Args a{q + host_q.size() * copy, x, xq, xds, out, n, k};
-    const dim3 grid(n / 16), block(32 * warps);
+    const dim3 block(32 * warps);
     if (kind == kLanded) {  // the package's kernel (q4k.cu), its own K split; warps ignored
       using namespace inference_kernels;
       const KQuantGemvParams p{DType::kFloat16, KQuant::kQ4K, x, k, a.q, outh, 1, n, k, true};
@@ -519,6 +567,7 @@ struct Device {
       return;
     }
     if (S == 0) {
+      const dim3 grid(n / 16);
       switch (kind) {
         case kF16: gemv<kF16><<<grid, block, 0, st>>>(a); break;
         case kQ8: gemv<kQ8><<<grid, block, 0, st>>>(a); break;
@@ -528,33 +577,39 @@ struct Device {
       }
       return;
     }
+    if (TT == 2) return staged_tt<2>(kind, block, st, a);
+    staged_tt<1>(kind, block, st, a);
+  }
+  template <int TT>
+  void staged_tt(Kind kind, dim3 block, cudaStream_t st, const Args& a) {
+    const dim3 grid((n / 16 + TT - 1) / TT);
     switch (kind) {
-      case kF16: staged<kF16>(grid, block, st, a); break;
-      case kQ8: staged<kQ8>(grid, block, st, a); break;
-      case kQ8x2: staged<kQ8x2>(grid, block, st, a); break;
-      case kQ8in: staged<kQ8in>(grid, block, st, a); break;
-      case kQ8x2in: staged<kQ8x2in>(grid, block, st, a); break;
+      case kF16: staged<kF16, TT>(grid, block, st, a); break;
+      case kQ8: staged<kQ8, TT>(grid, block, st, a); break;
+      case kQ8x2: staged<kQ8x2, TT>(grid, block, st, a); break;
+      case kQ8in: staged<kQ8in, TT>(grid, block, st, a); break;
+      case kQ8x2in: staged<kQ8x2in, TT>(grid, block, st, a); break;
       default: std::printf("no staged kind %d\n", int(kind)), std::exit(1);
     }
   }
-  template <Kind K>
+  template <Kind K, int TT>
   static void staged(dim3 grid, dim3 block, cudaStream_t st, const Args& a) {
-    constexpr int bytes = kWarpBytes<K, 3>;
+    constexpr int bytes = kWarpBytes<K, 3, TT>;
     static bool once = false;
     if (!once) {
-      CK(cudaFuncSetAttribute(gemv_staged<K, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize, 8 * bytes));
+      CK(cudaFuncSetAttribute(gemv_staged<K, 3, TT>, cudaFuncAttributeMaxDynamicSharedMemorySize, 8 * bytes));
       once = true;
     }
-    gemv_staged<K, 3><<<grid, block, (block.x / 32) * bytes, st>>>(a);
+    gemv_staged<K, 3, TT><<<grid, block, (block.x / 32) * bytes, st>>>(a);
   }
 };
 
-static double check(Device& dv, Kind kind, int S, int warps) {
+static double check(Device& dv, Kind kind, int S, int TT, int warps) {
   if (dv.ref.empty()) reference(dv.host_q, dv.host_x, dv.n, dv.k, dv.ref);
   const std::vector<double>& ref = dv.ref;
   CK(cudaMemset(dv.out, 0xFF, 4 * dv.n));  // poison (NaN)
   CK(cudaMemset(dv.outh, 0xFF, 2 * dv.n));
-  dv.launch(kind, S, warps, 0, 0);
+  dv.launch(kind, S, TT, warps, 0, 0);
   CK(cudaDeviceSynchronize());
   std::vector<float> o(dv.n);
   if (kind == kLanded) {
@@ -573,10 +628,10 @@ static double check(Device& dv, Kind kind, int S, int warps) {
   return err / mx;
 }
 
-static float time_us(Device& dv, Kind kind, int S, int warps) {
+static float time_us(Device& dv, Kind kind, int S, int TT, int warps) {
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  for (int c = 0; c < dv.copies; ++c) dv.launch(kind, S, warps, c, st);
+  for (int c = 0; c < dv.copies; ++c) dv.launch(kind, S, TT, warps, c, st);
   CK(cudaStreamSynchronize(st));
   CK(cudaGetLastError());
   cudaGraph_t graph;
@@ -584,7 +639,7 @@ static float time_us(Device& dv, Kind kind, int S, int warps) {
   const int reps = 4;
   CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
   for (int r = 0; r < reps; ++r)
-    for (int c = 0; c < dv.copies; ++c) dv.launch(kind, S, warps, c, st);
+    for (int c = 0; c < dv.copies; ++c) dv.launch(kind, S, TT, warps, c, st);
   CK(cudaStreamEndCapture(st, &graph));
   CK(cudaGraphInstantiate(&exec, graph, 0));
   cudaEvent_t e0, e1;
@@ -607,12 +662,15 @@ static float time_us(Device& dv, Kind kind, int S, int warps) {
 
 struct Variant {
   Kind kind;
-  int S;
+  int S, TT;
   const char* name;
 };
-static const Variant kVariants[] = {{kLanded, 0, "landed"}, {kF16, 0, "f16"},       {kQ8, 0, "q8"},        {kQ8x2, 0, "q8x2"},
-                                    {kRead, 0, "read"},      {kF16, 3, "st f16"},   {kQ8, 3, "st q8"},
-                                    {kQ8x2, 3, "st q8x2"},   {kQ8in, 3, "st q8in"}, {kQ8x2in, 3, "st q8x2in"}};
+static const Variant kVariants[] = {
+    {kLanded, 0, 1, "landed"},   {kF16, 0, 1, "f16"},         {kQ8, 0, 1, "q8"},
+    {kRead, 0, 1, "read"},       {kF16, 3, 1, "st f16"},      {kQ8, 3, 1, "st q8"},
+    {kQ8x2, 3, 1, "st q8x2"},    {kQ8in, 3, 1, "st q8in"},    {kF16, 3, 2, "2t f16"},
+    {kQ8, 3, 2, "2t q8"},        {kQ8x2, 3, 2, "2t q8x2"},    {kQ8in, 3, 2, "2t q8in"},
+    {kQ8x2in, 3, 2, "2t q8x2in"}};
 
 int main() {
   const bool sanitize = std::getenv("PROBE_SANITIZE") != nullptr;
@@ -625,7 +683,7 @@ int main() {
       dv.quantise(v.kind);
       std::printf("  %5d x %5d %-10s", nk.first, nk.second, v.name);
       for (int w : {1, 2, 3, 8})
-        if (w <= nk.second / 256) std::printf("  warps %d: %.3g", w, check(dv, v.kind, v.S, w));
+        if (w <= nk.second / 256) std::printf("  warps %d: %.3g", w, check(dv, v.kind, v.S, v.TT, w));
       std::printf("\n");
     }
     dv.release();
@@ -649,9 +707,9 @@ int main() {
       for (const Variant& v : kVariants) {
         if (v.kind != kRead) {
           dv.quantise(v.kind);
-          at += std::snprintf(line + at, sizeof line - at, " %s %.2g", v.name, check(dv, v.kind, v.S, w));
+          at += std::snprintf(line + at, sizeof line - at, " %s %.2g", v.name, check(dv, v.kind, v.S, v.TT, w));
         }
-        std::printf(" %.2f |", time_us(dv, v.kind, v.S, w));
+        std::printf(" %.2f |", time_us(dv, v.kind, v.S, v.TT, w));
         std::fflush(stdout);
       }
       std::printf("\n");
