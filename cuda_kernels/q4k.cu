@@ -744,7 +744,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
   const int64_t nb = p.k / kQK;
   Lane l = lane_rows<F>(p, nb * kRowBytes, F == KQuant::kQ4K ? 16 + 8 * (threadIdx.x & 3) : 4 * (threadIdx.x & 3));
   const int warp = threadIdx.x >> 5, kw = blockDim.x >> 5;
-  const int wsm = int(warp_smem<S, TL, XS>(p.m));
+  const int wsm = int(warp_smem<S, TL, XS>(M1 ? 1 : p.m));  // M1: m is 1 (the launcher's rule)
   uint8_t* region = smem + warp * wsm;
   float* table = reinterpret_cast<float*>(region + wsm - kTableBytes);
   // Lane t's activation elements start at 8t (Q4_K) or 4t (Q6_K) of each range. B
@@ -754,8 +754,16 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
                (F == KQuant::kQ4K ? 8 : 4) * l.t;
 
   float acc[4] = {};
-  int64_t b = warp * nb / kw;
-  const int64_t end = (warp + 1) * nb / kw;
+  // The warp's K range. XS divides in 32-bit unsigned arithmetic (the launcher bounds nb
+  // by 2^28, so (warp + 1) nb < 2^32): the 64-bit divisions cost ~80 instructions a warp,
+  // 3% of its work at 14336 x 4096. (The other loops keep them: with 32 bits ptxas 13.0
+  // spills 4-12 bytes in two of them.)
+  const auto split = [&](int w) -> int64_t {
+    if constexpr (XS) return unsigned(w) * unsigned(nb) / unsigned(kw);
+    return w * nb / kw;
+  };
+  int64_t b = split(warp);
+  const int64_t end = split(warp + 1);
   l.advance(b * kBytes);
   x += b * kQK;
   if constexpr (S > 0 && TL) {
@@ -902,6 +910,24 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
   }
 
   float* partial = reinterpret_cast<float*>(region);
+  if constexpr (M1 && XS) {
+    // m = 1: the stored sums are elements 0 and 2 of the lanes of activation column 0
+    // (t = 0), rows g and g + 8; the warps' partials are added in the same order as
+    // below (the same bits), by 16 threads and without the general loop's tests. (The
+    // x-ahead loop's m = 1 kernels spill with this ending: ptxas 13.0.)
+    if (l.t == 0) {
+      partial[l.g] = acc[0];
+      partial[l.g + 8] = acc[2];
+    }
+    __syncthreads();
+    if (threadIdx.x < kTile) {
+      const int64_t row = int64_t(blockIdx.x) * kTile + threadIdx.x;
+      float sum = 0.0f;
+      for (int w = 0; w < kw; ++w) sum += reinterpret_cast<const float*>(smem + w * wsm)[threadIdx.x];
+      if (row < p.n) static_cast<T*>(p.out)[row] = from_float<T>(sum);
+    }
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < 4; ++i) partial[i * 32 + l.lane] = acc[i];
   __syncthreads();
@@ -1036,7 +1062,8 @@ namespace inference_kernels {
 
 int kquant_gemv_launch(const KQuantGemvParams& p, void* stream) {
   if (p.n <= 0) return cudaSuccess;
-  if (p.m < 1 || p.m > 8 || p.k <= 0 || p.k % kQK != 0 || (p.n + kTile - 1) / kTile > INT32_MAX)
+  if (p.m < 1 || p.m > 8 || p.k <= 0 || p.k % kQK != 0 || p.k / kQK > (int64_t{1} << 28) ||
+      (p.n + kTile - 1) / kTile > INT32_MAX)
     return cudaErrorInvalidValue;
   const auto s = static_cast<cudaStream_t>(stream);
   switch (p.dtype) {

@@ -94,6 +94,8 @@
 #   q4k_imma: EXPERIMENT (issue 6): benchmarks/q4k_imma_probe.cu, the tiled Q4_K gemv's m = 1 loop
 #           with f16 MMAs (the landed arithmetic) against int8 MMAs on int8 x, in one skeleton;
 #           compute-sanitizer on its correctness checks first (no package build)
+#   q4k_m1: the k-quant tests, the probe (its "landed" column is this tree's q4k.cu), the quick fp16
+#           Q4_K/Q6_K benchmark, compute-sanitizer over the k-quant launches
 #   copy_probe: EXPERIMENT (issues 3 and 5): benchmarks/copy_probe.cu, copies of 33.5 and 67 MB
 #           each way (cudaMemcpy, LDG/STG shapes and cache hints, bulk copies through a
 #           shared-memory ring) and fp16 LayerNorm 4096 x 4096 with rows bulk-loaded into a
@@ -590,18 +592,22 @@ if [ "$MODE" = tune_ln ]; then
   tune --only "layer_norm fp16 8192x5120,layer_norm fp16 16384x1024,layer_norm fp16 1024x16384,layer_norm fp16 4096x4096,layer_norm fp16 4096x8192"
   grep -E "^  layer_norm" "$OUT/tune_norms.log" | sort -k5 -n | head -40; echo "session status $status"; exit $status
 fi
-if [ "$MODE" = q4k_imma ]; then
+# The Q4_K m = 1 probe (benchmarks/q4k_imma_probe.cu, linked with the package's q4k.cu):
+# compute-sanitizer on its correctness checks, then the timing.
+q4k_imma_probe() {
   step "Q4_K m = 1 inner loops: f16 MMA against int8 MMA on int8 x (benchmarks/q4k_imma_probe.cu)"
-  nvcc -std=c++20 -O3 -gencode arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Xptxas -v -Icommon -Icuda_kernels benchmarks/q4k_imma_probe.cu cuda_kernels/q4k.cu \
-    -o /tmp/q4k_imma_probe > "$OUT/q4k_imma_build.log" 2>&1 || { tail -20 "$OUT/q4k_imma_build.log"; exit 1; }
+  nvcc -std=c++20 -O3 -gencode arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Xptxas -v -Icommon -Icuda_kernels \
+    benchmarks/q4k_imma_probe.cu cuda_kernels/q4k.cu -o /tmp/q4k_imma_probe > "$OUT/q4k_imma_build.log" 2>&1 ||
+    { tail -20 "$OUT/q4k_imma_build.log"; status=1; return; }
   export PATH="$PATH:/usr/local/cuda/bin"
   for tool in memcheck racecheck; do
     PROBE_SANITIZE=1 timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 /tmp/q4k_imma_probe > "$OUT/q4k_imma_$tool.log" 2>&1
     rc=$?; echo "$tool exit $rc: $(tail -1 "$OUT/q4k_imma_$tool.log")"; [ $rc = 0 ] || status=1
   done
   timeout 400 /tmp/q4k_imma_probe > "$OUT/q4k_imma.log" 2>&1 || status=1
-  cat "$OUT/q4k_imma.log"; echo "session status $status"; exit $status
-fi
+  grep -v "^ \{3,\}[0-9]* x" "$OUT/q4k_imma.log"
+}
+if [ "$MODE" = q4k_imma ]; then q4k_imma_probe; echo "session status $status"; exit $status; fi
 if [ "$MODE" = copy_probe ]; then
   step "copy probe (benchmarks/copy_probe.cu)"
   nvcc -std=c++20 -O3 -gencode arch=compute_90a,code=sm_90a -Xptxas -v -Icommon -Icuda_kernels benchmarks/copy_probe.cu \
@@ -636,6 +642,7 @@ case "$MODE" in
   probe_silu) probe_silu ;;
   probe_silu_src) probe_silu_src ;;
   q4k_tests) tests_q4k ;;
+  q4k_m1) tests_q4k; q4k_imma_probe; bench_q4k --quick --dtype fp16; sanitizers_q4k ;;
   q4k_src) profile_q4k_tiled ;;
   read_floor) read_floor ;;
   q4k_decode) step "Q4_K_M decode, a step captured in a CUDA graph, 8 layers"
