@@ -16,6 +16,7 @@
 //   read : the same loads, XORed together (the skeleton's floor).
 // x is quantised beforehand (host) for q8 and q8x2: the probe asks what the loop costs.
 // Build and run: see scripts/h200_session.sh, mode q4k_imma.
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -51,7 +52,7 @@ using inference_kernels::cuda::mma_m16n8k16;
 using inference_kernels::ggml::kQ4KTileBytes;
 using inference_kernels::ggml::kQ4KTileHeads;
 
-enum Kind { kF16 = 0, kQ8 = 1, kQ8x2 = 2, kRead = 3, kQ8in = 4, kQ8x2in = 5, kLanded = 6 };
+enum Kind { kF16 = 0, kQ8 = 1, kQ8x2 = 2, kRead = 3, kQ8in = 4, kQ8x2in = 5, kLanded = 6, kLandedBf16 = 7 };
 constexpr int kStride = 20;  // floats a row of the scale table (16 used)
 
 struct Args {
@@ -502,6 +503,7 @@ struct Device {
   int n, k, copies;
   uint8_t* q;
   __half* x;
+  __nv_bfloat16* xbf;  // the same x in bf16 (exact)
   int8_t* xq;
   float2* xds;
   float* out;
@@ -516,23 +518,29 @@ struct Device {
     for (int c = 0; c < copies; ++c) CK(cudaMemcpy(q + wb * c, host_q.data(), wb, cudaMemcpyHostToDevice));
     host_x.resize(k);
     std::vector<uint16_t> xb(k);
+    std::vector<__nv_bfloat16> xbh(k);
     for (int i = 0; i < k; ++i) {
       const uint32_t v = hash(i, 4321u);
       // mostly N(0,1)-ish, with an outlier now and then
       float f = ((v & 0xFFFF) / 65536.0f - 0.5f) * 3.0f + ((v >> 16) & 0xFF) / 256.0f - 0.5f;
       if ((v >> 24) == 7) f *= 20.0f;
+      f = __bfloat162float(__float2bfloat16_rn(f));  // exact in bf16 and in fp16 (no subnormals)
+      if (std::fabs(f) < 0x1p-12f) f = 0x1p-12f;
       xb[i] = f2h(f);
       host_x[i] = h2f(xb[i]);
+      xbh[i] = __float2bfloat16_rn(host_x[i]);
     }
     CK(cudaMalloc(&x, 2 * k));
     CK(cudaMemcpy(x, xb.data(), 2 * k, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&xbf, 2 * k));
+    CK(cudaMemcpy(xbf, xbh.data(), 2 * k, cudaMemcpyHostToDevice));
     CK(cudaMalloc(&xq, 2 * k));
     CK(cudaMalloc(&xds, 2 * sizeof(float2) * (k / 32)));
     CK(cudaMalloc(&out, 4 * n));
     CK(cudaMalloc(&outh, 2 * n));
   }
   void release() {
-    for (void* p : {(void*)q, (void*)x, (void*)xq, (void*)xds, (void*)out, (void*)outh}) CK(cudaFree(p));
+    for (void* p : {(void*)q, (void*)x, (void*)xbf, (void*)xq, (void*)xds, (void*)out, (void*)outh}) CK(cudaFree(p));
   }
   // x as int8 (one part, or two: h + l / 254) with per-32 (dx, dx * sum) for the kind.
   void quantise(Kind kind) {
@@ -560,9 +568,11 @@ struct Device {
   void launch(Kind kind, int S, int TT, int warps, int copy, cudaStream_t st) {
     Args a{q + host_q.size() * copy, x, xq, xds, out, n, k};
     const dim3 block(32 * warps);
-    if (kind == kLanded) {  // the package's kernel (q4k.cu), its own K split; warps ignored
+    if (kind == kLanded || kind == kLandedBf16) {  // the package's kernel (q4k.cu), its own K split
       using namespace inference_kernels;
-      const KQuantGemvParams p{DType::kFloat16, KQuant::kQ4K, x, k, a.q, outh, 1, n, k, true};
+      const bool bf = kind == kLandedBf16;
+      setenv("IK_Q4K_BF16_XS", S ? "1" : "0", 1);  // bf16: S = 1 asks for the XS loop (experiment)
+      const KQuantGemvParams p{bf ? DType::kBFloat16 : DType::kFloat16, KQuant::kQ4K, bf ? (const void*)xbf : x, k, a.q, outh, 1, n, k, true};
       CK(cudaError_t(kquant_gemv_launch(p, st)));
       return;
     }
@@ -616,6 +626,10 @@ static double check(Device& dv, Kind kind, int S, int TT, int warps) {
     std::vector<__half> oh(dv.n);
     CK(cudaMemcpy(oh.data(), dv.outh, 2 * dv.n, cudaMemcpyDeviceToHost));
     for (int i = 0; i < dv.n; ++i) o[i] = __half2float(oh[i]);
+  } else if (kind == kLandedBf16) {
+    std::vector<__nv_bfloat16> oh(dv.n);
+    CK(cudaMemcpy(oh.data(), dv.outh, 2 * dv.n, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < dv.n; ++i) o[i] = __bfloat162float(oh[i]);
   } else {
     CK(cudaMemcpy(o.data(), dv.out, 4 * dv.n, cudaMemcpyDeviceToHost));
   }
@@ -665,12 +679,11 @@ struct Variant {
   int S, TT;
   const char* name;
 };
+// (s31d also timed the direct skeleton's f16 and q8 and the two-tile kinds; BENCHMARKS.md.)
 static const Variant kVariants[] = {
-    {kLanded, 0, 1, "landed"},   {kF16, 0, 1, "f16"},         {kQ8, 0, 1, "q8"},
-    {kRead, 0, 1, "read"},       {kF16, 3, 1, "st f16"},      {kQ8, 3, 1, "st q8"},
-    {kQ8x2, 3, 1, "st q8x2"},    {kQ8in, 3, 1, "st q8in"},    {kF16, 3, 2, "2t f16"},
-    {kQ8, 3, 2, "2t q8"},        {kQ8x2, 3, 2, "2t q8x2"},    {kQ8in, 3, 2, "2t q8in"},
-    {kQ8x2in, 3, 2, "2t q8x2in"}};
+    {kLanded, 0, 1, "landed"},      {kLandedBf16, 0, 1, "landed bf16"}, {kLandedBf16, 1, 1, "bf16 xs"},
+    {kRead, 0, 1, "read"},          {kF16, 3, 1, "st f16"},             {kQ8, 3, 1, "st q8"},
+    {kQ8x2, 3, 1, "st q8x2"},       {kQ8in, 3, 1, "st q8in"}};
 
 int main() {
   const bool sanitize = std::getenv("PROBE_SANITIZE") != nullptr;

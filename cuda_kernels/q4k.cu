@@ -63,6 +63,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "ggml_blocks.h"
@@ -926,22 +927,22 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
       for (int w = 0; w < kw; ++w) sum += reinterpret_cast<const float*>(smem + w * wsm)[threadIdx.x];
       if (row < p.n) static_cast<T*>(p.out)[row] = from_float<T>(sum);
     }
-    return;
-  }
+  } else {
 #pragma unroll
-  for (int i = 0; i < 4; ++i) partial[i * 32 + l.lane] = acc[i];
-  __syncthreads();
-  // Element (register i, lane j) of the tile: row (j / 4) + 8 (i / 2), activation row
-  // 2 (j % 4) + i % 2, summed over the warps in a fixed order.
-  const int64_t row0 = int64_t(blockIdx.x) * kTile;
-  for (int e = threadIdx.x; e < 4 * 32; e += blockDim.x) {
-    const int i = e / 32, j = e % 32;
-    const int64_t row = row0 + j / 4 + 8 * (i / 2);
-    const int64_t m = 2 * (j % 4) + i % 2;
-    if (row >= p.n || m >= p.m) continue;
-    float sum = 0.0f;
-    for (int w = 0; w < kw; ++w) sum += reinterpret_cast<const float*>(smem + w * wsm)[i * 32 + j];
-    static_cast<T*>(p.out)[m * p.n + row] = from_float<T>(sum);
+    for (int i = 0; i < 4; ++i) partial[i * 32 + l.lane] = acc[i];
+    __syncthreads();
+    // Element (register i, lane j) of the tile: row (j / 4) + 8 (i / 2), activation row
+    // 2 (j % 4) + i % 2, summed over the warps in a fixed order.
+    const int64_t row0 = int64_t(blockIdx.x) * kTile;
+    for (int e = threadIdx.x; e < 4 * 32; e += blockDim.x) {
+      const int i = e / 32, j = e % 32;
+      const int64_t row = row0 + j / 4 + 8 * (i / 2);
+      const int64_t m = 2 * (j % 4) + i % 2;
+      if (row >= p.n || m >= p.m) continue;
+      float sum = 0.0f;
+      for (int w = 0; w < kw; ++w) sum += reinterpret_cast<const float*>(smem + w * wsm)[i * 32 + j];
+      static_cast<T*>(p.out)[m * p.n + row] = from_float<T>(sum);
+    }
   }
 }
 
@@ -1025,6 +1026,12 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
                         : Shape<T, F, 2, 3, 4, true, true>::launch(p, kw, stream);
       if (kw > 1 && p.m <= 4 && Shape<T, F, 2, 2, 4, true, true>::one_wave(p, kw))
         return Shape<T, F, 2, 2, 4, true, true>::launch(p, kw, stream);
+    }
+    if constexpr (TL && F == KQuant::kQ4K && std::is_same_v<T, __nv_bfloat16>) {
+      // EXPERIMENT (IK_Q4K_BF16_XS=1): bf16 x at m = 1 through the XS loop's m = 1 kernel.
+      const char* e = std::getenv("IK_Q4K_BF16_XS");
+      if (e && *e == '1' && kw > 1 && p.m == 1 && Shape<T, F, 2, 3, 4, true, true>::one_wave(p, kw))
+        return Shape<T, F, 2, 3, 4, true, true, true>::launch(p, kw, stream);
     }
     if constexpr (F == KQuant::kQ4K && std::is_same_v<T, __nv_bfloat16>) {
       // bf16 x: the direct loop with chunk 0's x a block ahead (q4k_block_xahead, A = 1),
