@@ -571,7 +571,6 @@ struct Device {
     if (kind == kLanded || kind == kLandedBf16) {  // the package's kernel (q4k.cu), its own K split
       using namespace inference_kernels;
       const bool bf = kind == kLandedBf16;
-      setenv("IK_Q4K_BF16_XS", S ? "1" : "0", 1);  // bf16: S = 1 asks for the XS loop (experiment)
       const KQuantGemvParams p{bf ? DType::kBFloat16 : DType::kFloat16, KQuant::kQ4K, bf ? (const void*)xbf : x, k, a.q, outh, 1, n, k, true};
       CK(cudaError_t(kquant_gemv_launch(p, st)));
       return;
@@ -679,11 +678,12 @@ struct Variant {
   int S, TT;
   const char* name;
 };
-// (s31d also timed the direct skeleton's f16 and q8 and the two-tile kinds; BENCHMARKS.md.)
+// (s31a-s31d also timed the direct skeleton's f16, q8 and q8x2 and the two-tile kinds;
+// s31f the bf16 x XS loop against the x-ahead loop. BENCHMARKS.md, thirty-first session.)
 static const Variant kVariants[] = {
-    {kLanded, 0, 1, "landed"},      {kLandedBf16, 0, 1, "landed bf16"}, {kLandedBf16, 1, 1, "bf16 xs"},
-    {kRead, 0, 1, "read"},          {kF16, 3, 1, "st f16"},             {kQ8, 3, 1, "st q8"},
-    {kQ8x2, 3, 1, "st q8x2"},       {kQ8in, 3, 1, "st q8in"}};
+    {kLanded, 0, 1, "landed"}, {kLandedBf16, 0, 1, "landed bf16"}, {kRead, 0, 1, "read"},
+    {kF16, 3, 1, "st f16"},    {kQ8, 3, 1, "st q8"},               {kQ8x2, 3, 1, "st q8x2"},
+    {kQ8in, 3, 1, "st q8in"},  {kQ8in, 3, 2, "2t q8in"}};
 
 int main() {
   const bool sanitize = std::getenv("PROBE_SANITIZE") != nullptr;

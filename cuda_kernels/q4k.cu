@@ -63,7 +63,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 
 #include "ggml_blocks.h"
@@ -725,10 +724,11 @@ __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* ta
 //   ptxas shares with the weights' (BENCHMARKS.md, seventeenth session). With fp16 x
 //   where a K split fits one wave, 6-10% faster than the direct loop at m = 1, 2 (H200,
 //   14336 x 4096, m = 1: 13.61 against 14.74 us in the experiment's A/B, 13.8-13.9 as
-//   landed; nineteenth session); with bf16 x slower than the x-ahead loop (14.41
-//   against 14.08), so unused there. x copied once a CTA instead, all K
-//   before the loop, was slower (every CTA of the wave asks L2 for the same bytes at
-//   the start).
+//   landed; nineteenth session); with bf16 x it was slower than the x-ahead loop (14.41
+//   against 14.08), until the m = 1 kernel's leaner ending and K split made it 5%
+//   faster at two warps a tile (thirty-first session; launch has the rule). x copied
+//   once a CTA instead, all K before the loop, was slower (every CTA of the wave asks
+//   L2 for the same bytes at the start).
 // MINB: blocks per SM asked of ptxas; U: Q4_K chunks unrolled; TL: the tiled layout
 // (p.tiled); M1: m = 1 only, the fragments' second activation column (never stored) is
 // not summed: a quarter fewer instructions a block in the XS loop, 7% faster at 14336 x
@@ -1028,9 +1028,12 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
         return Shape<T, F, 2, 2, 4, true, true>::launch(p, kw, stream);
     }
     if constexpr (TL && F == KQuant::kQ4K && std::is_same_v<T, __nv_bfloat16>) {
-      // EXPERIMENT (IK_Q4K_BF16_XS=1): bf16 x at m = 1 through the XS loop's m = 1 kernel.
-      const char* e = std::getenv("IK_Q4K_BF16_XS");
-      if (e && *e == '1' && kw > 1 && p.m == 1 && Shape<T, F, 2, 3, 4, true, true>::one_wave(p, kw))
+      // bf16 x, m = 1, two warps a tile (many tiles, short K): the XS loop's m = 1 kernel,
+      // 5% faster than the x-ahead loop below at 14336 x 4096 (12.86-12.93 against
+      // 13.59-13.65 us) but 3% slower at 8 warps a tile (4096 x 14336: 12.15-12.20 against
+      // 11.73-11.78); 3 and 4 warps were not measured (H200; BENCHMARKS.md, thirty-first
+      // session).
+      if (kw == 2 && p.m == 1 && Shape<T, F, 2, 3, 4, true, true>::one_wave(p, kw))
         return Shape<T, F, 2, 3, 4, true, true, true>::launch(p, kw, stream);
     }
     if constexpr (F == KQuant::kQ4K && std::is_same_v<T, __nv_bfloat16>) {

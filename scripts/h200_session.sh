@@ -94,7 +94,7 @@
 #   q4k_imma: EXPERIMENT (issue 6): benchmarks/q4k_imma_probe.cu, the tiled Q4_K gemv's m = 1 loop
 #           with f16 MMAs (the landed arithmetic) against int8 MMAs on int8 x, in one skeleton;
 #           compute-sanitizer on its correctness checks first (no package build)
-#   q4k_m1: the k-quant tests, the probe (its "landed" column is this tree's q4k.cu), the quick fp16
+#   q4k_m1: the k-quant tests, the probe (its "landed" columns are this tree's q4k.cu), the quick fp16 and bf16
 #           Q4_K/Q6_K benchmark, compute-sanitizer over the k-quant launches
 #   copy_probe: EXPERIMENT (issues 3 and 5): benchmarks/copy_probe.cu, copies of 33.5 and 67 MB
 #           each way (cudaMemcpy, LDG/STG shapes and cache hints, bulk copies through a
@@ -642,7 +642,7 @@ case "$MODE" in
   probe_silu) probe_silu ;;
   probe_silu_src) probe_silu_src ;;
   q4k_tests) tests_q4k ;;
-  q4k_m1) tests_q4k; q4k_imma_probe; bench_q4k --quick --dtype fp16; sanitizers_q4k ;;
+  q4k_m1) tests_q4k; q4k_imma_probe; bench_q4k --quick --dtype fp16; bench_q4k --quick; sanitizers_q4k ;;
   q4k_src) profile_q4k_tiled ;;
   read_floor) read_floor ;;
   q4k_decode) step "Q4_K_M decode, a step captured in a CUDA graph, 8 layers"
