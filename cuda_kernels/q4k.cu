@@ -724,9 +724,11 @@ __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* ta
 //   ptxas shares with the weights' (BENCHMARKS.md, seventeenth session). With fp16 x
 //   where a K split fits one wave, 6-10% faster than the direct loop at m = 1, 2 (H200,
 //   14336 x 4096, m = 1: 13.61 against 14.74 us in the experiment's A/B, 13.8-13.9 as
-//   landed; nineteenth session); with bf16 x it was slower than the x-ahead loop (14.41
-//   against 14.08), until the m = 1 kernel's leaner ending and K split made it 5%
-//   faster at two warps a tile (thirty-first session; launch has the rule). x copied
+//   landed; nineteenth session); with bf16 x slower than the x-ahead loop (14.41
+//   against 14.08), so unused there. With the m = 1 kernel's leaner start and end it
+//   was 5% faster alone at two warps a tile (12.9 against 13.6 us at 14336 x 4096), but
+//   a decode layer's chain of kernels took 1.4 us longer with it (66.7-67.0 against
+//   65.2-65.8 us; thirty-first session), so bf16 x keeps the x-ahead loop. x copied
 //   once a CTA instead, all K before the loop, was slower (every CTA of the wave asks
 //   L2 for the same bytes at the start).
 // MINB: blocks per SM asked of ptxas; U: Q4_K chunks unrolled; TL: the tiled layout
@@ -1026,15 +1028,6 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
                         : Shape<T, F, 2, 3, 4, true, true>::launch(p, kw, stream);
       if (kw > 1 && p.m <= 4 && Shape<T, F, 2, 2, 4, true, true>::one_wave(p, kw))
         return Shape<T, F, 2, 2, 4, true, true>::launch(p, kw, stream);
-    }
-    if constexpr (TL && F == KQuant::kQ4K && std::is_same_v<T, __nv_bfloat16>) {
-      // bf16 x, m = 1, two warps a tile (many tiles, short K): the XS loop's m = 1 kernel,
-      // 5% faster than the x-ahead loop below at 14336 x 4096 (12.86-12.93 against
-      // 13.59-13.65 us) but 3% slower at 8 warps a tile (4096 x 14336: 12.15-12.20 against
-      // 11.73-11.78); 3 and 4 warps were not measured (H200; BENCHMARKS.md, thirty-first
-      // session).
-      if (kw == 2 && p.m == 1 && Shape<T, F, 2, 3, 4, true, true>::one_wave(p, kw))
-        return Shape<T, F, 2, 3, 4, true, true, true>::launch(p, kw, stream);
     }
     if constexpr (F == KQuant::kQ4K && std::is_same_v<T, __nv_bfloat16>) {
       // bf16 x: the direct loop with chunk 0's x a block ahead (q4k_block_xahead, A = 1),
