@@ -1,6 +1,7 @@
-// What the standalone skinny-GEMM probes share (benchmarks/wgmma_probe.cu,
-// benchmarks/tma_probe.cu; EXPERIMENTS, not part of the package): the error check, the
-// random fp8 fill, the fp64 reference product, the correctness check and the graph timer.
+// What the standalone probes share (benchmarks/wgmma_probe.cu, benchmarks/tma_probe.cu,
+// and for its error check and graph timer benchmarks/q4k_imma_probe.cu; EXPERIMENTS, not
+// part of the package): the error check, the random fp8 fill, the fp64 reference product,
+// the correctness check and the graph timer.
 #pragma once
 
 #include <cuda_fp8.h>

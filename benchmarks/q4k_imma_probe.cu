@@ -29,18 +29,11 @@
 #include <string>
 #include <vector>
 
+#include "probe_util.cuh"
 #include "ggml_blocks.h"
 #include "gpu_launchers.h"
 #include "ptx.cuh"
 
-#define CK(x)                                                                              \
-  do {                                                                                     \
-    cudaError_t e_ = (x);                                                                  \
-    if (e_ != cudaSuccess) {                                                               \
-      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
 
 using inference_kernels::cuda::cp_async16;
 using inference_kernels::cuda::cp_async16_ca;
@@ -641,36 +634,13 @@ static double check(Device& dv, Kind kind, int S, int TT, int warps) {
   return err / mx;
 }
 
+// Median us a launch (probe_util.cuh's CUDA-graph timer over the rotated weight copies;
+// s31a-s31i ran this file's own copy of it, with 15 replays instead of 12).
 static float time_us(Device& dv, Kind kind, int S, int TT, int warps) {
-  cudaStream_t st;
-  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  for (int c = 0; c < dv.copies; ++c) dv.launch(kind, S, TT, warps, c, st);
-  CK(cudaStreamSynchronize(st));
-  CK(cudaGetLastError());
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  const int reps = 4;
-  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-  for (int r = 0; r < reps; ++r)
-    for (int c = 0; c < dv.copies; ++c) dv.launch(kind, S, TT, warps, c, st);
-  CK(cudaStreamEndCapture(st, &graph));
-  CK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0), cudaEventCreate(&e1);
-  std::vector<float> ts;
-  for (int it = 0; it < 15; ++it) {
-    cudaEventRecord(e0, st);
-    cudaGraphLaunch(exec, st);
-    cudaEventRecord(e1, st);
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    cudaEventElapsedTime(&ms, e0, e1);
-    ts.push_back(ms * 1000.f / (reps * dv.copies));
-  }
-  std::sort(ts.begin(), ts.end());
-  cudaEventDestroy(e0), cudaEventDestroy(e1);
-  cudaGraphExecDestroy(exec), cudaGraphDestroy(graph), cudaStreamDestroy(st);
-  return ts[ts.size() / 2];
+  return probe::graph_time_us(dv.copies, [&](int c, cudaStream_t st) {
+    dv.launch(kind, S, TT, warps, c, st);
+    return cudaGetLastError();
+  });
 }
 
 struct Variant {
