@@ -63,6 +63,9 @@ void gemv(at::Tensor& out, const at::Tensor& x, const at::Tensor& q, KQuant form
   const int64_t blocks = tiled ? q.size(1) : q.size(1) / bytes;
   TORCH_CHECK(k == blocks * ggml::kQK, "x must have K = ", num(blocks * ggml::kQK), " columns (q holds ",
               num(blocks), " ", fmt, " blocks of 256 per row), got ", num(k));
+  // The kernel splits K's blocks between warps in 32-bit arithmetic (q4k.cu).
+  TORCH_CHECK(blocks <= (int64_t{1} << 28), "the CUDA ", fmt, " gemv takes at most 2^28 blocks of 256 a row (K <= ",
+              num(int64_t{256} << 28), "), got K = ", num(k));
 
   check_same(out, x, "out", "x");
   TORCH_CHECK(out.dim() == 2, "out must be 2-D [M, N], got shape ", dims_str(out.sizes()));
