@@ -12,6 +12,7 @@
 //   /tmp/tune_norms --quick     # skips hidden 8192 and the dynamic-fp8 shapes
 //   /tmp/tune_norms --only "silu_and_mul_fp8 fp16 512x13312,silu_mul bf16 4096x14336"
 //   /tmp/tune_norms --rows-sweep  # RMSNorm at hidden 8192 and 16384 from 1 to 256 rows
+//   /tmp/tune_norms --check-only  # outputs only, odd rows of hidden 16384 (sanitizers)
 //   /tmp/tune_norms --explore   # the decode and lagging shapes of scripts/h200_session.sh norms_explore
 //   /tmp/tune_norms --explore --only "rms bf16 1x4096,layer_norm fp16 4096x4096"
 //
@@ -192,6 +193,19 @@ std::vector<RowConfig> layouts(int64_t nvec) {
       out.push_back(c);
     }
   }
+  // The split kernel (row_split.cuh; RowConfig::exact with cluster > 1, 16-bit only):
+  // clusters of 2-8 blocks a row, each a slice of items x tx vectors, tx a power of two
+  // from 64 to 512; each op takes the shapes its launcher instantiates.
+  for (int cluster : {2, 4, 8}) {
+    for (int items : {1, 2, 4}) {
+      if (nvec % (cluster * items)) continue;
+      const int64_t tx = nvec / (cluster * items);
+      if (tx < 64 || tx > 512 || (tx & (tx - 1))) continue;
+      RowConfig c;
+      c.tx = static_cast<int>(tx), c.items = items, c.flat = true, c.exact = true, c.cluster = cluster;
+      out.push_back(c);
+    }
+  }
   return out;
 }
 
@@ -200,6 +214,10 @@ std::string str(const RowConfig& c) {
   if (c.items == 0) return "stream";
   if (c.stages) {
     std::snprintf(buf, sizeof buf, "piped tx%d i%d s%d%s", c.tx, c.items, c.stages, c.exact ? " exact" : "");
+    return buf;
+  }
+  if (c.flat && c.cluster > 1) {
+    std::snprintf(buf, sizeof buf, "split c%d tx%d i%d", c.cluster, c.tx, c.items);
     return buf;
   }
   if (c.flat) {
@@ -228,6 +246,10 @@ struct Buffers {
 int copies_for(size_t bytes) {
   return static_cast<int>(std::clamp<size_t>((size_t(200) << 20) / std::max<size_t>(bytes, 1) + 1, 2, 64));
 }
+
+// --check-only: each layout's output against the default's, no timing (for
+// compute-sanitizer at odd shapes).
+bool g_check_only = false;
 
 // Filled by main: the shapes to run (empty: all), from --only.
 std::vector<std::string> g_only;
@@ -284,7 +306,7 @@ void sweep(const char* what, int64_t nvec, int64_t rows, double bytes,
   const double floor_us = bytes / g_bw * 1e6;
   Outputs ref;
   if (check_run) ref = check_run(nullptr);
-  const float def = time_us([&](int i) { return launch(i, nullptr); }, copies);
+  const float def = g_check_only ? 0.0f : time_us([&](int i) { return launch(i, nullptr); }, copies);
   float best = def;
   std::string best_s = "default";
   for (const RowConfig& c : layouts(nvec)) {
@@ -296,6 +318,10 @@ void sweep(const char* what, int64_t nvec, int64_t rows, double bytes,
       const size_t bad = ulp_misses(o.first, ref.first, out_esize, 2);
       if (bad) note += " MISMATCH(" + std::to_string(bad) + " elements > 2 ulps)";
       if (o.second != ref.second) note += " MISMATCH(residual)";
+    }
+    if (g_check_only) {
+      std::printf("  %-28s %-22s checked%s\n", what, str(c).c_str(), note.c_str());
+      continue;
     }
     const float t = time_us([&](int i) { return launch(i, &c); }, copies);
     if (t < 0) continue;
@@ -536,6 +562,8 @@ int main(int argc, char** argv) {
       explore_only = true;
     } else if (a == "--rows-sweep") {
       rows_only = true;
+    } else if (a == "--check-only") {
+      g_check_only = true;
     } else if (a == "--only" && i + 1 < argc) {
       std::string list = argv[++i];
       for (size_t b = 0, e; b <= list.size(); b = e + 1) {
@@ -544,9 +572,19 @@ int main(int argc, char** argv) {
         if (e > b) g_only.push_back(list.substr(b, e - b));
       }
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--explore] [--rows-sweep] [--only \"name,name\"]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--explore] [--rows-sweep] [--check-only] [--only \"name,name\"]\n", argv[0]);
       return 2;
     }
+  }
+  if (g_check_only) {  // odd row counts at hidden 16384, where the split layouts fit
+    for (int64_t rows : {1, 3, 133}) {
+      for (DType dt : {DType::kFloat16, DType::kBFloat16}) ln(dt, rows, 16384);
+      rms(DType::kBFloat16, 2, rows, 16384, NormOut::kSame, false);
+      rms(DType::kBFloat16, 2, rows, 16384, NormOut::kSame, true);
+      rms(DType::kFloat16, 2, rows, 16384, NormOut::kFp8Static, true);
+      rms(DType::kFloat16, 2, rows, 16384, NormOut::kFp8Dynamic, false);
+    }
+    return 0;
   }
   g_bw = copy_bandwidth();
   std::printf("copy bandwidth (read+write): %.0f GB/s\n", g_bw / 1e9);
@@ -580,7 +618,7 @@ int main(int argc, char** argv) {
   if (!quick) {
     for (auto [rows, d] : std::vector<std::pair<int64_t, int64_t>>{
              {16384, 2048}, {1, 16384}, {64, 16384}, {132, 16384}, {133, 16384}, {1, 8192}, {264, 16384},
-             {265, 16384}, {384, 16384}, {512, 16384}, {768, 16384}}) {
+             {265, 16384}, {384, 16384}, {512, 16384}, {768, 16384}, {2048, 16384}}) {
       ln(DType::kBFloat16, rows, d);
     }
     // RMSNorm's flat exact fit at hidden 4096 and 2048 (rms_norm.cu's pick_layout): fp16,

@@ -1,5 +1,6 @@
 // Inline PTX the CUDA kernels share (torch-free): streaming and ordered loads, cp.async,
-// programmatic dependent launch, and the m16n8k16 MMA.
+// programmatic dependent launch, cluster barriers, mbarriers and stores into another
+// block's shared memory, and the m16n8k16 MMA.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -131,6 +132,97 @@ __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.w
 // (e.g. its mbarriers are set; fence.mbarrier_init orders those).
 __device__ __forceinline__ void cluster_arrive_relaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+
+// mbarriers and distributed shared memory (sm_90; elsewhere every function traps). An
+// mbarrier counts arrivals and, with expect_tx, the bytes that copies and remote stores
+// still owe it; a phase completes when both reach zero.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define IK_SM90 1
+#else
+#define IK_SM90 0
+#endif
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+#if IK_SM90
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+#else
+  (void)bar, (void)count;
+  __trap();
+#endif
+}
+// The barriers' initialisation made visible to the async proxy (the copies) and the cluster.
+__device__ __forceinline__ void mbar_init_fence() {
+#if IK_SM90
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+// One arrival that also announces `bytes` the copies will deliver to this phase.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, int bytes) {
+#if IK_SM90
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+#if IK_SM90
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+#endif
+}
+// Waits for the phase of `parity` to complete. Traps after 2^27 failed tries (a minute
+// and more), so a copy that never lands fails the launch instead of hanging the process.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+#if IK_SM90
+  uint32_t done = 0;
+  for (uint32_t tries = 0; !done; ++tries) {
+    if (tries == (1u << 27)) __trap();
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  }
+#else
+  (void)bar, (void)parity;
+  __trap();
+#endif
+}
+
+// The shared address `addr` of this block's layout in the cluster's block `rank`
+// (distributed shared memory), for st_async_v4.
+__device__ __forceinline__ uint32_t cluster_map(uint32_t addr, int rank) {
+  uint32_t r = addr;
+#if IK_SM90
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
+#endif
+  return r;
+}
+// Four floats stored into another block's shared memory at `addr` (cluster_map), their 16
+// bytes counted on that block's mbarrier `bar` (also mapped).
+__device__ __forceinline__ void st_async_v4(uint32_t addr, float a, float b, float c, float d, uint32_t bar) {
+#if IK_SM90
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(addr),
+               "f"(a), "f"(b), "f"(c), "f"(d), "r"(bar)
+               : "memory");
+#endif
+}
+
+// The same, two floats (8-byte aligned).
+__device__ __forceinline__ void st_async_v2(uint32_t addr, float a, float b, uint32_t bar) {
+#if IK_SM90
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(addr),
+               "f"(a), "f"(b), "r"(bar)
+               : "memory");
+#endif
+}
+
+// One float stored into another block's shared memory at `addr` (cluster_map), its 4
+// bytes counted on that block's mbarrier `bar` (also mapped).
+__device__ __forceinline__ void st_async_f32(uint32_t addr, float a, uint32_t bar) {
+#if IK_SM90
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(addr),
+               "r"(__float_as_uint(a)), "r"(bar)
+               : "memory");
+#endif
 }
 
 // d += A (16 x 16) * B (16 x 8), bf16 (BF16) or f16 inputs, fp32 accumulators. This lane

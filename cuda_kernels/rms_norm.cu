@@ -32,6 +32,7 @@
 #include "ptx.cuh"
 #include "row_kernel.cuh"
 #include "row_pipe.cuh"
+#include "row_split.cuh"
 #include "fp8.h"
 #include "gpu_launchers.h"
 #include "vec_io.cuh"
@@ -393,6 +394,55 @@ __global__ void __launch_bounds__(TX) rms_norm_flat_exact(NormParams p) {
       [&pmax = partial[1]](float v) { return row_reduce_fixed<Max, TX>(v, pmax, 0); }, f);
 }
 
+// The split layout (row_split.cuh): a cluster of CL blocks a row, each holding a
+// contiguous slice of ITEMS x TX vectors (16-bit rows of exactly CL x ITEMS x TX
+// vectors), as rms_norm_flat_exact otherwise. The sum of squares runs in another order
+// (each block's tree, then the ranks in order), so outputs may differ from the other
+// layouts in the last bit; the residual's rounded sum is the same.
+template <typename T, int VEC, int ITEMS, int TX, int CL, bool FUSED, NormOut MODE>
+__global__ void __launch_bounds__(TX) rms_norm_split_exact(NormParams p) {
+  static_assert(sizeof(T) == 2, "16-bit rows only");
+  using P = Pack<T, VEC>;
+  constexpr float kD = float(CL * ITEMS * TX * VEC);
+  constexpr bool kPairs = MODE == NormOut::kSame;
+  __shared__ SplitRow<TX, CL, 2> s;
+  const float scale_in = MODE == NormOut::kFp8Static ? __ldg(p.scale) : 1.0f;
+  const unsigned rank = cluster_rank();
+  const int64_t row = blockIdx.x / CL;
+  const int first = static_cast<int>(rank) * ITEMS * TX + static_cast<int>(threadIdx.x);
+  const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row * p.x.stride) + first;
+  P* rr = FUSED ? reinterpret_cast<P*>(static_cast<T*>(p.res.ptr) + row * p.res.stride) + first : nullptr;
+  const P* w = reinterpret_cast<const P*>(p.weight) + first;
+  P a[ITEMS], g[ITEMS];
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) a[k] = xr[k * TX];
+  if constexpr (FUSED) {
+    P b[ITEMS];
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) b[k] = rr[k * TX];
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+      a[k] = add_rounded(a[k], b[k]);
+      rr[k * TX] = a[k];
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) g[k] = w[k * TX];
+  split_start(s);
+  float f[ITEMS][VEC];
+  float sum_sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    unpack_vec(a[k], f[k]);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) sum_sq += f[k][j] * f[k][j];
+  }
+  const float inv_rms = rsqrtf(split_reduce<Sum>(s, 0, sum_sq, rank) / kD + p.eps);
+  store_row_with<T, VEC, ITEMS, MODE, kPairs>(
+      p, row, a, g, inv_rms, scale_in, first, TX, [](int) { return true; },
+      [&ss = s, rank](float v) { return split_reduce<Max>(ss, 1, v, rank); }, f);
+}
+
 // The piped layout (row_pipe.cuh): the flat kernel's rows, in persistent blocks that
 // keep the next stages - 1 rows (x, and the residual) on the way through shared
 // memory; the weight is loaded once a block. x and out may be the same row, as above:
@@ -629,6 +679,19 @@ cudaError_t launch_piped_rows(const NormParams& p, const RowConfig& c, cudaStrea
   }
 }
 
+// The split exact fits (RowConfig::exact with cluster > 1, stages 0) the launcher
+// instantiates: hidden 16384 in 16-bit (2048 vectors) as clusters of 2, 4 or 8.
+template <typename T, int VEC, bool FUSED, NormOut MODE>
+cudaError_t launch_split(const NormParams& p, const RowConfig& c, cudaStream_t stream) {
+  if (c.stages != 0 || int64_t{c.tx} * c.items * c.cluster != p.d / VEC) return cudaErrorInvalidConfiguration;
+  const auto is = [&](int cl, int tx, int items) { return c.cluster == cl && c.tx == tx && c.items == items; };
+  if (is(2, 256, 4)) return launch_rows(rms_norm_split_exact<T, VEC, 4, 256, 2, FUSED, MODE>, p, c, p.rows, stream);
+  if (is(4, 256, 2)) return launch_rows(rms_norm_split_exact<T, VEC, 2, 256, 4, FUSED, MODE>, p, c, p.rows, stream);
+  if (is(8, 128, 2)) return launch_rows(rms_norm_split_exact<T, VEC, 2, 128, 8, FUSED, MODE>, p, c, p.rows, stream);
+  if (is(8, 64, 4)) return launch_rows(rms_norm_split_exact<T, VEC, 4, 64, 8, FUSED, MODE>, p, c, p.rows, stream);
+  return cudaErrorInvalidConfiguration;
+}
+
 template <typename T, int VEC, bool FUSED, NormOut MODE>
 cudaError_t launch_flat(const NormParams& p, const RowConfig& c, cudaStream_t stream) {
   if (c.stages > 0) return launch_piped_rows<T, VEC, FUSED, MODE>(p, c, stream);
@@ -636,6 +699,7 @@ cudaError_t launch_flat(const NormParams& p, const RowConfig& c, cudaStream_t st
     if constexpr (sizeof(T) != 2 || sizeof(T) * VEC != 16) {
       return cudaErrorInvalidConfiguration;
     } else {
+      if (c.cluster > 1) return launch_split<T, VEC, FUSED, MODE>(p, c, stream);
       if (int64_t{c.tx} * c.items != p.d / VEC) return cudaErrorInvalidConfiguration;
       // 2 vectors a thread: 128 x 4 measured no faster at hidden 4096 (1.55 against 1.51
       // us at 1 x 4096 bf16, 18.38 against 18.18 at 4096 x 4096; 3.91 against 3.93 with

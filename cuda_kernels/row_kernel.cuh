@@ -53,7 +53,8 @@ struct RowConfig {
   int stages = 0;          // > 0 (with flat): the piped kernel, rows in flight a block (row_pipe.cuh)
   bool exact = false;      // with flat, for 16-bit rows of exactly items x tx vectors: stages 2, the
                            // piped kernel with tx = piped_threads(items); stages 0, the flat
-                           // kernel with tx fixed at compile time
+                           // kernel with tx fixed at compile time, or with cluster > 1 the
+                           // split kernel (row_split.cuh: rows of cluster x items x tx vectors)
 };
 
 // Block size bound of the flat kernels; blocks of up to kFlatThreads threads.
@@ -69,9 +70,10 @@ inline int round_up(int64_t v, int m) { return static_cast<int>((v + m - 1) / m 
 // blocks) fits an int, and its row group covers the row.
 inline bool fits(const RowConfig& c, int64_t rows, int64_t nvec) {
   if (c.stages > 0 && !c.flat) return false;
-  if (c.exact && (!c.flat || c.stages == 1 || int64_t{c.tx} * c.items != nvec)) return false;
+  if (c.exact && (!c.flat || c.stages == 1 || int64_t{c.tx} * c.items * c.cluster != nvec)) return false;
   const int max_tx = c.exact && c.stages == 0 ? kExactThreads : kFlatThreads;
-  if (c.flat && (c.cluster != 1 || c.rows_per_block != 1 || c.tx > max_tx || c.tx % 32)) return false;
+  const bool split = c.exact && c.stages == 0 && c.cluster > 1;  // row_split.cuh
+  if (c.flat && ((c.cluster != 1 && !split) || c.rows_per_block != 1 || c.tx > max_tx || c.tx % 32)) return false;
   return rows * c.cluster <= INT32_MAX && int64_t{c.tx} * c.cluster * c.items >= nvec;
 }
 

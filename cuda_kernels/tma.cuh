@@ -19,6 +19,7 @@
 
 #include <cstdint>
 
+#include "ptx.cuh"
 #include "wgmma.cuh"
 
 namespace inference_kernels::cuda {
@@ -33,20 +34,6 @@ __device__ __forceinline__ uint64_t desc_sw128(uint32_t addr) {
   return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
 }
 
-__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
-#if IK_WGMMA
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-#else
-  (void)bar, (void)count;
-  __trap();
-#endif
-}
-// The barriers' initialisation made visible to the async proxy (the copies) and the cluster.
-__device__ __forceinline__ void mbar_init_fence() {
-#if IK_WGMMA
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-#endif
-}
 // A ring of `stages` stages: thread 0 sets each stage's full barrier (the producer's one
 // arrival plus the copies' bytes) at full + 8 s and its empty barrier (one arrival from
 // each of `consumer_warps`) at empty + 8 s; the block then meets so that no thread waits
@@ -61,64 +48,6 @@ __device__ __forceinline__ void mbar_ring_init(uint32_t full, uint32_t empty, in
   }
   __syncthreads();
 }
-// One arrival that also announces `bytes` the copies will deliver to this phase.
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, int bytes) {
-#if IK_WGMMA
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-#endif
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-#if IK_WGMMA
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-#endif
-}
-// Waits for the phase of `parity` to complete. Traps after 2^27 failed tries (a minute
-// and more), so a copy that never lands fails the launch instead of hanging the process.
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-#if IK_WGMMA
-  uint32_t done = 0;
-  for (uint32_t tries = 0; !done; ++tries) {
-    if (tries == (1u << 27)) __trap();
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  }
-#else
-  (void)bar, (void)parity;
-  __trap();
-#endif
-}
-
-// The shared address `addr` of this block's layout in the cluster's block `rank`
-// (distributed shared memory), for st_async_v4.
-__device__ __forceinline__ uint32_t cluster_map(uint32_t addr, int rank) {
-  uint32_t r = addr;
-#if IK_WGMMA
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
-#endif
-  return r;
-}
-// Four floats stored into another block's shared memory at `addr` (cluster_map), their 16
-// bytes counted on that block's mbarrier `bar` (also mapped).
-__device__ __forceinline__ void st_async_v4(uint32_t addr, float a, float b, float c, float d, uint32_t bar) {
-#if IK_WGMMA
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(addr),
-               "f"(a), "f"(b), "f"(c), "f"(d), "r"(bar)
-               : "memory");
-#endif
-}
-
-// The same, two floats (8-byte aligned).
-__device__ __forceinline__ void st_async_v2(uint32_t addr, float a, float b, uint32_t bar) {
-#if IK_WGMMA
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(addr),
-               "f"(a), "f"(b), "r"(bar)
-               : "memory");
-#endif
-}
-
 // The box of `map` at (c0 bytes along K, c1 rows) into shared memory at dst (1024-byte
 // aligned), its bytes counted on the mbarrier `bar`.
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {

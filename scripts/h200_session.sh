@@ -26,6 +26,8 @@
 #   tune  : norm/activation tests, the norm layout sweep (benchmarks/tune_norms.cu), quick SwiGLU and
 #           add+RMSNorm+FP8 benchmarks, the LayerNorm benchmark
 #   tuneonly: the norm layout sweep alone (no package build)
+#   split_tune: the split layout at hidden 16384: its outputs under compute-sanitizer,
+#           then tune_norms at the goal shapes (no package build)
 #   tune_rms: the layout sweep (no package build) on issue 3's RMSNorm shapes that the flat
 #           layouts were never swept on (fused add + fp8 at 128-2048 rows, hidden 8192/16384)
 #   tune_piped: the layout sweep (no package build) with RMSNorm's piped layouts, on the
@@ -549,6 +551,30 @@ if [ -n "$PROBE" ]; then
     wait $build_pid || { tail -5 "$OUT/build_bg.log"; status=1; }
     case "$MODE" in *_all) bench_gemm --no-mlp ;; *) bench_gemm --quick --no-mlp ;; esac
   fi
+  echo "session status $status"; exit $status
+fi
+# The split layout (row_split.cuh) at hidden 16384: its outputs against the default's
+# under compute-sanitizer at odd rows, then the sweep at the goal shapes (s32).
+if [ "$MODE" = split_tune ]; then
+  step "build tune_norms (three objects in parallel)"
+  for f in rms_norm layer_norm activation; do
+    nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels -c cuda_kernels/$f.cu -o /tmp/$f.o &
+  done
+  nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels -c benchmarks/tune_norms.cu -o /tmp/tune_main.o || status=1
+  wait
+  nvcc -arch=sm_90 /tmp/tune_main.o /tmp/rms_norm.o /tmp/layer_norm.o /tmp/activation.o -o /tmp/tune_norms || { echo "build failed"; exit 1; }
+  step "compute-sanitizer on every layout's output at odd rows of 16384 (--check-only)"
+  export PATH="$PATH:/usr/local/cuda/bin"
+  for tool in memcheck racecheck synccheck; do
+    timeout 150 compute-sanitizer --tool $tool --print-limit 5 /tmp/tune_norms --check-only > "$OUT/split_$tool.log" 2>&1
+    echo "$tool rc $?: $(tail -1 "$OUT/split_$tool.log")"; grep -c checked "$OUT/split_$tool.log"
+  done
+  grep -h MISMATCH "$OUT"/split_*.log | sort | uniq | head -20
+  step "the sweep at hidden 16384"
+  timeout "${TUNE_TIMEOUT:-300}" /tmp/tune_norms --only "${SPLIT_SHAPES:-layer_norm fp16 1024x16384,layer_norm bf16 1024x16384,layer_norm bf16 512x16384,layer_norm bf16 2048x16384,layer_norm bf16 264x16384,rms+add+fp8 fp16 128x16384,rms+add+fp8 fp16 512x16384,rms+add+fp8 fp16 1024x16384,rms+add+fp8 fp16 2048x16384,rms bf16 1024x16384,rms bf16 4096x16384,rms bf16 256x16384,rms+add bf16 1024x16384,rms+add bf16 256x16384}" > "$OUT/tune_norms.log" 2>&1 || status=1
+  grep -v "^  " "$OUT/tune_norms.log"
+  echo "--- split, piped and exact lines"
+  grep -E "split|exact|MISMATCH" "$OUT/tune_norms.log" | head -150
   echo "session status $status"; exit $status
 fi
 if [ "$MODE" = tuneonly ]; then tune; echo "session status $status"; exit $status; fi
