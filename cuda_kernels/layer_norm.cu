@@ -226,14 +226,18 @@ __global__ void __launch_bounds__(TX, flat_exact_blocks(TX, ITEMS)) layer_norm_f
 
 // The split layout (row_split.cuh): a cluster of CL blocks a row, each holding a
 // contiguous slice of ITEMS x TX vectors (rows of exactly CL x ITEMS x TX 16-byte
-// vectors). The same per-element arithmetic as layer_norm_flat_exact; the sums run in
-// another order (each block's tree, then the ranks in order), so results may differ
-// from the other layouts in the last bit.
+// vectors). Each block takes its slice's mean and sum of squared deviations (two passes
+// over registers), and the ranks exchange both at once; the row's mean is the mean of
+// theirs and its sum of squares theirs plus n_slice x sum (mean_r - mean)^2 (Chan et
+// al.'s pairwise update, exact in real arithmetic): one exchange a row where two
+// reductions would cost two. The statistics run in another order than the other
+// layouts', so results may differ from theirs in the last bit.
 template <typename T, int VEC, int ITEMS, int TX, int CL, bool W, bool B>
 __global__ void __launch_bounds__(TX) layer_norm_split_exact(LayerNormParams p) {
   using P = Pack<T, VEC>;
-  constexpr float kD = float(CL * ITEMS * TX * VEC);
-  __shared__ SplitRow<TX, CL, 2> s;
+  constexpr float kSlice = float(ITEMS * TX * VEC), kD = CL * kSlice;
+  __shared__ SplitRow<TX, CL, 1, 2> s;
+  __shared__ float partial[2][2][TX / 32];
   const unsigned rank = cluster_rank();
   const int64_t row = blockIdx.x / CL;
   const int first = static_cast<int>(rank) * ITEMS * TX + static_cast<int>(threadIdx.x);
@@ -245,11 +249,23 @@ __global__ void __launch_bounds__(TX) layer_norm_split_exact(LayerNormParams p) 
   float sum = 0.0f;
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) sum += vec_sum(a[k]);
-  const float mean = split_reduce<Sum>(s, 0, sum, rank) / kD;
+  const float mean_b = row_reduce_fixed<Sum, TX>(sum, partial[0], 0) / kSlice;
   float sq = 0.0f;
 #pragma unroll
-  for (int k = 0; k < ITEMS; ++k) sq += vec_sq_dev(a[k], mean);
-  const float rstd = rsqrtf(split_reduce<Sum>(s, 1, sq, rank) / kD + p.eps);
+  for (int k = 0; k < ITEMS; ++k) sq += vec_sq_dev(a[k], mean_b);
+  const float mine[2] = {mean_b, row_reduce_fixed<Sum, TX>(sq, partial[1], 0)};
+  const float (&all)[CL][2] = split_exchange(s, 0, mine, rank);
+  float mean = 0.0f;
+#pragma unroll
+  for (int r = 0; r < CL; ++r) mean += all[r][0];
+  mean /= float(CL);
+  float m2 = 0.0f, dev = 0.0f;
+#pragma unroll
+  for (int r = 0; r < CL; ++r) {
+    m2 += all[r][1];
+    dev += (all[r][0] - mean) * (all[r][0] - mean);
+  }
+  const float rstd = rsqrtf((m2 + kSlice * dev) / kD + p.eps);
   store_exact<T, VEC, ITEMS, TX, W, B>(p, row, first, a, mean, rstd);
 }
 

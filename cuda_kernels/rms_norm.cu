@@ -803,6 +803,14 @@ inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool fused, NormOut mod
                               : nvec == 512 || nvec == 1024;
   RowConfig c;
   c.items = 0;
+  if (vec16 && half && nvec == 2048 && rows >= (plain ? 256 : 128)) {
+    c.flat = true;
+    c.exact = true;
+    c.cluster = plain ? 4 : 8;
+    c.tx = plain ? 256 : 128;
+    c.items = 2;
+    return c;
+  }
   if (vec16 && half && flat_exact) {
     c.flat = true;
     c.exact = true;

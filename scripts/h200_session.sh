@@ -28,6 +28,9 @@
 #   tuneonly: the norm layout sweep alone (no package build)
 #   split_tune: the split layout at hidden 16384: its outputs under compute-sanitizer,
 #           then tune_norms at the goal shapes (no package build)
+#   split2: the norm tests and RMSNorm sanitizers with the split defaults, the split
+#           layouts' outputs under compute-sanitizer, tune_norms at 1-256 rows of 16384
+#           and LayerNorm's split (one exchange a row)
 #   tune_rms: the layout sweep (no package build) on issue 3's RMSNorm shapes that the flat
 #           layouts were never swept on (fused add + fp8 at 128-2048 rows, hidden 8192/16384)
 #   tune_piped: the layout sweep (no package build) with RMSNorm's piped layouts, on the
@@ -667,6 +670,27 @@ case "$MODE" in
   norms_explore) norms_explore ;;
   probe_silu) probe_silu ;;
   probe_silu_src) probe_silu_src ;;
+  split2) tests_norms; pack; sanitize rms --only-rmsnorm; pack
+          step "build tune_norms"
+          for f in rms_norm layer_norm activation; do
+            nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels -c cuda_kernels/$f.cu -o /tmp/$f.o &
+          done
+          nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels -c benchmarks/tune_norms.cu -o /tmp/tune_main.o || status=1
+          wait
+          nvcc -arch=sm_90 /tmp/tune_main.o /tmp/rms_norm.o /tmp/layer_norm.o /tmp/activation.o -o /tmp/tune_norms || exit 1
+          step "compute-sanitizer on every layout's output at odd rows of 16384 (--check-only)"
+          export PATH="$PATH:/usr/local/cuda/bin"
+          for tool in memcheck racecheck; do
+            timeout 150 compute-sanitizer --tool $tool --print-limit 5 /tmp/tune_norms --check-only > "$OUT/split_$tool.log" 2>&1
+            echo "$tool rc $?: $(tail -1 "$OUT/split_$tool.log")"; grep -c checked "$OUT/split_$tool.log"
+          done
+          grep -h "split.*MISMATCH" "$OUT"/split_*.log | sort | uniq | head -20
+          step "the sweep: RMSNorm at 16384 from 1 to 256 rows, then the other shapes"
+          timeout 200 /tmp/tune_norms --rows-sweep --only "$(echo {rms,rms+add}" bf16 "{1,16,32,64,128,256}x16384, "rms+add+fp8 fp16 "{1,16,32,64,128,256}x16384, | tr -d ' ' | sed 's/bf16/ bf16 /g; s/fp16/ fp16 /g; s/ ,/,/g')" > "$OUT/tune_rows.log" 2>&1 || status=1
+          grep -v "^  " "$OUT/tune_rows.log"; pack
+          timeout 240 /tmp/tune_norms --only "${SPLIT_SHAPES:-layer_norm fp16 1024x16384,layer_norm bf16 1024x16384,layer_norm bf16 512x16384,layer_norm bf16 2048x16384,layer_norm bf16 264x16384,rms+add bf16 4096x16384,rms+add+fp8dyn fp16 512x16384,rms+add+fp8dyn fp16 2048x16384}" > "$OUT/tune_norms.log" 2>&1 || status=1
+          grep -v "^  " "$OUT/tune_norms.log"
+          grep -E "split|exact" "$OUT/tune_norms.log" "$OUT/tune_rows.log" | head -150 ;;
   q4k_tests) tests_q4k ;;
   q4k_m1) tests_q4k; q4k_imma_probe; bench_q4k --quick --dtype fp16; bench_q4k --quick; sanitizers_q4k ;;
   q4k_src) profile_q4k_tiled ;;

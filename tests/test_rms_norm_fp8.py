@@ -261,3 +261,32 @@ def test_fp8_without_residual_exact_fit(ik, device, dtype, rows, hidden):
     ref_scales = (y.float().abs().amax(-1, keepdim=True) / FP8_MAX).clamp_min(1 / (FP8_MAX * 512))
     assert_scales_close(scales, ref_scales, dtype)
     assert_fp8_close(q, quantise(y, 1.0 / scales))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("rows", [130, 301])
+def test_fp8_split_rows(ik, device, dtype, rows):
+    """Both fp8 ops at 16-bit hidden 16384 from 128 rows (on CUDA the split rows: a
+    cluster of blocks a row, their sums exchanged between blocks), with and without the
+    residual, on every other row of a tensor, into a poisoned view."""
+    hidden = 16384
+    x = rand((2 * rows, hidden), dtype, device)[::2]
+    r = rand((rows, hidden), dtype, device)
+    w = rand((hidden,), dtype, device)
+    for res in (None, r):
+        s = x if res is None else x + res
+        y = rms_norm_rounded(s, w, EPS)
+        scale = (y.float().abs().amax() / 400).reshape(1)
+        out_wide = fp8_poison((rows, hidden + 16), device)
+        out = out_wide[:, 16:]
+        rr = None if res is None else res.clone()
+        ik.rms_norm_fp8(x, w, scale, EPS, residual=rr, out=out)
+        if rr is not None:
+            assert torch.equal(rr, s), "residual must be exactly x + residual in the dtype"
+        assert_fp8_close(out, quantise(y, 1.0 / scale))
+        assert out_wide[:, :16].float().isnan().all(), "wrote outside the view"
+        rr = None if res is None else res.clone()
+        q, scales = ik.rms_norm_fp8_dynamic(x, w, EPS, residual=rr)
+        ref_scales = (y.float().abs().amax(-1, keepdim=True) / FP8_MAX).clamp_min(1 / (FP8_MAX * 512))
+        assert_scales_close(scales, ref_scales, dtype)
+        assert_fp8_close(q, quantise(y, 1.0 / scales))
