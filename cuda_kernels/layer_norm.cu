@@ -33,7 +33,6 @@
 #include "row_kernel.cuh"
 #include "device_info.cuh"
 #include "row_pipe.cuh"
-#include "row_split.cuh"
 #include "gpu_launchers.h"
 #include "vec_io.cuh"
 
@@ -224,51 +223,6 @@ __global__ void __launch_bounds__(TX, flat_exact_blocks(TX, ITEMS)) layer_norm_f
   store_exact<T, VEC, ITEMS, TX, W, B>(p, row, t, a, mean, rstd);
 }
 
-// The split layout (row_split.cuh): a cluster of CL blocks a row, each holding a
-// contiguous slice of ITEMS x TX vectors (rows of exactly CL x ITEMS x TX 16-byte
-// vectors). Each block takes its slice's mean and sum of squared deviations (two passes
-// over registers), and the ranks exchange both at once; the row's mean is the mean of
-// theirs and its sum of squares theirs plus n_slice x sum (mean_r - mean)^2 (Chan et
-// al.'s pairwise update, exact in real arithmetic): one exchange a row where two
-// reductions would cost two. The statistics run in another order than the other
-// layouts', so results may differ from theirs in the last bit.
-template <typename T, int VEC, int ITEMS, int TX, int CL, bool W, bool B>
-__global__ void __launch_bounds__(TX) layer_norm_split_exact(LayerNormParams p) {
-  using P = Pack<T, VEC>;
-  constexpr float kSlice = float(ITEMS * TX * VEC), kD = CL * kSlice;
-  __shared__ SplitRow<TX, CL, 1, 2> s;
-  __shared__ float partial[2][2][TX / 32];
-  const unsigned rank = cluster_rank();
-  const int64_t row = blockIdx.x / CL;
-  const int first = static_cast<int>(rank) * ITEMS * TX + static_cast<int>(threadIdx.x);
-  const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row * p.x.stride) + first;
-  P a[ITEMS];
-#pragma unroll
-  for (int k = 0; k < ITEMS; ++k) a[k] = xr[k * TX];
-  split_start(s);
-  float sum = 0.0f;
-#pragma unroll
-  for (int k = 0; k < ITEMS; ++k) sum += vec_sum(a[k]);
-  const float mean_b = row_reduce_fixed<Sum, TX>(sum, partial[0], 0) / kSlice;
-  float sq = 0.0f;
-#pragma unroll
-  for (int k = 0; k < ITEMS; ++k) sq += vec_sq_dev(a[k], mean_b);
-  const float mine[2] = {mean_b, row_reduce_fixed<Sum, TX>(sq, partial[1], 0)};
-  const float (&all)[CL][2] = split_exchange(s, 0, mine, rank);
-  float mean = 0.0f;
-#pragma unroll
-  for (int r = 0; r < CL; ++r) mean += all[r][0];
-  mean /= float(CL);
-  float m2 = 0.0f, dev = 0.0f;
-#pragma unroll
-  for (int r = 0; r < CL; ++r) {
-    m2 += all[r][1];
-    dev += (all[r][0] - mean) * (all[r][0] - mean);
-  }
-  const float rstd = rsqrtf((m2 + kSlice * dev) / kD + p.eps);
-  store_exact<T, VEC, ITEMS, TX, W, B>(p, row, first, a, mean, rstd);
-}
-
 // The piped layout (row_pipe.cuh, as rms_norm_piped_exact) for LayerNorm rows of
 // exactly ITEMS x kTx 16-byte vectors (kTx = piped_threads(ITEMS); 16-bit hidden 16384,
 // from 384 rows): persistent blocks keep the next row on the way by cp.async into a 2-stage
@@ -361,20 +315,6 @@ __global__ void __launch_bounds__(kMaxThreads) layer_norm_stream(LayerNormParams
   }
 }
 
-// The split exact fits (RowConfig::exact with cluster > 1, stages 0) the launcher
-// instantiates: hidden 16384 in 16-bit (2048 vectors) as clusters of 2, 4 or 8.
-template <typename T, int VEC, bool W, bool B>
-cudaError_t launch_split(const LayerNormParams& p, const RowConfig& c, int64_t nvec, cudaStream_t stream) {
-  if (!c.flat || c.stages != 0 || int64_t{c.tx} * c.items * c.cluster != nvec) return cudaErrorInvalidConfiguration;
-  const auto is = [&](int cl, int tx, int items) { return c.cluster == cl && c.tx == tx && c.items == items; };
-  if (is(2, 256, 4)) return launch_rows(layer_norm_split_exact<T, VEC, 4, 256, 2, W, B>, p, c, p.rows, stream);
-  if (is(4, 256, 2)) return launch_rows(layer_norm_split_exact<T, VEC, 2, 256, 4, W, B>, p, c, p.rows, stream);
-  if (is(4, 128, 4)) return launch_rows(layer_norm_split_exact<T, VEC, 4, 128, 4, W, B>, p, c, p.rows, stream);
-  if (is(8, 128, 2)) return launch_rows(layer_norm_split_exact<T, VEC, 2, 128, 8, W, B>, p, c, p.rows, stream);
-  if (is(8, 64, 4)) return launch_rows(layer_norm_split_exact<T, VEC, 4, 64, 8, W, B>, p, c, p.rows, stream);
-  return cudaErrorInvalidConfiguration;
-}
-
 // The exact-fit kernels (RowConfig::exact; fits() has checked tx x items == nvec):
 // 16-bit rows only (fp32 is not measured), 4 vectors a thread; stages 2:
 // layer_norm_piped_exact (512 threads), stages 0: layer_norm_flat_exact at the block
@@ -385,7 +325,6 @@ cudaError_t launch_exact(const LayerNormParams& p, const RowConfig& c, cudaStrea
     return cudaErrorInvalidConfiguration;
   } else {
     const int64_t nvec = p.d / VEC;
-    if (c.cluster > 1) return launch_split<T, VEC, W, B>(p, c, nvec, stream);
     if (!c.flat || int64_t{c.tx} * c.items != nvec) return cudaErrorInvalidConfiguration;
     if (c.items == 2 && c.stages == 0) {
       return with_block_size<64>(c.tx, [&](auto tx) {

@@ -1,24 +1,26 @@
 // RMSNorm, fused residual-add + RMSNorm, and both with FP8 (e4m3fn) output, on NVIDIA
 // GPUs (torch-free; rms_norm_torch.cpp checks the tensors).
 //
-// Four kernels; pick_layout says which runs where, with the H200 numbers.
+// Five kernels; pick_layout says which runs where, with the H200 numbers.
 //   * streaming (the fallback): one block of up to 1024 threads per row: pass 1 reads
 //     the row (adds the residual and writes the rounded sum back, when fused) and
 //     reduces the sum of squares in fp32; the next pass re-reads the row, which the
 //     first left in L1/L2, and writes the output; dynamic FP8 adds a pass for the
 //     row's absmax;
+//   * split (row_split.cuh): a cluster of 4 or 8 blocks shares each row, every block a
+//     slice in registers, and the sums meet by remote stores counted on mbarriers: 16-bit
+//     hidden 16384 at every row count (the dynamic fp8 scale excepted);
 //   * cluster (row_kernel.cuh): for a few long rows (<= 32 rows of >= 2048 vectors,
-//     e.g. decode at hidden 16384) a cluster of up to 8 blocks shares each row, held in
-//     registers, so the row is pulled through 8 SMs: 2.97 us against 4.22 for add +
-//     RMSNorm + FP8 at 1 x 16384;
+//     elsewhere than the split rows) a cluster of up to 8 blocks shares each row, held
+//     in registers, so the row is pulled through 8 SMs, with a cluster barrier a
+//     reduction: 2.97 us against 4.22 for add + RMSNorm + FP8 at 1 x 16384;
 //   * flat (row_kernel.cuh): a block per row held in registers, one barrier a
 //     reduction: hidden 4096, its exact-fit variant (fixed block size, no bounds
-//     tests) for 16-bit hidden 2048, 4096 and 8192, and 16384 from 1024 rows (static
-//     fp8 with the residual: 32 to 128 rows and from 2048);
+//     tests) for 16-bit hidden 2048, 4096 and 8192;
 //   * piped (row_pipe.cuh): the flat layout in persistent blocks that keep the next row
 //     on the way through shared memory: many rows of hidden 4104-16384; its exact-fit
-//     variant (fixed block size, no bounds tests) at hidden 8192 and 16384, from 1 row,
-//     where the flat exact fit does not take them.
+//     variant (fixed block size, no bounds tests) at hidden 8192 where the flat exact
+//     fit does not take them, and 16384 with the dynamic fp8 scale.
 // Rows that are 16-byte aligned move in 16-byte vectors; any
 // other row takes the scalar path, so every size and stride the checks accept is
 // handled. Rounding matches the CPU backend and HF's LlamaRMSNorm (see
@@ -680,16 +682,23 @@ cudaError_t launch_piped_rows(const NormParams& p, const RowConfig& c, cudaStrea
 }
 
 // The split exact fits (RowConfig::exact with cluster > 1, stages 0) the launcher
-// instantiates: hidden 16384 in 16-bit (2048 vectors) as clusters of 2, 4 or 8.
+// instantiates: hidden 16384 in 16-bit (2048 vectors) as 4 blocks of 256 threads or 8 of
+// 128, 2 vectors a thread, for every mode but the dynamic scale (whose second exchange,
+// the row's absmax, made 8 blocks slower than the piped fit: 68.95 against 66.95 us at
+// 2048 rows with the residual; 2 blocks of 256 x 4 took 64.47, 512 rows 20.81 against
+// 19.98).
 template <typename T, int VEC, bool FUSED, NormOut MODE>
 cudaError_t launch_split(const NormParams& p, const RowConfig& c, cudaStream_t stream) {
-  if (c.stages != 0 || int64_t{c.tx} * c.items * c.cluster != p.d / VEC) return cudaErrorInvalidConfiguration;
-  const auto is = [&](int cl, int tx, int items) { return c.cluster == cl && c.tx == tx && c.items == items; };
-  if (is(2, 256, 4)) return launch_rows(rms_norm_split_exact<T, VEC, 4, 256, 2, FUSED, MODE>, p, c, p.rows, stream);
-  if (is(4, 256, 2)) return launch_rows(rms_norm_split_exact<T, VEC, 2, 256, 4, FUSED, MODE>, p, c, p.rows, stream);
-  if (is(8, 128, 2)) return launch_rows(rms_norm_split_exact<T, VEC, 2, 128, 8, FUSED, MODE>, p, c, p.rows, stream);
-  if (is(8, 64, 4)) return launch_rows(rms_norm_split_exact<T, VEC, 4, 64, 8, FUSED, MODE>, p, c, p.rows, stream);
-  return cudaErrorInvalidConfiguration;
+  if constexpr (MODE == NormOut::kFp8Dynamic) {
+    return cudaErrorInvalidConfiguration;
+  } else {
+    if (c.stages != 0 || c.items != 2 || int64_t{c.tx} * c.items * c.cluster != p.d / VEC) {
+      return cudaErrorInvalidConfiguration;
+    }
+    if (c.cluster == 4 && c.tx == 256) return launch_rows(rms_norm_split_exact<T, VEC, 2, 256, 4, FUSED, MODE>, p, c, p.rows, stream);
+    if (c.cluster == 8 && c.tx == 128) return launch_rows(rms_norm_split_exact<T, VEC, 2, 128, 8, FUSED, MODE>, p, c, p.rows, stream);
+    return cudaErrorInvalidConfiguration;
+  }
 }
 
 template <typename T, int VEC, bool FUSED, NormOut MODE>
@@ -731,6 +740,16 @@ cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t 
 }
 
 // The layout for rows of nvec vectors (H200, tune_norms, BENCHMARKS.md):
+// - 16-bit rows of exactly 2048 vectors (hidden 16384), every mode but the dynamic
+//   scale, at every row count: the split rows (rms_norm_split_exact; thirty-second
+//   session, against the layouts below, which it replaced there): 8 blocks of 128
+//   threads a row, except RMSNorm alone from 128 rows, 4 of 256. bf16 RMSNorm 1.64
+//   against 2.66 us at 1 row, 3.07 against 3.49 at 64, 4.08 against 4.37 at 128, 17.77
+//   against 19.06 at 1024, 65.54 against 66.34 at 4096; with the residual 1.87 against
+//   3.01 at 1 row, 34.65 against 35.60 at 1024, 131.55 against 133.54 at 4096; fp16 with
+//   the residual and static fp8 2.00 against 2.97 at 1 row, 16.40 against 17.16 at 512,
+//   31.76 against 33.80 at 1024, 60.04 against 61.21 at 2048. Static fp8 without the
+//   residual takes the same rule unmeasured;
 // - more than 256 rows of 513-2048 16-byte vectors (hidden 4104-16384 in 16-bit), every
 //   mode: the piped layout, one row ahead (2 stages; 3 and 4 measured slower), 2
 //   vectors a thread up to 1024 vectors, else 4: 37.94 against 50.23 us streaming at
@@ -769,7 +788,8 @@ cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t 
 //   (unmeasured with fp8 output); fp8 at hidden 2048 is unmeasured and keeps the rules
 //   below;
 // - the same fit at 2 vectors a thread over 512 threads (hidden 8192) and 1024 threads
-//   (hidden 16384: a whole block a row, 2 blocks an SM, Liger's shape), 16-bit output,
+//   (hidden 16384: a whole block a row, 2 blocks an SM, Liger's shape; at 16384 the split
+//   rows replaced it, and the piped fit, in the thirty-second session), 16-bit output,
 //   eleventh session (tune_norms, bf16, against the piped exact fit, the default before):
 //   at 8192 with and without the residual at every row count, 1.82 against 2.04 us at
 //   1 row, 3.80 against 3.81 at 256, 34.55 against 36.28 at 4096 (alone); 2.12 against
@@ -796,18 +816,19 @@ cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t 
 // - else streaming.
 inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool fused, NormOut mode, bool vec16, bool half) {
   const bool plain = !fused && mode == NormOut::kSame;
-  const bool wide = nvec == 1024 || (nvec == 2048 && rows >= 1024);
+  const bool wide = nvec == 1024;
   const bool flat_exact = mode == NormOut::kSame ? ((nvec == 256 || nvec == 512) && (!fused || rows <= 512)) || wide
                           : mode == NormOut::kFp8Static && fused
-                              ? (nvec == 512 && rows <= 512) || nvec == 1024 || (nvec == 2048 && ((rows >= 32 && rows <= 128) || rows >= 2048))
+                              ? (nvec == 512 && rows <= 512) || nvec == 1024
                               : nvec == 512 || nvec == 1024;
   RowConfig c;
   c.items = 0;
-  if (vec16 && half && nvec == 2048 && rows >= (plain ? 256 : 128)) {
+  if (vec16 && half && nvec == 2048 && mode != NormOut::kFp8Dynamic) {
+    const bool four = plain && rows >= 128;
     c.flat = true;
     c.exact = true;
-    c.cluster = plain ? 4 : 8;
-    c.tx = plain ? 256 : 128;
+    c.cluster = four ? 4 : 8;
+    c.tx = four ? 256 : 128;
     c.items = 2;
     return c;
   }

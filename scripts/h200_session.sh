@@ -31,6 +31,8 @@
 #   split2: the norm tests and RMSNorm sanitizers with the split defaults, the split
 #           layouts' outputs under compute-sanitizer, tune_norms at 1-256 rows of 16384
 #           and LayerNorm's split (one exchange a row)
+#   split_final: norm tests, the CUDA k-quant tests, RMSNorm sanitizers, the add + RMSNorm
+#           + FP8 benchmark and RMSNorm / add + RMSNorm at hidden 16384 (bench_rms_norm)
 #   tune_rms: the layout sweep (no package build) on issue 3's RMSNorm shapes that the flat
 #           layouts were never swept on (fused add + fp8 at 128-2048 rows, hidden 8192/16384)
 #   tune_piped: the layout sweep (no package build) with RMSNorm's piped layouts, on the
@@ -691,6 +693,15 @@ case "$MODE" in
           timeout 240 /tmp/tune_norms --only "${SPLIT_SHAPES:-layer_norm fp16 1024x16384,layer_norm bf16 1024x16384,layer_norm bf16 512x16384,layer_norm bf16 2048x16384,layer_norm bf16 264x16384,rms+add bf16 4096x16384,rms+add+fp8dyn fp16 512x16384,rms+add+fp8dyn fp16 2048x16384}" > "$OUT/tune_norms.log" 2>&1 || status=1
           grep -v "^  " "$OUT/tune_norms.log"
           grep -E "split|exact" "$OUT/tune_norms.log" "$OUT/tune_rows.log" | head -150 ;;
+  split_final) tests_norms; pack
+          step "k-quant CUDA tests (the build compiled q4k_torch.cpp's K-limit check)"
+          python3 -m pytest tests/test_q4k_cuda.py -q -p no:cacheprovider 2>&1 | tail -2; pack
+          sanitize rms --only-rmsnorm; pack
+          bench_fp8; pack
+          step "RMSNorm and add + RMSNorm, bf16, hidden 16384"
+          timeout 240 python3 benchmarks/bench_rms_norm.py --hidden 16384 --rows 1 16 128 1024 4096 \
+            --fused-rows 1 16 128 1024 4096 --name bench_rms_16384 2>&1 | tee "$OUT/bench_rms_16384.log" | tail -30
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
   q4k_tests) tests_q4k ;;
   q4k_m1) tests_q4k; q4k_imma_probe; bench_q4k --quick --dtype fp16; bench_q4k --quick; sanitizers_q4k ;;
   q4k_src) profile_q4k_tiled ;;

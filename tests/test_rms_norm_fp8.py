@@ -264,11 +264,12 @@ def test_fp8_without_residual_exact_fit(ik, device, dtype, rows, hidden):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("rows", [130, 301])
+@pytest.mark.parametrize("rows", [3, 130, 301])
 def test_fp8_split_rows(ik, device, dtype, rows):
-    """Both fp8 ops at 16-bit hidden 16384 from 128 rows (on CUDA the split rows: a
-    cluster of blocks a row, their sums exchanged between blocks), with and without the
-    residual, on every other row of a tensor, into a poisoned view."""
+    """Both fp8 ops at 16-bit hidden 16384 (on CUDA, static fp8 takes the split rows: a
+    cluster of 8 blocks a row, their sums exchanged between blocks; the dynamic scale the
+    piped fit, and the cluster layout below 32 rows), with and without the residual, on
+    every other row of a tensor, into a poisoned view."""
     hidden = 16384
     x = rand((2 * rows, hidden), dtype, device)[::2]
     r = rand((rows, hidden), dtype, device)
