@@ -1,4 +1,4 @@
-// Hopper's tensor memory accelerator (TMA) and the mbarriers its copies complete on, for
+// Hopper's tensor memory accelerator (TMA), whose copies complete on mbarriers (ptx.cuh), for
 // kernels whose weights stream global -> shared memory without a warp's load
 // instructions (torch-free). Device side: sm_90a only, as wgmma.cuh (elsewhere every
 // function traps). Host side: tensor maps of 2-D byte matrices in 128-byte swizzle.
