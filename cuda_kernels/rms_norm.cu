@@ -697,6 +697,9 @@ cudaError_t launch_split(const NormParams& p, const RowConfig& c, cudaStream_t s
     }
     if (c.cluster == 4 && c.tx == 256) return launch_rows(rms_norm_split_exact<T, VEC, 2, 256, 4, FUSED, MODE>, p, c, p.rows, stream);
     if (c.cluster == 8 && c.tx == 128) return launch_rows(rms_norm_split_exact<T, VEC, 2, 128, 8, FUSED, MODE>, p, c, p.rows, stream);
+    if (c.cluster == 2 && c.tx == 256) return launch_rows(rms_norm_split_exact<T, VEC, 2, 256, 2, FUSED, MODE>, p, c, p.rows, stream);
+    if (c.cluster == 4 && c.tx == 128) return launch_rows(rms_norm_split_exact<T, VEC, 2, 128, 4, FUSED, MODE>, p, c, p.rows, stream);
+    if (c.cluster == 8 && c.tx == 64) return launch_rows(rms_norm_split_exact<T, VEC, 2, 64, 8, FUSED, MODE>, p, c, p.rows, stream);
     return cudaErrorInvalidConfiguration;
   }
 }
@@ -823,13 +826,14 @@ inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool fused, NormOut mod
                               : nvec == 512 || nvec == 1024;
   RowConfig c;
   c.items = 0;
-  if (vec16 && half && nvec == 2048 && mode != NormOut::kFp8Dynamic) {
-    const bool four = plain && rows >= 128;
+  if (vec16 && half && (nvec == 2048 || nvec == 1024) && mode != NormOut::kFp8Dynamic) {
+    // Slices of 8 KB (256 threads x 2) for RMSNorm alone from 128 rows, else 4 KB.
+    const bool wide_slice = plain && rows >= 128;
     c.flat = true;
     c.exact = true;
-    c.cluster = four ? 4 : 8;
-    c.tx = four ? 256 : 128;
+    c.tx = wide_slice ? 256 : 128;
     c.items = 2;
+    c.cluster = static_cast<int>(nvec / (c.tx * 2));
     return c;
   }
   if (vec16 && half && flat_exact) {

@@ -31,6 +31,8 @@
 #   split2: the norm tests and RMSNorm sanitizers with the split defaults, the split
 #           layouts' outputs under compute-sanitizer, tune_norms at 1-256 rows of 16384
 #           and LayerNorm's split (one exchange a row)
+#   split8192: the split rows at hidden 8192: RMSNorm tests and sanitizers, tune_norms and
+#           bench_rms_norm at 8192 (the sweep's binary builds meanwhile)
 #   split_final: norm tests, the CUDA k-quant tests, RMSNorm sanitizers, the add + RMSNorm
 #           + FP8 benchmark and RMSNorm / add + RMSNorm at hidden 16384 (bench_rms_norm)
 #   tune_rms: the layout sweep (no package build) on issue 3's RMSNorm shapes that the flat
@@ -701,6 +703,25 @@ case "$MODE" in
           step "RMSNorm and add + RMSNorm, bf16, hidden 16384"
           timeout 240 python3 benchmarks/bench_rms_norm.py --hidden 16384 --rows 1 16 128 1024 4096 \
             --fused-rows 1 16 128 1024 4096 --name bench_rms_16384 2>&1 | tee "$OUT/bench_rms_16384.log" | tail -30
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+  split8192) ( for f in rms_norm layer_norm activation; do
+              nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels -c cuda_kernels/$f.cu -o /tmp/$f.o &
+            done
+            nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels -c benchmarks/tune_norms.cu -o /tmp/tune_main.o; wait
+            nvcc -arch=sm_90 /tmp/tune_main.o /tmp/rms_norm.o /tmp/layer_norm.o /tmp/activation.o -o /tmp/tune_norms ) \
+            > "$OUT/tune_build.log" 2>&1 & tune_pid=$!
+          step "RMSNorm tests"
+          python3 -m pytest tests/test_rms_norm.py tests/test_rms_norm_fp8.py -q -rfE -p no:cacheprovider 2>&1 | tail -2
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+          sanitize rms --only-rmsnorm; pack
+          wait $tune_pid || { tail -5 "$OUT/tune_build.log"; status=1; }
+          step "the sweep at hidden 8192"
+          timeout 150 /tmp/tune_norms --only "rms bf16 1x8192,rms bf16 16x8192,rms bf16 256x8192,rms bf16 4096x8192,rms+add bf16 1x8192,rms+add bf16 256x8192,rms+add bf16 4096x8192" \
+            > "$OUT/tune_norms.log" 2>&1 || status=1
+          grep -v "^  " "$OUT/tune_norms.log"; grep -E "split|exact" "$OUT/tune_norms.log"; pack
+          step "RMSNorm and add + RMSNorm, bf16, hidden 8192"
+          timeout 150 python3 benchmarks/bench_rms_norm.py --hidden 8192 --rows 1 16 256 1024 4096 \
+            --fused-rows 1 16 256 1024 4096 --name bench_rms_8192 2>&1 | tee "$OUT/bench_rms_8192.log" | grep -E "^ *[0-9]+ " 
           [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
   q4k_tests) tests_q4k ;;
   q4k_m1) tests_q4k; q4k_imma_probe; bench_q4k --quick --dtype fp16; bench_q4k --quick; sanitizers_q4k ;;
