@@ -7,9 +7,10 @@
 //     reduces the sum of squares in fp32; the next pass re-reads the row, which the
 //     first left in L1/L2, and writes the output; dynamic FP8 adds a pass for the
 //     row's absmax;
-//   * split (row_split.cuh): a cluster of 4 or 8 blocks shares each row, every block a
+//   * split (row_split.cuh): a cluster of 2 to 8 blocks shares each row, every block a
 //     slice in registers, and the sums meet by remote stores counted on mbarriers: 16-bit
-//     hidden 16384 at every row count (the dynamic fp8 scale excepted);
+//     hidden 16384 at every row count (the dynamic fp8 scale excepted), and 8192 with
+//     16-bit output below 128 rows and from 1024;
 //   * cluster (row_kernel.cuh): for a few long rows (<= 32 rows of >= 2048 vectors,
 //     elsewhere than the split rows) a cluster of up to 8 blocks shares each row, held
 //     in registers, so the row is pulled through 8 SMs, with a cluster barrier a
@@ -682,11 +683,12 @@ cudaError_t launch_piped_rows(const NormParams& p, const RowConfig& c, cudaStrea
 }
 
 // The split exact fits (RowConfig::exact with cluster > 1, stages 0) the launcher
-// instantiates: hidden 16384 in 16-bit (2048 vectors) as 4 blocks of 256 threads or 8 of
-// 128, 2 vectors a thread, for every mode but the dynamic scale (whose second exchange,
-// the row's absmax, made 8 blocks slower than the piped fit: 68.95 against 66.95 us at
-// 2048 rows with the residual; 2 blocks of 256 x 4 took 64.47, 512 rows 20.81 against
-// 19.98).
+// instantiates: 2 vectors a thread, hidden 16384 in 16-bit (2048 vectors) as 4 blocks of
+// 256 threads or 8 of 128, hidden 8192 as 2 of 256 or 4 of 128 (8 of 64 measured slower
+// from 256 rows, at most 0.04 us faster below), for every mode but the dynamic scale
+// (whose second exchange, the row's absmax, made 8 blocks slower than the piped fit:
+// 68.95 against 66.95 us at 2048 rows with the residual; 2 blocks of 256 x 4 took 64.47,
+// at 512 rows 20.81 against 19.98).
 template <typename T, int VEC, bool FUSED, NormOut MODE>
 cudaError_t launch_split(const NormParams& p, const RowConfig& c, cudaStream_t stream) {
   if constexpr (MODE == NormOut::kFp8Dynamic) {
@@ -699,7 +701,6 @@ cudaError_t launch_split(const NormParams& p, const RowConfig& c, cudaStream_t s
     if (c.cluster == 8 && c.tx == 128) return launch_rows(rms_norm_split_exact<T, VEC, 2, 128, 8, FUSED, MODE>, p, c, p.rows, stream);
     if (c.cluster == 2 && c.tx == 256) return launch_rows(rms_norm_split_exact<T, VEC, 2, 256, 2, FUSED, MODE>, p, c, p.rows, stream);
     if (c.cluster == 4 && c.tx == 128) return launch_rows(rms_norm_split_exact<T, VEC, 2, 128, 4, FUSED, MODE>, p, c, p.rows, stream);
-    if (c.cluster == 8 && c.tx == 64) return launch_rows(rms_norm_split_exact<T, VEC, 2, 64, 8, FUSED, MODE>, p, c, p.rows, stream);
     return cudaErrorInvalidConfiguration;
   }
 }
@@ -753,6 +754,14 @@ cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t 
 //   the residual and static fp8 2.00 against 2.97 at 1 row, 16.40 against 17.16 at 512,
 //   31.76 against 33.80 at 1024, 60.04 against 61.21 at 2048. Static fp8 without the
 //   residual takes the same rule unmeasured;
+// - 16-bit rows of exactly 1024 vectors (hidden 8192), 16-bit output, below 128 rows and
+//   from 1024: the split rows too, 4 blocks of 128 a row, RMSNorm alone from 1024 rows 2
+//   of 256 (thirty-second session, bf16, against the flat exact fit: 1.59 against 1.83
+//   us at 1 row, 1.66 against 1.97 at 16, 34.21 against 34.56 at 4096; with the residual
+//   1.80 against 2.11 at 1 row, 66.64 against 67.78 at 4096; bench_rms_norm.py 8.87
+//   against 9.13 us at 1024 rows, 18.51 against 18.73 with the residual). At 256 rows they
+//   were slower (3.89 against 3.83 us alone, 5.96 against 5.88 with the residual), so 128
+//   to 1023 rows keep the flat exact fit, and fp8 output (unmeasured) the rules below;
 // - more than 256 rows of 513-2048 16-byte vectors (hidden 4104-16384 in 16-bit), every
 //   mode: the piped layout, one row ahead (2 stages; 3 and 4 measured slower), 2
 //   vectors a thread up to 1024 vectors, else 4: 37.94 against 50.23 us streaming at
@@ -826,7 +835,9 @@ inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool fused, NormOut mod
                               : nvec == 512 || nvec == 1024;
   RowConfig c;
   c.items = 0;
-  if (vec16 && half && (nvec == 2048 || nvec == 1024) && mode != NormOut::kFp8Dynamic) {
+  // At hidden 8192 only where it measured faster (below 128 rows and from 1024; fp8 unmeasured).
+  const bool split8192 = nvec == 1024 && mode == NormOut::kSame && (rows < 128 || rows >= 1024);
+  if (vec16 && half && (nvec == 2048 || split8192) && mode != NormOut::kFp8Dynamic) {
     // Slices of 8 KB (256 threads x 2) for RMSNorm alone from 128 rows, else 4 KB.
     const bool wide_slice = plain && rows >= 128;
     c.flat = true;
