@@ -349,6 +349,45 @@ __global__ void __launch_bounds__(kFlatThreads) rms_norm_flat(NormParams p) {
   store_row<T, VEC, ITEMS, MODE>(p, row, a, g, inv_rms, scale_in, 0);
 }
 
+// The exact fits' row start (rms_norm_flat_exact, rms_norm_split_exact): this thread's
+// ITEMS vectors of x at first + k * TX (plus the residual, the rounded sum written
+// back) and its weight vectors.
+template <typename T, int VEC, int ITEMS, int TX, bool FUSED>
+__device__ __forceinline__ void load_exact(const NormParams& p, int64_t row, int first, Pack<T, VEC> (&a)[ITEMS],
+                                           Pack<T, VEC> (&g)[ITEMS]) {
+  using P = Pack<T, VEC>;
+  const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row * p.x.stride) + first;
+  P* rr = FUSED ? reinterpret_cast<P*>(static_cast<T*>(p.res.ptr) + row * p.res.stride) + first : nullptr;
+  const P* w = reinterpret_cast<const P*>(p.weight) + first;
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) a[k] = xr[k * TX];
+  if constexpr (FUSED) {
+    P b[ITEMS];
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) b[k] = rr[k * TX];
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+      a[k] = add_rounded(a[k], b[k]);
+      rr[k * TX] = a[k];
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) g[k] = w[k * TX];
+}
+
+// The sum of the squares of a's elements, with f their fp32 values.
+template <typename T, int VEC, int ITEMS>
+__device__ __forceinline__ float sum_squares(const Pack<T, VEC> (&a)[ITEMS], float (&f)[ITEMS][VEC]) {
+  float sum_sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    unpack_vec(a[k], f[k]);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) sum_sq += f[k][j] * f[k][j];
+  }
+  return sum_sq;
+}
+
 // rms_norm_flat for 16-bit rows of exactly ITEMS x TX vectors (RowConfig::exact with
 // stages 0; pick_layout's choice at 16-bit hidden 2048-16384), as layer_norm_flat_exact:
 // no bounds test a vector, the block size and offsets fixed at compile time, the
@@ -365,32 +404,10 @@ __global__ void __launch_bounds__(TX) rms_norm_flat_exact(NormParams p) {
   const float scale_in = MODE == NormOut::kFp8Static ? __ldg(p.scale) : 1.0f;
   const int64_t row = blockIdx.x;
   const int t = threadIdx.x;
-  const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row * p.x.stride) + t;
-  P* rr = FUSED ? reinterpret_cast<P*>(static_cast<T*>(p.res.ptr) + row * p.res.stride) + t : nullptr;
-  const P* w = reinterpret_cast<const P*>(p.weight) + t;
   P a[ITEMS], g[ITEMS];
-#pragma unroll
-  for (int k = 0; k < ITEMS; ++k) a[k] = xr[k * TX];
-  if constexpr (FUSED) {
-    P b[ITEMS];
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) b[k] = rr[k * TX];
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) {
-      a[k] = add_rounded(a[k], b[k]);
-      rr[k * TX] = a[k];
-    }
-  }
-#pragma unroll
-  for (int k = 0; k < ITEMS; ++k) g[k] = w[k * TX];
+  load_exact<T, VEC, ITEMS, TX, FUSED>(p, row, t, a, g);
   float f[ITEMS][VEC];
-  float sum_sq = 0.0f;
-#pragma unroll
-  for (int k = 0; k < ITEMS; ++k) {
-    unpack_vec(a[k], f[k]);
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) sum_sq += f[k][j] * f[k][j];
-  }
+  const float sum_sq = sum_squares(a, f);
   const float inv_rms = rsqrtf(row_reduce_fixed<Sum, TX>(sum_sq, partial[0], 0) / kD + p.eps);
   store_row_with<T, VEC, ITEMS, MODE, kPairs>(
       p, row, a, g, inv_rms, scale_in, t, TX, [](int) { return true; },
@@ -413,33 +430,11 @@ __global__ void __launch_bounds__(TX) rms_norm_split_exact(NormParams p) {
   const unsigned rank = cluster_rank();
   const int64_t row = blockIdx.x / CL;
   const int first = static_cast<int>(rank) * ITEMS * TX + static_cast<int>(threadIdx.x);
-  const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row * p.x.stride) + first;
-  P* rr = FUSED ? reinterpret_cast<P*>(static_cast<T*>(p.res.ptr) + row * p.res.stride) + first : nullptr;
-  const P* w = reinterpret_cast<const P*>(p.weight) + first;
   P a[ITEMS], g[ITEMS];
-#pragma unroll
-  for (int k = 0; k < ITEMS; ++k) a[k] = xr[k * TX];
-  if constexpr (FUSED) {
-    P b[ITEMS];
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) b[k] = rr[k * TX];
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) {
-      a[k] = add_rounded(a[k], b[k]);
-      rr[k * TX] = a[k];
-    }
-  }
-#pragma unroll
-  for (int k = 0; k < ITEMS; ++k) g[k] = w[k * TX];
+  load_exact<T, VEC, ITEMS, TX, FUSED>(p, row, first, a, g);
   split_start(s);
   float f[ITEMS][VEC];
-  float sum_sq = 0.0f;
-#pragma unroll
-  for (int k = 0; k < ITEMS; ++k) {
-    unpack_vec(a[k], f[k]);
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) sum_sq += f[k][j] * f[k][j];
-  }
+  const float sum_sq = sum_squares(a, f);
   const float inv_rms = rsqrtf(split_reduce<Sum>(s, 0, sum_sq, rank) / kD + p.eps);
   store_row_with<T, VEC, ITEMS, MODE, kPairs>(
       p, row, a, g, inv_rms, scale_in, first, TX, [](int) { return true; },

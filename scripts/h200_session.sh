@@ -361,6 +361,15 @@ tune() {
   timeout "${TUNE_TIMEOUT:-240}" /tmp/tune_norms "$@" > "$OUT/tune_norms.log" 2>&1; [ $? = 0 ] || status=1
   grep -v "^  " "$OUT/tune_norms.log"
 }
+# tune_norms from four objects built in parallel (the split modes).
+tune_build_par() {
+  for f in rms_norm layer_norm activation; do
+    nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels -c cuda_kernels/$f.cu -o /tmp/$f.o &
+  done
+  nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels -c benchmarks/tune_norms.cu -o /tmp/tune_main.o || return 1
+  wait
+  nvcc -arch=sm_90 /tmp/tune_main.o /tmp/rms_norm.o /tmp/layer_norm.o /tmp/activation.o -o /tmp/tune_norms
+}
 # norms_explore's stages. The sweep's binary builds in the background meanwhile.
 tune_build_bg() {
   nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels benchmarks/tune_norms.cu cuda_kernels/rms_norm.cu \
@@ -563,13 +572,8 @@ fi
 # The split layout (row_split.cuh) at hidden 16384: its outputs against the default's
 # under compute-sanitizer at odd rows, then the sweep at the goal shapes (s32).
 if [ "$MODE" = split_tune ]; then
-  step "build tune_norms (three objects in parallel)"
-  for f in rms_norm layer_norm activation; do
-    nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels -c cuda_kernels/$f.cu -o /tmp/$f.o &
-  done
-  nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels -c benchmarks/tune_norms.cu -o /tmp/tune_main.o || status=1
-  wait
-  nvcc -arch=sm_90 /tmp/tune_main.o /tmp/rms_norm.o /tmp/layer_norm.o /tmp/activation.o -o /tmp/tune_norms || { echo "build failed"; exit 1; }
+  step "build tune_norms"
+  tune_build_par || { echo "build failed"; exit 1; }
   step "compute-sanitizer on every layout's output at odd rows of 16384 (--check-only)"
   export PATH="$PATH:/usr/local/cuda/bin"
   for tool in memcheck racecheck synccheck; do
@@ -676,12 +680,7 @@ case "$MODE" in
   probe_silu_src) probe_silu_src ;;
   split2) tests_norms; pack; sanitize rms --only-rmsnorm; pack
           step "build tune_norms"
-          for f in rms_norm layer_norm activation; do
-            nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels -c cuda_kernels/$f.cu -o /tmp/$f.o &
-          done
-          nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels -c benchmarks/tune_norms.cu -o /tmp/tune_main.o || status=1
-          wait
-          nvcc -arch=sm_90 /tmp/tune_main.o /tmp/rms_norm.o /tmp/layer_norm.o /tmp/activation.o -o /tmp/tune_norms || exit 1
+          tune_build_par || exit 1
           step "compute-sanitizer on every layout's output at odd rows of 16384 (--check-only)"
           export PATH="$PATH:/usr/local/cuda/bin"
           for tool in memcheck racecheck; do
@@ -704,12 +703,7 @@ case "$MODE" in
           timeout 240 python3 benchmarks/bench_rms_norm.py --hidden 16384 --rows 1 16 128 1024 4096 \
             --fused-rows 1 16 128 1024 4096 --name bench_rms_16384 2>&1 | tee "$OUT/bench_rms_16384.log" | tail -30
           [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
-  split8192) ( for f in rms_norm layer_norm activation; do
-              nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels -c cuda_kernels/$f.cu -o /tmp/$f.o &
-            done
-            nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels -c benchmarks/tune_norms.cu -o /tmp/tune_main.o; wait
-            nvcc -arch=sm_90 /tmp/tune_main.o /tmp/rms_norm.o /tmp/layer_norm.o /tmp/activation.o -o /tmp/tune_norms ) \
-            > "$OUT/tune_build.log" 2>&1 & tune_pid=$!
+  split8192) tune_build_par > "$OUT/tune_build.log" 2>&1 & tune_pid=$!
           step "RMSNorm tests"
           python3 -m pytest tests/test_rms_norm.py tests/test_rms_norm_fp8.py -q -rfE -p no:cacheprovider 2>&1 | tail -2
           [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
