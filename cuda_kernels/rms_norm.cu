@@ -389,7 +389,7 @@ __device__ __forceinline__ float sum_squares(const Pack<T, VEC> (&a)[ITEMS], flo
 }
 
 // rms_norm_flat for 16-bit rows of exactly ITEMS x TX vectors (RowConfig::exact with
-// stages 0; pick_layout's choice at 16-bit hidden 2048-16384), as layer_norm_flat_exact:
+// stages 0; pick_layout's choice at 16-bit hidden 2048-8192), as layer_norm_flat_exact:
 // no bounds test a vector, the block size and offsets fixed at compile time, the
 // reduction without warp-count tests (row_reduce_fixed, the same tree), d a power of two
 // (/ d an exact multiply), 16-bit output rounded a pair at a time. The same sums and
