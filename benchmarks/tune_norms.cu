@@ -618,7 +618,7 @@ int main(int argc, char** argv) {
   if (!quick) {
     for (auto [rows, d] : std::vector<std::pair<int64_t, int64_t>>{
              {16384, 2048}, {1, 16384}, {64, 16384}, {132, 16384}, {133, 16384}, {1, 8192}, {264, 16384},
-             {265, 16384}, {384, 16384}, {512, 16384}, {768, 16384}, {2048, 16384}}) {
+             {265, 16384}, {384, 16384}, {512, 16384}, {768, 16384}, {2048, 16384}, {4096, 16384}, {1024, 8192}}) {
       ln(DType::kBFloat16, rows, d);
     }
     // RMSNorm's flat exact fit at hidden 4096 and 2048 (rms_norm.cu's pick_layout): fp16,

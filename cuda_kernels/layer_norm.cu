@@ -27,12 +27,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include "block_reduce.cuh"
 #include "ptx.cuh"
 #include "row_kernel.cuh"
 #include "device_info.cuh"
 #include "row_pipe.cuh"
+#include "row_split.cuh"
 #include "gpu_launchers.h"
 #include "vec_io.cuh"
 
@@ -223,6 +225,107 @@ __global__ void __launch_bounds__(TX, flat_exact_blocks(TX, ITEMS)) layer_norm_f
   store_exact<T, VEC, ITEMS, TX, W, B>(p, row, t, a, mean, rstd);
 }
 
+// A slice's statistics: its mean and sum of squared deviations (M2).
+struct MeanM2 {
+  float mean, m2;
+};
+
+// Two slices of n elements each merged (Chan, Golub and LeVeque's pairwise update, exact
+// in real arithmetic): symmetric in a and b bit for bit, so a butterfly gives every lane
+// the same result.
+__device__ __forceinline__ MeanM2 merge_equal(MeanM2 a, MeanM2 b, float n) {
+  const float d = b.mean - a.mean;
+  return {(a.mean + b.mean) * 0.5f, (a.m2 + b.m2) + d * d * (0.5f * n)};
+}
+
+// The block's MeanM2 from each thread's over n elements, returned to every thread: the
+// warp's butterfly, then the warps' in the same way (TX / 32 a power of two).
+template <int TX>
+__device__ __forceinline__ MeanM2 block_mean_m2(MeanM2 v, float n, float (&partial)[2][TX / 32]) {
+  constexpr int kWarps = TX / 32;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1, n *= 2.0f) {
+    v = merge_equal(v, {__shfl_xor_sync(0xffffffffu, v.mean, o), __shfl_xor_sync(0xffffffffu, v.m2, o)}, n);
+  }
+  if constexpr (kWarps > 1) {
+    const int lane = threadIdx.x % 32;
+    if (lane == 0) partial[0][threadIdx.x / 32] = v.mean, partial[1][threadIdx.x / 32] = v.m2;
+    __syncthreads();
+    v = {partial[0][lane % kWarps], partial[1][lane % kWarps]};
+#pragma unroll
+    for (int o = 1; o < kWarps; o <<= 1, n *= 2.0f) {
+      v = merge_equal(v, {__shfl_xor_sync(0xffffffffu, v.mean, o), __shfl_xor_sync(0xffffffffu, v.m2, o)}, n);
+    }
+  }
+  return v;
+}
+
+// The split layout (row_split.cuh): a cluster of CL blocks a row, each holding a
+// contiguous slice of ITEMS x TX vectors (rows of exactly CL x ITEMS x TX 16-byte
+// vectors). Weight and bias are loaded with x, before the reductions (the flat fits load
+// them after, to keep registers for resident warps; here a block's life is short and
+// a load after the reductions is one more L2 round trip in it). ONE: each thread's
+// mean and M2 over its own elements (two passes in registers), merged up the block and
+// across the ranks by the pairwise update, one exchange of two floats a row; else the
+// mean, then the squared deviations about it, two exchanges. Either is a two-pass
+// statistic at each level; sums run in another order than the other layouts.
+template <typename T, int VEC, int ITEMS, int TX, int CL, bool W, bool B, bool ONE>
+__global__ void __launch_bounds__(TX) layer_norm_split_exact(LayerNormParams p) {
+  using P = Pack<T, VEC>;
+  constexpr float kThread = float(ITEMS * VEC), kSlice = kThread * TX, kD = CL * kSlice;
+  // Two mbarriers either way: with one, ptxas dropped fence.mbarrier_init (no
+  // FENCE.VIEW.ASYNC.S in the SASS) and racecheck flagged it (row_split.cuh).
+  __shared__ SplitRow<TX, CL, 2, ONE ? 2 : 1> s;
+  const unsigned rank = cluster_rank();
+  const int64_t row = blockIdx.x / CL;
+  const int first = static_cast<int>(rank) * ITEMS * TX + static_cast<int>(threadIdx.x);
+  const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row * p.x.stride) + first;
+  P a[ITEMS], g[ITEMS], c[ITEMS];
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) a[k] = xr[k * TX];
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    if constexpr (W) g[k] = reinterpret_cast<const P*>(p.weight)[first + k * TX];
+    if constexpr (B) c[k] = reinterpret_cast<const P*>(p.bias)[first + k * TX];
+  }
+  split_start(s);
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) sum += vec_sum(a[k]);
+  float mean, m2;
+  if constexpr (ONE) {
+    const float mean_t = sum / kThread;
+    float sq = 0.0f;
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) sq += vec_sq_dev(a[k], mean_t);
+    const MeanM2 blk = block_mean_m2<TX>({mean_t, sq}, kThread, s.partial[0]);
+    const float mine[2] = {blk.mean, blk.m2};
+    const float (&all)[CL][2] = split_exchange(s, 0, mine, rank);
+    mean = 0.0f;
+#pragma unroll
+    for (int r = 0; r < CL; ++r) mean += all[r][0];
+    mean /= float(CL);
+    float dev = 0.0f;
+    m2 = 0.0f;
+#pragma unroll
+    for (int r = 0; r < CL; ++r) {
+      m2 += all[r][1];
+      dev += (all[r][0] - mean) * (all[r][0] - mean);
+    }
+    m2 += kSlice * dev;
+  } else {
+    mean = split_reduce<Sum>(s, 0, sum, rank) / kD;
+    float sq = 0.0f;
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) sq += vec_sq_dev(a[k], mean);
+    m2 = split_reduce<Sum>(s, 1, sq, rank);
+  }
+  const float rstd = rsqrtf(m2 / kD + p.eps);
+  P* orow = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row * p.out.stride) + first;
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) orow[k * TX] = normalise<T, VEC, W, B>(a[k], g[k], c[k], mean, rstd);
+}
+
 // The piped layout (row_pipe.cuh, as rms_norm_piped_exact) for LayerNorm rows of
 // exactly ITEMS x kTx 16-byte vectors (kTx = piped_threads(ITEMS); 16-bit hidden 16384,
 // from 384 rows): persistent blocks keep the next row on the way by cp.async into a 2-stage
@@ -315,6 +418,29 @@ __global__ void __launch_bounds__(kMaxThreads) layer_norm_stream(LayerNormParams
   }
 }
 
+// The split exact fits (RowConfig::exact with cluster > 1, stages 0) the launcher
+// instantiates: 16-bit hidden 16384 (2048 vectors). EXPERIMENT: IK_LN_SPLIT_TWO=1 takes
+// the two-exchange statistics.
+template <typename T, int VEC, bool W, bool B>
+cudaError_t launch_split(const LayerNormParams& p, const RowConfig& c, int64_t nvec, cudaStream_t stream) {
+  if (!c.flat || c.stages != 0 || int64_t{c.tx} * c.items * c.cluster != nvec) return cudaErrorInvalidConfiguration;
+  static const bool two = [] {
+    const char* e = std::getenv("IK_LN_SPLIT_TWO");
+    return e && e[0] == '1';
+  }();
+  const auto is = [&](int cl, int tx, int items) { return c.cluster == cl && c.tx == tx && c.items == items; };
+  const auto go = [&](auto kernel_one, auto kernel_two) {
+    return two ? launch_rows(kernel_two, p, c, p.rows, stream) : launch_rows(kernel_one, p, c, p.rows, stream);
+  };
+  if (is(2, 256, 4)) return go(layer_norm_split_exact<T, VEC, 4, 256, 2, W, B, true>, layer_norm_split_exact<T, VEC, 4, 256, 2, W, B, false>);
+  if (is(4, 256, 2)) return go(layer_norm_split_exact<T, VEC, 2, 256, 4, W, B, true>, layer_norm_split_exact<T, VEC, 2, 256, 4, W, B, false>);
+  if (is(4, 128, 4)) return go(layer_norm_split_exact<T, VEC, 4, 128, 4, W, B, true>, layer_norm_split_exact<T, VEC, 4, 128, 4, W, B, false>);
+  if (is(8, 128, 2)) return go(layer_norm_split_exact<T, VEC, 2, 128, 8, W, B, true>, layer_norm_split_exact<T, VEC, 2, 128, 8, W, B, false>);
+  if (is(2, 256, 2)) return go(layer_norm_split_exact<T, VEC, 2, 256, 2, W, B, true>, layer_norm_split_exact<T, VEC, 2, 256, 2, W, B, false>);
+  if (is(4, 128, 2)) return go(layer_norm_split_exact<T, VEC, 2, 128, 4, W, B, true>, layer_norm_split_exact<T, VEC, 2, 128, 4, W, B, false>);
+  return cudaErrorInvalidConfiguration;
+}
+
 // The exact-fit kernels (RowConfig::exact; fits() has checked tx x items == nvec):
 // 16-bit rows only (fp32 is not measured), 4 vectors a thread; stages 2:
 // layer_norm_piped_exact (512 threads), stages 0: layer_norm_flat_exact at the block
@@ -325,6 +451,7 @@ cudaError_t launch_exact(const LayerNormParams& p, const RowConfig& c, cudaStrea
     return cudaErrorInvalidConfiguration;
   } else {
     const int64_t nvec = p.d / VEC;
+    if (c.cluster > 1) return launch_split<T, VEC, W, B>(p, c, nvec, stream);
     if (!c.flat || int64_t{c.tx} * c.items != nvec) return cudaErrorInvalidConfiguration;
     if (c.items == 2 && c.stages == 0) {
       return with_block_size<64>(c.tx, [&](auto tx) {
@@ -435,6 +562,11 @@ inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool exact16) {
     c.exact = true;
     if (nvec == 128) c.tx = 64, c.items = 2;
     if (c.tx == piped_threads(4) && rows >= 384) c.stages = 2;
+    if (nvec == 2048) {  // EXPERIMENT (to measure): the split rows at hidden 16384
+      c.stages = 0, c.items = 2;
+      c.cluster = rows < 128 ? 8 : 4;
+      c.tx = rows < 128 ? 128 : 256;
+    }
   }
   return c;
 }

@@ -25,12 +25,12 @@
 
 namespace inference_kernels::cuda {
 
-// Shared state of a split row with up to R reductions: block partials per warp, the
-// ranks' values (one slot a rank), and one mbarrier a reduction.
-template <int TX, int CL, int R>
+// Shared state of a split row with up to R exchanges of W floats a rank: block partials
+// per warp, the ranks' values (one slot a rank), and one mbarrier an exchange.
+template <int TX, int CL, int R, int W = 1>
 struct SplitRow {
   float partial[R][2][TX / 32];  // row_reduce_fixed's arrays (parity 0 only)
-  float ranks[R][CL];
+  alignas(4 * W) float ranks[R][CL][W];
   alignas(8) uint64_t bar[R];
 };
 
@@ -40,38 +40,54 @@ __device__ __forceinline__ unsigned cluster_rank() {
   return r;
 }
 
-// Sets the mbarriers (each expects one arrival, made here, and CL x 4 bytes) and
+// Sets the mbarriers (each expects one arrival, made here, and CL x W x 4 bytes) and
 // announces this block to the cluster; split_reduce's first call waits for every
 // block's announcement before storing into them. The fence must survive ptxas (one
 // FENCE.VIEW.ASYNC.S a kernel in the SASS): in a LayerNorm variant it did not, and
 // compute-sanitizer's racecheck flagged the mbarrier (BENCHMARKS.md, thirty-second session).
-template <int TX, int CL, int R>
-__device__ __forceinline__ void split_start(SplitRow<TX, CL, R>& s) {
+template <int TX, int CL, int R, int W>
+__device__ __forceinline__ void split_start(SplitRow<TX, CL, R, W>& s) {
   if (threadIdx.x == 0) {
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       mbar_init(smem_addr(&s.bar[r]), 1);
-      mbar_arrive_expect_tx(smem_addr(&s.bar[r]), CL * 4);
+      mbar_arrive_expect_tx(smem_addr(&s.bar[r]), CL * W * 4);
     }
     mbar_init_fence();
   }
   cluster_arrive_relaxed();
 }
 
-// Op over the row (reduction `id`, each id once a kernel), returned to every thread of
-// every block of the cluster: the block's value by row_reduce_fixed, stored by thread r
-// into rank r's slot of this rank, then the ranks' values folded in rank order once all
-// have landed, so every block gets the same bits.
-template <typename Op, int TX, int CL, int R>
-__device__ __forceinline__ float split_reduce(SplitRow<TX, CL, R>& s, int id, float v, unsigned rank) {
-  v = row_reduce_fixed<Op, TX>(v, s.partial[id], 0);
+// Exchange `id` (each id once a kernel): thread r stores this block's W values v into
+// rank r's slot of this rank; returns this block's slots once every rank's have landed.
+template <int TX, int CL, int R, int W>
+__device__ __forceinline__ const float (&split_exchange(SplitRow<TX, CL, R, W>& s, int id, const float (&v)[W],
+                                                        unsigned rank))[CL][W] {
+  static_assert(W == 1 || W == 2, "one or two floats a rank");
   if (id == 0) cluster_wait();  // every block's mbarriers are set
   const unsigned t = threadIdx.x;
-  if (t < CL) st_async_f32(cluster_map(smem_addr(&s.ranks[id][rank]), t), v, cluster_map(smem_addr(&s.bar[id]), t));
+  if (t < CL) {
+    const uint32_t dst = cluster_map(smem_addr(&s.ranks[id][rank][0]), t), bar = cluster_map(smem_addr(&s.bar[id]), t);
+    if constexpr (W == 1) {
+      st_async_f32(dst, v[0], bar);
+    } else {
+      st_async_v2(dst, v[0], v[1], bar);
+    }
+  }
   mbar_wait(smem_addr(&s.bar[id]), 0);
-  float total = s.ranks[id][0];
+  return s.ranks[id];
+}
+
+// Op over the row (reduction `id`), returned to every thread of every block of the
+// cluster: the block's value by row_reduce_fixed, exchanged, then the ranks' values
+// folded in rank order, so every block gets the same bits.
+template <typename Op, int TX, int CL, int R>
+__device__ __forceinline__ float split_reduce(SplitRow<TX, CL, R>& s, int id, float v, unsigned rank) {
+  const float mine[1] = {row_reduce_fixed<Op, TX>(v, s.partial[id], 0)};
+  const float (&all)[CL][1] = split_exchange(s, id, mine, rank);
+  float total = all[0][0];
 #pragma unroll
-  for (int r = 1; r < CL; ++r) total = Op()(total, s.ranks[id][r]);
+  for (int r = 1; r < CL; ++r) total = Op()(total, all[r][0]);
   return total;
 }
 

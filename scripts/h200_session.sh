@@ -33,6 +33,9 @@
 #           and LayerNorm's split (one exchange a row)
 #   split8192: the split rows at hidden 8192: RMSNorm tests and sanitizers, tune_norms and
 #           bench_rms_norm at 8192 (the sweep's binary builds meanwhile)
+#   ln_split: LayerNorm's split rows at hidden 16384: layer_norm tests, tune_norms over the
+#           LayerNorm shapes with each split variant (IK_LN_SPLIT_TWO), every layout's output
+#           under compute-sanitizer (--check-only), the LayerNorm benchmark
 #   split_final: norm tests, the CUDA k-quant tests, RMSNorm sanitizers, the add + RMSNorm
 #           + FP8 benchmark and RMSNorm / add + RMSNorm at hidden 16384 (bench_rms_norm)
 #   tune_rms: the layout sweep (no package build) on issue 3's RMSNorm shapes that the flat
@@ -657,6 +660,8 @@ if [ "$MODE" = copy_probe ]; then
   timeout 300 /tmp/copy_probe > "$OUT/copy_probe.log" 2>&1 || status=1
   cat "$OUT/copy_probe.log"; echo "session status $status"; exit $status
 fi
+# ln_split: the sweep's binary builds beside the package.
+[ "$MODE" = ln_split ] && { tune_build_par > "$OUT/tune_build.log" 2>&1 & tune_pid=$!; }
 build
 case "$MODE" in
   check)  tests; error_paths; sass; sanitizers; example; bench_quick ;;
@@ -694,6 +699,23 @@ case "$MODE" in
           timeout 240 /tmp/tune_norms --only "${SPLIT_SHAPES:-layer_norm fp16 1024x16384,layer_norm bf16 1024x16384,layer_norm bf16 512x16384,layer_norm bf16 2048x16384,layer_norm bf16 264x16384,rms+add bf16 4096x16384,rms+add+fp8dyn fp16 512x16384,rms+add+fp8dyn fp16 2048x16384}" > "$OUT/tune_norms.log" 2>&1 || status=1
           grep -v "^  " "$OUT/tune_norms.log"
           grep -E "split|exact" "$OUT/tune_norms.log" "$OUT/tune_rows.log" | head -150 ;;
+  ln_split) tests_layernorm; pack
+          wait $tune_pid || { tail -5 "$OUT/tune_build.log"; status=1; }
+          ln_shapes="$(printf 'layer_norm bf16 %sx16384,' 1 64 133 265 512 1024 2048 4096)layer_norm fp16 1024x16384,layer_norm fp16 4096x8192,layer_norm bf16 4096x8192,layer_norm bf16 1024x8192"
+          for v in 0 1; do
+            step "the LayerNorm sweep, IK_LN_SPLIT_TWO=$v (1: two exchanges a row)"
+            IK_LN_SPLIT_TWO=$v timeout 150 /tmp/tune_norms --only "$ln_shapes" > "$OUT/tune_ln_$v.log" 2>&1 || status=1
+            grep -v "^  " "$OUT/tune_ln_$v.log"; grep -E "split|exact" "$OUT/tune_ln_$v.log"; pack
+          done
+          step "compute-sanitizer on every LayerNorm layout's output at 1, 3, 133 rows of 16384 (--check-only)"
+          export PATH="$PATH:/usr/local/cuda/bin"
+          for tool in racecheck memcheck; do
+            timeout 100 compute-sanitizer --tool $tool --print-limit 5 /tmp/tune_norms --check-only \
+              --only "$(printf 'layer_norm %s %sx16384,' fp16 1 bf16 3 fp16 133)" > "$OUT/ln_check_$tool.log" 2>&1
+            echo "$tool rc $?: $(tail -1 "$OUT/ln_check_$tool.log")"; grep -c checked "$OUT/ln_check_$tool.log"
+          done
+          grep -h "split.*MISMATCH" "$OUT"/ln_check_*.log | sort | uniq | head -10; pack
+          bench_layernorm ;;
   split_final) tests_norms; pack
           step "k-quant CUDA tests (the build compiled q4k_torch.cpp's K-limit check)"
           python3 -m pytest tests/test_q4k_cuda.py -q -p no:cacheprovider 2>&1 | tail -2; pack
