@@ -1,7 +1,8 @@
 """LayerNorm: ours vs F.layer_norm, its torch.compile and a naive CUDA kernel, side by side.
 
 Shapes: fp16 (4096, 4096), the roofline tutorials' example, then (16384, 1024),
-(1024, 16384) and (8192, 5120) in fp16 and bf16, all with weight and bias. Every
+(1024, 16384), (8192, 5120) and the decode shapes (1, 16384) and (128, 16384) (the split
+rows) in fp16 and bf16, all with weight and bias. Every
 implementation is checked against fp64 first. Times are medians of CUDA-graph replays
 over rotating input copies (harness.time_us); `floor` = x read once, out written once,
 weight and bias read once, at the measured copy bandwidth. The naive kernel (one thread
@@ -28,7 +29,7 @@ import naive_layer_norm  # noqa: E402
 EPS = 1e-5
 SHAPES = [(torch.float16, 4096, 4096)] + [
     (dt, n, d) for dt in (torch.float16, torch.bfloat16)
-    for n, d in ((16384, 1024), (1024, 16384), (8192, 5120))]
+    for n, d in ((16384, 1024), (1024, 16384), (8192, 5120), (1, 16384), (128, 16384))]
 
 
 def ref64(x, w, b):

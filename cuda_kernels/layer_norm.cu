@@ -27,7 +27,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 
 #include "block_reduce.cuh"
 #include "ptx.cuh"
@@ -419,25 +418,20 @@ __global__ void __launch_bounds__(kMaxThreads) layer_norm_stream(LayerNormParams
 }
 
 // The split exact fits (RowConfig::exact with cluster > 1, stages 0) the launcher
-// instantiates: 16-bit hidden 16384 (2048 vectors). EXPERIMENT: IK_LN_SPLIT_TWO=1 takes
-// the two-exchange statistics.
+// instantiates: 16-bit hidden 16384 (2048 vectors). The statistics go with the slice
+// shape, the faster of the two at each as measured (H200, tune_norms, bf16 unless
+// named; BENCHMARKS.md, thirty-third session): 2 vectors a thread, one exchange (c8 tx128
+// at 1 row: 1.77 us against the two exchanges' best, 2.00); 4 vectors a thread, two
+// exchanges (c4 tx128 at 1024 x 16384 fp16: 19.04 against 20.20 us; at 133 rows bf16
+// 4.58 against one exchange's best, 5.05).
 template <typename T, int VEC, bool W, bool B>
 cudaError_t launch_split(const LayerNormParams& p, const RowConfig& c, int64_t nvec, cudaStream_t stream) {
   if (!c.flat || c.stages != 0 || int64_t{c.tx} * c.items * c.cluster != nvec) return cudaErrorInvalidConfiguration;
-  static const bool two = [] {
-    const char* e = std::getenv("IK_LN_SPLIT_TWO");
-    return e && e[0] == '1';
-  }();
   const auto is = [&](int cl, int tx, int items) { return c.cluster == cl && c.tx == tx && c.items == items; };
-  const auto go = [&](auto kernel_one, auto kernel_two) {
-    return two ? launch_rows(kernel_two, p, c, p.rows, stream) : launch_rows(kernel_one, p, c, p.rows, stream);
-  };
-  if (is(2, 256, 4)) return go(layer_norm_split_exact<T, VEC, 4, 256, 2, W, B, true>, layer_norm_split_exact<T, VEC, 4, 256, 2, W, B, false>);
-  if (is(4, 256, 2)) return go(layer_norm_split_exact<T, VEC, 2, 256, 4, W, B, true>, layer_norm_split_exact<T, VEC, 2, 256, 4, W, B, false>);
-  if (is(4, 128, 4)) return go(layer_norm_split_exact<T, VEC, 4, 128, 4, W, B, true>, layer_norm_split_exact<T, VEC, 4, 128, 4, W, B, false>);
-  if (is(8, 128, 2)) return go(layer_norm_split_exact<T, VEC, 2, 128, 8, W, B, true>, layer_norm_split_exact<T, VEC, 2, 128, 8, W, B, false>);
-  if (is(2, 256, 2)) return go(layer_norm_split_exact<T, VEC, 2, 256, 2, W, B, true>, layer_norm_split_exact<T, VEC, 2, 256, 2, W, B, false>);
-  if (is(4, 128, 2)) return go(layer_norm_split_exact<T, VEC, 2, 128, 4, W, B, true>, layer_norm_split_exact<T, VEC, 2, 128, 4, W, B, false>);
+  if (is(8, 128, 2)) return launch_rows(layer_norm_split_exact<T, VEC, 2, 128, 8, W, B, true>, p, c, p.rows, stream);
+  if (is(4, 256, 2)) return launch_rows(layer_norm_split_exact<T, VEC, 2, 256, 4, W, B, true>, p, c, p.rows, stream);
+  if (is(4, 128, 4)) return launch_rows(layer_norm_split_exact<T, VEC, 4, 128, 4, W, B, false>, p, c, p.rows, stream);
+  if (is(2, 256, 4)) return launch_rows(layer_norm_split_exact<T, VEC, 4, 256, 2, W, B, false>, p, c, p.rows, stream);
   return cudaErrorInvalidConfiguration;
 }
 
@@ -562,10 +556,11 @@ inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool exact16) {
     c.exact = true;
     if (nvec == 128) c.tx = 64, c.items = 2;
     if (c.tx == piped_threads(4) && rows >= 384) c.stages = 2;
-    if (nvec == 2048) {  // EXPERIMENT (to measure): the split rows at hidden 16384
-      c.stages = 0, c.items = 2;
+    if (nvec == 2048 && rows < 264) {  // PROVISIONAL (to measure): the split rows
+      c.stages = 0;
       c.cluster = rows < 128 ? 8 : 4;
-      c.tx = rows < 128 ? 128 : 256;
+      c.tx = 128;
+      c.items = rows < 128 ? 2 : 4;
     }
   }
   return c;

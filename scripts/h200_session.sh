@@ -33,9 +33,9 @@
 #           and LayerNorm's split (one exchange a row)
 #   split8192: the split rows at hidden 8192: RMSNorm tests and sanitizers, tune_norms and
 #           bench_rms_norm at 8192 (the sweep's binary builds meanwhile)
-#   ln_split: LayerNorm's split rows at hidden 16384: layer_norm tests, tune_norms over the
-#           LayerNorm shapes with each split variant (IK_LN_SPLIT_TWO), every layout's output
-#           under compute-sanitizer (--check-only), the LayerNorm benchmark
+#   ln_split: LayerNorm's split rows at hidden 16384: layer_norm tests, tune_norms over
+#           1-2048 rows of 16384 (fp16, bf16), every layout's output under
+#           compute-sanitizer (--check-only), the LayerNorm benchmark
 #   split_final: norm tests, the CUDA k-quant tests, RMSNorm sanitizers, the add + RMSNorm
 #           + FP8 benchmark and RMSNorm / add + RMSNorm at hidden 16384 (bench_rms_norm)
 #   tune_rms: the layout sweep (no package build) on issue 3's RMSNorm shapes that the flat
@@ -701,12 +701,10 @@ case "$MODE" in
           grep -E "split|exact" "$OUT/tune_norms.log" "$OUT/tune_rows.log" | head -150 ;;
   ln_split) tests_layernorm; pack
           wait $tune_pid || { tail -5 "$OUT/tune_build.log"; status=1; }
-          ln_shapes="$(printf 'layer_norm bf16 %sx16384,' 1 64 133 265 512 1024 2048 4096)layer_norm fp16 1024x16384,layer_norm fp16 4096x8192,layer_norm bf16 4096x8192,layer_norm bf16 1024x8192"
-          for v in 0 1; do
-            step "the LayerNorm sweep, IK_LN_SPLIT_TWO=$v (1: two exchanges a row)"
-            IK_LN_SPLIT_TWO=$v timeout 150 /tmp/tune_norms --only "$ln_shapes" > "$OUT/tune_ln_$v.log" 2>&1 || status=1
-            grep -v "^  " "$OUT/tune_ln_$v.log"; grep -E "split|exact" "$OUT/tune_ln_$v.log"; pack
-          done
+          ln_shapes="$(for t in fp16 bf16; do printf "layer_norm $t %sx16384," 1 64 127 128 192 263 264 384 512 1024 2048; done)layer_norm bf16 4096x8192"
+          step "the LayerNorm sweep at hidden 16384 (split: 2 items one exchange, 4 items two)"
+          timeout 300 /tmp/tune_norms --only "$ln_shapes" > "$OUT/tune_ln.log" 2>&1 || status=1
+          grep -v "^  " "$OUT/tune_ln.log"; grep -E "split|exact" "$OUT/tune_ln.log"; pack
           step "compute-sanitizer on every LayerNorm layout's output at 1, 3, 133 rows of 16384 (--check-only)"
           export PATH="$PATH:/usr/local/cuda/bin"
           for tool in racecheck memcheck; do
