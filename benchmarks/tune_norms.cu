@@ -621,6 +621,11 @@ int main(int argc, char** argv) {
              {265, 16384}, {384, 16384}, {512, 16384}, {768, 16384}, {2048, 16384}, {4096, 16384}, {1024, 8192}}) {
       ln(DType::kBFloat16, rows, d);
     }
+    // Where LayerNorm's split rows (hidden 16384) turn to the flat and piped fits.
+    for (int64_t rows : {1, 64, 127, 128, 160, 192, 224, 263, 384, 512, 768, 2048}) {
+      ln(DType::kFloat16, rows, 16384);
+      if (rows >= 127 && rows < 264) ln(DType::kBFloat16, rows, 16384);
+    }
     // RMSNorm's flat exact fit at hidden 4096 and 2048 (rms_norm.cu's pick_layout): fp16,
     // the fused kernel from 300 to 2048 rows, static fp8 with the residual.
     for (int64_t rows : {1, 256, 4096}) rms(DType::kFloat16, 2, rows, 4096, NormOut::kSame, false);

@@ -33,6 +33,7 @@
 #           and LayerNorm's split (one exchange a row)
 #   split8192: the split rows at hidden 8192: RMSNorm tests and sanitizers, tune_norms and
 #           bench_rms_norm at 8192 (the sweep's binary builds meanwhile)
+#   ln_sweep: tune_norms over 1-2048 rows of LayerNorm at hidden 16384 (no package build)
 #   ln_split: LayerNorm's split rows at hidden 16384: layer_norm tests, tune_norms over
 #           1-2048 rows of 16384 (fp16, bf16), every layout's output under
 #           compute-sanitizer (--check-only), the LayerNorm benchmark
@@ -660,6 +661,19 @@ if [ "$MODE" = copy_probe ]; then
   timeout 300 /tmp/copy_probe > "$OUT/copy_probe.log" 2>&1 || status=1
   cat "$OUT/copy_probe.log"; echo "session status $status"; exit $status
 fi
+# LayerNorm at hidden 16384 from 1 to 2048 rows, every layout (tune_norms; the binary
+# is built).
+ln_sweep() {
+  local shapes
+  shapes="$(printf 'layer_norm fp16 %sx16384,' 1 64 127 128 160 192 224 263 264 384 512 768 1024 2048; printf 'layer_norm bf16 %sx16384,' 1 64 127 128 160 192 224 263 264 384 1024)layer_norm bf16 4096x8192"
+  step "the LayerNorm sweep at hidden 16384 (split: 2 items one exchange, 4 items two)"
+  timeout 300 /tmp/tune_norms --only "$shapes" > "$OUT/tune_ln.log" 2>&1 || status=1
+  grep -v "^  " "$OUT/tune_ln.log"; grep -E "split|exact" "$OUT/tune_ln.log"; pack
+}
+if [ "$MODE" = ln_sweep ]; then
+  tune_build_par > "$OUT/tune_build.log" 2>&1 || { tail -20 "$OUT/tune_build.log"; exit 1; }
+  ln_sweep; echo "session status $status"; exit $status
+fi
 # ln_split: the sweep's binary builds beside the package.
 [ "$MODE" = ln_split ] && { tune_build_par > "$OUT/tune_build.log" 2>&1 & tune_pid=$!; }
 build
@@ -701,10 +715,7 @@ case "$MODE" in
           grep -E "split|exact" "$OUT/tune_norms.log" "$OUT/tune_rows.log" | head -150 ;;
   ln_split) tests_layernorm; pack
           wait $tune_pid || { tail -5 "$OUT/tune_build.log"; status=1; }
-          ln_shapes="$(for t in fp16 bf16; do printf "layer_norm $t %sx16384," 1 64 127 128 192 263 264 384 512 1024 2048; done)layer_norm bf16 4096x8192"
-          step "the LayerNorm sweep at hidden 16384 (split: 2 items one exchange, 4 items two)"
-          timeout 300 /tmp/tune_norms --only "$ln_shapes" > "$OUT/tune_ln.log" 2>&1 || status=1
-          grep -v "^  " "$OUT/tune_ln.log"; grep -E "split|exact" "$OUT/tune_ln.log"; pack
+          ln_sweep
           step "compute-sanitizer on every LayerNorm layout's output at 1, 3, 133 rows of 16384 (--check-only)"
           export PATH="$PATH:/usr/local/cuda/bin"
           for tool in racecheck memcheck; do
