@@ -259,6 +259,12 @@ __device__ __forceinline__ MeanM2 block_mean_m2(MeanM2 v, float n, float (&parti
   return v;
 }
 
+// Blocks an SM asked of layer_norm_split_exact: EXPERIMENT (register caps 64 at 4
+// vectors a thread, 72 for bf16, 48 at 2).
+__host__ __device__ constexpr int split_blocks(int tx, int items, bool bf16) {
+  return 65536 / (tx * (items == 4 ? (bf16 ? 72 : 64) : 48));
+}
+
 // The split layout (row_split.cuh): a cluster of CL blocks a row, each holding a
 // contiguous slice of ITEMS x TX vectors (rows of exactly CL x ITEMS x TX 16-byte
 // vectors). Weight and bias are loaded with x, before the reductions (the flat fits load
@@ -269,7 +275,7 @@ __device__ __forceinline__ MeanM2 block_mean_m2(MeanM2 v, float n, float (&parti
 // mean, then the squared deviations about it, two exchanges. Either is a two-pass
 // statistic at each level; sums run in another order than the other layouts.
 template <typename T, int VEC, int ITEMS, int TX, int CL, bool W, bool B, bool ONE>
-__global__ void __launch_bounds__(TX) layer_norm_split_exact(LayerNormParams p) {
+__global__ void __launch_bounds__(TX, split_blocks(TX, ITEMS, std::is_same_v<T, __nv_bfloat16>)) layer_norm_split_exact(LayerNormParams p) {
   using P = Pack<T, VEC>;
   constexpr float kThread = float(ITEMS * VEC), kSlice = kThread * TX, kD = CL * kSlice;
   // Two mbarriers either way: with one, ptxas dropped fence.mbarrier_init (no

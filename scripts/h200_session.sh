@@ -665,7 +665,7 @@ fi
 # is built).
 ln_sweep() {
   local shapes
-  shapes="$(printf 'layer_norm fp16 %sx16384,' 1 64 127 128 160 192 224 263 264 384 512 768 1024 2048; printf 'layer_norm bf16 %sx16384,' 1 64 127 128 160 192 224 263 264 384 1024)layer_norm bf16 4096x8192"
+  shapes="$(printf 'layer_norm fp16 %sx16384,' 1 64 127 128 160 192 224 263 264 384 512 768 1024 2048; printf 'layer_norm bf16 %sx16384,' 1 64 127 128 160 192 224 263 264 384 512 768 1024 2048 4096)layer_norm bf16 4096x8192"
   step "the LayerNorm sweep at hidden 16384 (split: 2 items one exchange, 4 items two)"
   timeout 300 /tmp/tune_norms --only "$shapes" > "$OUT/tune_ln.log" 2>&1 || status=1
   grep -v "^  " "$OUT/tune_ln.log"; grep -E "split|exact" "$OUT/tune_ln.log"; pack
