@@ -19,7 +19,10 @@
 //     power of two from 32 to 512: hidden 1024 to 16384): the flat kernel with the
 //     block size fixed at compile time (layer_norm_flat_exact; at hidden 1024 as 64
 //     threads of 2 vectors), and from 384 rows of
-//     hidden 16384 the piped layout of rms_norm's exact fit (layer_norm_piped_exact).
+//     hidden 16384 the piped layout of rms_norm's exact fit (layer_norm_piped_exact);
+//   * 16-bit hidden 16384 below 208 rows (fp16: up to 2048): a row split over a
+//     cluster of 4 or 8 blocks (row_split.cuh; layer_norm_split_exact), whose
+//     statistics meet by remote stores into each block's shared memory.
 // Rows that are 16-byte aligned (pointers and strides, weight and bias too) move in
 // 16-byte vectors (LDG.128/STG.128); any other row takes the scalar path, so every
 // size and stride the checks accept is handled.
@@ -259,8 +262,14 @@ __device__ __forceinline__ MeanM2 block_mean_m2(MeanM2 v, float n, float (&parti
   return v;
 }
 
-// Blocks an SM asked of layer_norm_split_exact: EXPERIMENT (register caps 64 at 4
-// vectors a thread, 72 for bf16, 48 at 2).
+// Blocks an SM asked of layer_norm_split_exact, for its registers: uncapped, bf16 took
+// 63-64 at 2 vectors a thread and 72-96 at 4 (ptxas keeps x as fp32 across the passes;
+// fp16 40-48 and 64), and lost to the flat fit at every row count past 128. Capped at
+// 48 registers at 2 vectors, 64 at 4 (72 in bf16): fp16 unchanged, bf16 48 and 68-80,
+// the bf16 4 x 128 x 4 with weight and bias at 72 with one 2-byte spill (one STL and
+// one LDL a thread in the SASS). H200 (tune_norms, bf16 us, uncapped against capped):
+// 4 x 256 x 2 at 128 rows 4.99 against 4.41, 4 x 128 x 4 at 160 5.53 against 5.17, at
+// 192 6.23 against 5.67, at 1024 23.81 against 21.52 (at 128 rows 4.54 against 4.71).
 __host__ __device__ constexpr int split_blocks(int tx, int items, bool bf16) {
   return 65536 / (tx * (items == 4 ? (bf16 ? 72 : 64) : 48));
 }
@@ -424,12 +433,12 @@ __global__ void __launch_bounds__(kMaxThreads) layer_norm_stream(LayerNormParams
 }
 
 // The split exact fits (RowConfig::exact with cluster > 1, stages 0) the launcher
-// instantiates: 16-bit hidden 16384 (2048 vectors). The statistics go with the slice
-// shape, the faster of the two at each as measured (H200, tune_norms, bf16 unless
-// named; BENCHMARKS.md, thirty-third session): 2 vectors a thread, one exchange (c8 tx128
-// at 1 row: 1.77 us against the two exchanges' best, 2.00); 4 vectors a thread, two
-// exchanges (c4 tx128 at 1024 x 16384 fp16: 19.04 against 20.20 us; at 133 rows bf16
-// 4.58 against one exchange's best, 5.05).
+// instantiates: 16-bit hidden 16384 (2048 vectors). The statistics go with the slice:
+// one exchange at 2 vectors a thread, two at 4, the faster of the two at each where
+// both were measured (H200, tune_norms, thirty-third session, whose logs were lost with
+// its machine; figures as noted then): 8 x 128 x 2 at 1 x 16384 bf16 1.77 us against
+// the two exchanges' best, 2.00; 4 x 128 x 4 at 1024 x 16384 fp16 19.04 against 20.20,
+// 2 x 256 x 4 19.45 against 20.62.
 template <typename T, int VEC, bool W, bool B>
 cudaError_t launch_split(const LayerNormParams& p, const RowConfig& c, int64_t nvec, cudaStream_t stream) {
   if (!c.flat || c.stages != 0 || int64_t{c.tx} * c.items * c.cluster != nvec) return cudaErrorInvalidConfiguration;
@@ -536,8 +545,19 @@ cudaError_t launch_cached(const LayerNormParams& p, const RowConfig& c, bool pic
 //   rows), except at the row counts one_wave finds; 2 vectors a thread lost
 //   at every other measured width (19.60 against 18.88 us at 4096 x 4096, 44.19 against
 //   35.40 at 4096 x 8192, 29.86 against 20.11 at 1024 x 16384 fp16);
+//   16-bit hidden 16384 at few rows (and fp16 up to 2048 rows), the split rows
+//   (layer_norm_split_exact; H200, tune_norms, thirty-fourth session, fp16 / bf16 us):
+//   up to 64 rows a cluster of 8 x 128 threads x 2 vectors (1.79 / 1.80 against the flat
+//   fit's 2.83 / 2.94 at one row; 3.28 / 3.26 against 3.78 / 3.86 at 64), to 143 rows 4 x
+//   256 x 2 (4.34 / 4.41 against 4.68 / 4.80 at 128 rows), then 4 x 128 x 4 (4.93 / 5.17
+//   against 5.38 / 5.57 at 160; 5.31 / 5.67 against 5.61 / 5.76 at 192). In bf16 the flat
+//   fit wins again from 224 rows (5.97 against 6.43); in fp16 the split stays level or
+//   ahead to 2048 rows (6.31 against 6.24-6.32 at 263, 8.09 against the piped 8.03 at 384,
+//   9.84 against 10.01 at 512, 19.07 against 20.23 at 1024, 35.07 against the flat 36.75
+//   at 2048; 4096 not measured, so the piped fit stays there). The bounds 144 and 208
+//   are midpoints between measured rows;
 // - longer rows the cached block, then streaming.
-inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool exact16) {
+inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool exact16, bool bf16) {
   constexpr int kItems = 4;
   RowConfig c;
   if (nvec <= 32 * kItems && (rows <= 132 || nvec <= 64)) {
@@ -562,11 +582,11 @@ inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool exact16) {
     c.exact = true;
     if (nvec == 128) c.tx = 64, c.items = 2;
     if (c.tx == piped_threads(4) && rows >= 384) c.stages = 2;
-    if (nvec == 2048 && rows < 264) {  // PROVISIONAL (to measure): the split rows
+    if (nvec == 2048 && rows < (bf16 ? 208 : 2049)) {  // the split rows
       c.stages = 0;
-      c.cluster = rows < 128 ? 8 : 4;
-      c.tx = 128;
-      c.items = rows < 128 ? 2 : 4;
+      c.cluster = rows <= 64 ? 8 : 4;
+      c.tx = rows <= 64 ? 128 : (rows < 144 ? 256 : 128);
+      c.items = rows < 144 ? 2 : 4;
     }
   }
   return c;
@@ -575,7 +595,7 @@ inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool exact16) {
 template <typename T, int VEC>
 cudaError_t launch_width(const LayerNormParams& p, const RowConfig* forced, cudaStream_t stream) {
   const int64_t nvec = p.d / VEC;
-  RowConfig c = forced ? *forced : pick_layout(p.rows, nvec, sizeof(T) == 2 && VEC == 8);
+  RowConfig c = forced ? *forced : pick_layout(p.rows, nvec, sizeof(T) == 2 && VEC == 8, std::is_same_v<T, __nv_bfloat16>);
   if (c.items > 0 && !fits(c, p.rows, nvec)) {
     if (forced) return cudaErrorInvalidConfiguration;
     c.items = 0;

@@ -36,7 +36,8 @@
 #   ln_sweep: tune_norms over 1-2048 rows of LayerNorm at hidden 16384 (no package build)
 #   ln_split: LayerNorm's split rows at hidden 16384: layer_norm tests, tune_norms over
 #           1-2048 rows of 16384 (fp16, bf16), every layout's output under
-#           compute-sanitizer (--check-only), the LayerNorm benchmark
+#           compute-sanitizer (--check-only), the LayerNorm benchmark, sanitize_cuda.py
+#           --only-layernorm under memcheck and racecheck
 #   split_final: norm tests, the CUDA k-quant tests, RMSNorm sanitizers, the add + RMSNorm
 #           + FP8 benchmark and RMSNorm / add + RMSNorm at hidden 16384 (bench_rms_norm)
 #   tune_rms: the layout sweep (no package build) on issue 3's RMSNorm shapes that the flat
@@ -724,7 +725,8 @@ case "$MODE" in
             echo "$tool rc $?: $(tail -1 "$OUT/ln_check_$tool.log")"; grep -c checked "$OUT/ln_check_$tool.log"
           done
           grep -h "split.*MISMATCH" "$OUT"/ln_check_*.log | sort | uniq | head -10; pack
-          bench_layernorm ;;
+          bench_layernorm; pack
+          sanitize layernorm --only-layernorm ;;
   split_final) tests_norms; pack
           step "k-quant CUDA tests (the build compiled q4k_torch.cpp's K-limit check)"
           python3 -m pytest tests/test_q4k_cuda.py -q -p no:cacheprovider 2>&1 | tail -2; pack
