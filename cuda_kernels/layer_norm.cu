@@ -269,7 +269,8 @@ __device__ __forceinline__ MeanM2 block_mean_m2(MeanM2 v, float n, float (&parti
 // the bf16 4 x 128 x 4 with weight and bias at 72 with one 2-byte spill (one STL and
 // one LDL a thread in the SASS). H200 (tune_norms, bf16 us, uncapped against capped):
 // 4 x 256 x 2 at 128 rows 4.99 against 4.41, 4 x 128 x 4 at 160 5.53 against 5.17, at
-// 192 6.23 against 5.67, at 1024 23.81 against 21.52 (at 128 rows 4.54 against 4.71).
+// 192 6.23 against 5.67, at 1024 23.89 against 21.52 (at 128 rows 4.54 against 4.71;
+// thirty-fourth session, BENCHMARKS.md).
 __host__ __device__ constexpr int split_blocks(int tx, int items, bool bf16) {
   return 65536 / (tx * (items == 4 ? (bf16 ? 72 : 64) : 48));
 }
