@@ -262,16 +262,6 @@ __device__ __forceinline__ MeanM2 block_mean_m2(MeanM2 v, float n, float (&parti
   return v;
 }
 
-// EXPERIMENT: hides a 16-byte vector's value from the compiler, so that it keeps the
-// packed vector live rather than the fp32 values converted from it (bf16: ptxas kept
-// x as 32 floats a thread across the passes).
-template <typename P>
-__device__ __forceinline__ void launder(P& v) {
-  static_assert(sizeof(P) == 16);
-  auto& w = reinterpret_cast<uint32_t(&)[4]>(v);
-  asm volatile("" : "+r"(w[0]), "+r"(w[1]), "+r"(w[2]), "+r"(w[3]));
-}
-
 // Blocks an SM asked of layer_norm_split_exact, for its registers: uncapped, bf16 took
 // 63-64 at 2 vectors a thread and 72-96 at 4 (ptxas keeps x as fp32 across the passes;
 // fp16 40-48 and 64), and lost to the flat fit at every row count past 128. Capped at
@@ -282,7 +272,7 @@ __device__ __forceinline__ void launder(P& v) {
 // 192 6.23 against 5.67, at 1024 23.89 against 21.52 (at 128 rows 4.54 against 4.71;
 // thirty-fourth session, BENCHMARKS.md).
 __host__ __device__ constexpr int split_blocks(int tx, int items, bool bf16) {
-  return 65536 / (tx * (items == 4 ? 64 : 48));
+  return 65536 / (tx * (items == 4 ? (bf16 ? 72 : 64) : 48));
 }
 
 // The split layout (row_split.cuh): a cluster of CL blocks a row, each holding a
@@ -306,18 +296,13 @@ __global__ void __launch_bounds__(TX, split_blocks(TX, ITEMS, std::is_same_v<T, 
   const int first = static_cast<int>(rank) * ITEMS * TX + static_cast<int>(threadIdx.x);
   const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row * p.x.stride) + first;
   P a[ITEMS], g[ITEMS], c[ITEMS];
-  const auto load_affine = [&] {
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) {
-      if constexpr (W) g[k] = reinterpret_cast<const P*>(p.weight)[first + k * TX];
-      if constexpr (B) c[k] = reinterpret_cast<const P*>(p.bias)[first + k * TX];
-    }
-  };
-  // EXPERIMENT: bf16 at 4 vectors loads weight and bias after the statistics.
-  constexpr bool kLate = std::is_same_v<T, __nv_bfloat16> && ITEMS == 4;
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) a[k] = xr[k * TX];
-  if constexpr (!kLate) load_affine();
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    if constexpr (W) g[k] = reinterpret_cast<const P*>(p.weight)[first + k * TX];
+    if constexpr (B) c[k] = reinterpret_cast<const P*>(p.bias)[first + k * TX];
+  }
   split_start(s);
   float sum = 0.0f;
 #pragma unroll
@@ -345,10 +330,6 @@ __global__ void __launch_bounds__(TX, split_blocks(TX, ITEMS, std::is_same_v<T, 
     m2 += kSlice * dev;
   } else {
     mean = split_reduce<Sum>(s, 0, sum, rank) / kD;
-    if constexpr (kLate) {
-#pragma unroll
-      for (int k = 0; k < ITEMS; ++k) launder(a[k]);
-    }
     float sq = 0.0f;
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) sq += vec_sq_dev(a[k], mean);
@@ -356,11 +337,6 @@ __global__ void __launch_bounds__(TX, split_blocks(TX, ITEMS, std::is_same_v<T, 
   }
   const float rstd = rsqrtf(m2 / kD + p.eps);
   P* orow = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row * p.out.stride) + first;
-  if constexpr (kLate) {
-    load_affine();
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) launder(a[k]);
-  }
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) orow[k * TX] = normalise<T, VEC, W, B>(a[k], g[k], c[k], mean, rstd);
 }
@@ -607,7 +583,7 @@ inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool exact16, bool bf16
     c.exact = true;
     if (nvec == 128) c.tx = 64, c.items = 2;
     if (c.tx == piped_threads(4) && rows >= 384) c.stages = 2;
-    if (nvec == 2048 && rows < (bf16 ? 2049 : 2049)) {  // the split rows (EXPERIMENT: bf16 as fp16)
+    if (nvec == 2048 && rows < (bf16 ? 208 : 2049)) {  // the split rows
       c.stages = 0;
       c.cluster = rows <= 64 ? 8 : 4;
       c.tx = rows <= 64 ? 128 : (rows < 144 ? 256 : 128);
