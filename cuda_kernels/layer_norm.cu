@@ -19,7 +19,8 @@
 //     power of two from 32 to 512: hidden 1024 to 16384): the flat kernel with the
 //     block size fixed at compile time (layer_norm_flat_exact; at hidden 1024 as 64
 //     threads of 2 vectors), and from 384 rows of
-//     hidden 16384 the piped layout of rms_norm's exact fit (layer_norm_piped_exact);
+//     hidden 16384 (fp16: past 2048) the piped layout of rms_norm's exact fit
+//     (layer_norm_piped_exact);
 //   * 16-bit hidden 16384 below 208 rows (fp16: up to 2048): a row split over a
 //     cluster of 4 or 8 blocks (row_split.cuh; layer_norm_split_exact), whose
 //     statistics meet by remote stores into each block's shared memory.
@@ -343,7 +344,7 @@ __global__ void __launch_bounds__(TX, split_blocks(TX, ITEMS, std::is_same_v<T, 
 
 // The piped layout (row_pipe.cuh, as rms_norm_piped_exact) for LayerNorm rows of
 // exactly ITEMS x kTx 16-byte vectors (kTx = piped_threads(ITEMS); 16-bit hidden 16384,
-// from 384 rows): persistent blocks keep the next row on the way by cp.async into a 2-stage
+// from 384 rows in bf16, past 2048 in fp16): persistent blocks keep the next row on the way by cp.async into a 2-stage
 // ring (the stage is the row's parity), the reductions alternate between two shared
 // arrays by the same parity, so one barrier a reduction still suffices from one row to
 // the next. The arithmetic is layer_norm_flat's in the same order (the same bits at
@@ -538,15 +539,15 @@ cudaError_t launch_cached(const LayerNormParams& p, const RowConfig& c, bool pic
 //   4096 x 4096 fp16, 18.51 against 19.04 at 16384 x 1024, 35.33 against 36.64 at
 //   4096 x 8192, 34.53 against 35.72 at 16384 x 2048 bf16), 25-30% at one row (2.94
 //   against 3.90 us at 1 x 16384, 2.32 against 3.31 at 1 x 8192); from 384 rows of 2048
-//   vectors (hidden 16384; the flat fit holds 264 rows at once, 2 blocks an SM), the
-//   piped exact fit (layer_norm_piped_exact, bf16: 8.32 against 9.21 us at 384 rows,
+//   vectors (hidden 16384, where the split rows below do not take it; the flat fit
+//   holds 264 rows at once, 2 blocks an SM), the piped exact fit (layer_norm_piped_exact, bf16: 8.32 against 9.21 us at 384 rows,
 //   20.41 against 21.89 at 1024; at 265 rows 7.75 against the flat fit's 7.11); at 128
 //   vectors (hidden 1024) 64 threads of 2 vectors (eleventh session: 17.88 against
 //   18.56 us at 16384 x 1024 fp16, 17.93 against 18.50 bf16; 1.79 against 1.90 at 256
 //   rows), except at the row counts one_wave finds; 2 vectors a thread lost
 //   at every other measured width (19.60 against 18.88 us at 4096 x 4096, 44.19 against
 //   35.40 at 4096 x 8192, 29.86 against 20.11 at 1024 x 16384 fp16);
-//   16-bit hidden 16384 at few rows (and fp16 up to 2048 rows), the split rows
+// - 16-bit hidden 16384 at few rows (and fp16 up to 2048 rows), the split rows
 //   (layer_norm_split_exact; H200, tune_norms, thirty-fourth session, fp16 / bf16 us):
 //   up to 64 rows a cluster of 8 x 128 threads x 2 vectors (1.79 / 1.80 against the flat
 //   fit's 2.83 / 2.94 at one row; 3.28 / 3.26 against 3.78 / 3.86 at 64), to 143 rows 4 x
