@@ -263,30 +263,42 @@ __device__ __forceinline__ MeanM2 block_mean_m2(MeanM2 v, float n, float (&parti
   return v;
 }
 
-// Blocks an SM asked of layer_norm_split_exact, for its registers: uncapped, bf16 took
-// 63-64 at 2 vectors a thread and 72-96 at 4 (ptxas keeps x as fp32 across the passes;
-// fp16 40-48 and 64), and lost to the flat fit at every row count past 128. Capped at
-// 48 registers at 2 vectors, 64 at 4 (72 in bf16): fp16 unchanged, bf16 48 and 68-80,
-// the bf16 4 x 128 x 4 with weight and bias at 72 with one 2-byte spill (one STL and
-// one LDL a thread in the SASS). H200 (tune_norms, bf16 us, uncapped against capped):
-// 4 x 256 x 2 at 128 rows 4.99 against 4.41, 4 x 128 x 4 at 160 5.53 against 5.17, at
-// 192 6.23 against 5.67, at 1024 23.89 against 21.52 (at 128 rows 4.54 against 4.71;
-// thirty-fourth session, BENCHMARKS.md).
-__host__ __device__ constexpr int split_blocks(int tx, int items, bool bf16) {
-  return 65536 / (tx * (items == 4 ? (bf16 ? 72 : 64) : 48));
+// Hides a 16-byte vector's value from the compiler (an empty asm on its four words), so
+// that it keeps the packed vector live and converts it again in the next pass, rather
+// than keeping the fp32 values converted from it: 16 registers a thread at 4 vectors
+// instead of 32.
+template <typename P>
+__device__ __forceinline__ void launder(P& v) {
+  static_assert(sizeof(P) == 16);
+  auto& w = reinterpret_cast<uint32_t(&)[4]>(v);
+  asm volatile("" : "+r"(w[0]), "+r"(w[1]), "+r"(w[2]), "+r"(w[3]));
+}
+
+// Blocks an SM asked of layer_norm_split_exact, for its registers (48 at 2 vectors a
+// thread, 64 at 4). Uncapped, bf16 took 63-64 at 2 vectors and 72-96 at 4 (ptxas kept x
+// as fp32 across the passes; fp16 40-48 and 64) and lost to the flat fit from 128 rows.
+// Capped, fp16 is unchanged; bf16 at 4 vectors loads weight and bias after the
+// statistics and keeps x packed (launder), 64 registers without a spill (a cap of 72
+// without those left one 2-byte spill, which tests/test_build.py refuses). H200
+// (tune_norms, bf16 us; BENCHMARKS.md, thirty-fourth session): 4 x 256 x 2 at 128 rows
+// 4.99 uncapped against 4.41; 4 x 128 x 4 at 160 rows 5.53 uncapped, 5.17 at the 72 cap,
+// 5.19 as here; at 192 rows 6.23, 5.67, 5.59.
+__host__ __device__ constexpr int split_blocks(int tx, int items) {
+  return 65536 / (tx * (items == 4 ? 64 : 48));
 }
 
 // The split layout (row_split.cuh): a cluster of CL blocks a row, each holding a
 // contiguous slice of ITEMS x TX vectors (rows of exactly CL x ITEMS x TX 16-byte
 // vectors). Weight and bias are loaded with x, before the reductions (the flat fits load
 // them after, to keep registers for resident warps; here a block's life is short and
-// a load after the reductions is one more L2 round trip in it). ONE: each thread's
+// a load after the reductions is one more L2 round trip in it), except in bf16 at 4
+// vectors a thread (kLate; split_blocks says why). ONE: each thread's
 // mean and M2 over its own elements (two passes in registers), merged up the block and
 // across the ranks by the pairwise update, one exchange of two floats a row; else the
 // mean, then the squared deviations about it, two exchanges. Either is a two-pass
 // statistic at each level; sums run in another order than the other layouts.
 template <typename T, int VEC, int ITEMS, int TX, int CL, bool W, bool B, bool ONE>
-__global__ void __launch_bounds__(TX, split_blocks(TX, ITEMS, std::is_same_v<T, __nv_bfloat16>)) layer_norm_split_exact(LayerNormParams p) {
+__global__ void __launch_bounds__(TX, split_blocks(TX, ITEMS)) layer_norm_split_exact(LayerNormParams p) {
   using P = Pack<T, VEC>;
   constexpr float kThread = float(ITEMS * VEC), kSlice = kThread * TX, kD = CL * kSlice;
   // Two mbarriers either way: with one, ptxas dropped fence.mbarrier_init (no
@@ -297,13 +309,17 @@ __global__ void __launch_bounds__(TX, split_blocks(TX, ITEMS, std::is_same_v<T, 
   const int first = static_cast<int>(rank) * ITEMS * TX + static_cast<int>(threadIdx.x);
   const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row * p.x.stride) + first;
   P a[ITEMS], g[ITEMS], c[ITEMS];
+  const auto load_affine = [&] {
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+      if constexpr (W) g[k] = reinterpret_cast<const P*>(p.weight)[first + k * TX];
+      if constexpr (B) c[k] = reinterpret_cast<const P*>(p.bias)[first + k * TX];
+    }
+  };
+  constexpr bool kLate = std::is_same_v<T, __nv_bfloat16> && ITEMS == 4;  // split_blocks
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) a[k] = xr[k * TX];
-#pragma unroll
-  for (int k = 0; k < ITEMS; ++k) {
-    if constexpr (W) g[k] = reinterpret_cast<const P*>(p.weight)[first + k * TX];
-    if constexpr (B) c[k] = reinterpret_cast<const P*>(p.bias)[first + k * TX];
-  }
+  if constexpr (!kLate) load_affine();
   split_start(s);
   float sum = 0.0f;
 #pragma unroll
@@ -331,6 +347,10 @@ __global__ void __launch_bounds__(TX, split_blocks(TX, ITEMS, std::is_same_v<T, 
     m2 += kSlice * dev;
   } else {
     mean = split_reduce<Sum>(s, 0, sum, rank) / kD;
+    if constexpr (kLate) {
+#pragma unroll
+      for (int k = 0; k < ITEMS; ++k) launder(a[k]);
+    }
     float sq = 0.0f;
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) sq += vec_sq_dev(a[k], mean);
@@ -338,6 +358,11 @@ __global__ void __launch_bounds__(TX, split_blocks(TX, ITEMS, std::is_same_v<T, 
   }
   const float rstd = rsqrtf(m2 / kD + p.eps);
   P* orow = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row * p.out.stride) + first;
+  if constexpr (kLate) {
+    load_affine();
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) launder(a[k]);
+  }
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) orow[k * TX] = normalise<T, VEC, W, B>(a[k], g[k], c[k], mean, rstd);
 }
