@@ -369,8 +369,8 @@ __global__ void __launch_bounds__(TX, split_blocks(TX, ITEMS)) layer_norm_split_
 
 // The piped layout (row_pipe.cuh, as rms_norm_piped_exact) for LayerNorm rows of
 // exactly ITEMS x kTx 16-byte vectors (kTx = piped_threads(ITEMS); 16-bit hidden 16384,
-// from 384 rows in bf16, past 2048 in fp16): persistent blocks keep the next row on the way by cp.async into a 2-stage
-// ring (the stage is the row's parity), the reductions alternate between two shared
+// from 384 rows in bf16, past 2048 in fp16): persistent blocks keep the next row on the
+// way by cp.async into a 2-stage ring (the stage is the row's parity), the reductions alternate between two shared
 // arrays by the same parity, so one barrier a reduction still suffices from one row to
 // the next. The arithmetic is layer_norm_flat's in the same order (the same bits at
 // the same tx and items). Weight and bias are loaded once a block, before the first
@@ -565,8 +565,8 @@ cudaError_t launch_cached(const LayerNormParams& p, const RowConfig& c, bool pic
 //   4096 x 8192, 34.53 against 35.72 at 16384 x 2048 bf16), 25-30% at one row (2.94
 //   against 3.90 us at 1 x 16384, 2.32 against 3.31 at 1 x 8192); from 384 rows of 2048
 //   vectors (hidden 16384, where the split rows below do not take it; the flat fit
-//   holds 264 rows at once, 2 blocks an SM), the piped exact fit (layer_norm_piped_exact, bf16: 8.32 against 9.21 us at 384 rows,
-//   20.41 against 21.89 at 1024; at 265 rows 7.75 against the flat fit's 7.11); at 128
+//   holds 264 rows at once, 2 blocks an SM), the piped exact fit (layer_norm_piped_exact,
+//   bf16: 8.32 against 9.21 us at 384 rows, 20.41 against 21.89 at 1024; at 265 rows 7.75 against the flat fit's 7.11); at 128
 //   vectors (hidden 1024) 64 threads of 2 vectors (eleventh session: 17.88 against
 //   18.56 us at 16384 x 1024 fp16, 17.93 against 18.50 bf16; 1.79 against 1.90 at 256
 //   rows), except at the row counts one_wave finds; 2 vectors a thread lost
@@ -576,9 +576,10 @@ cudaError_t launch_cached(const LayerNormParams& p, const RowConfig& c, bool pic
 //   (layer_norm_split_exact; H200, tune_norms, thirty-fourth session, fp16 / bf16 us):
 //   up to 64 rows a cluster of 8 x 128 threads x 2 vectors (1.79 / 1.80 against the flat
 //   fit's 2.83 / 2.94 at one row; 3.28 / 3.26 against 3.78 / 3.86 at 64), to 143 rows 4 x
-//   256 x 2 (4.34 / 4.41 against 4.68 / 4.80 at 128 rows), then 4 x 128 x 4 (4.93 / 5.17
-//   against 5.38 / 5.57 at 160; 5.31 / 5.67 against 5.61 / 5.76 at 192). In bf16 the flat
-//   fit wins again from 224 rows (5.97 against 6.43); in fp16 the split stays level or
+//   256 x 2 (4.34 / 4.41 against 4.68 / 4.80 at 128 rows), then 4 x 128 x 4 (4.93 / 5.19
+//   against 5.38 / 5.57 at 160; 5.31 / 5.59 against 5.61 / 5.76 at 192; bf16 from the
+//   fifth call, s34e). In bf16 the flat fit is level again at 224 rows (6.04 against 6.07,
+//   s34e) and ahead from 263 (6.52 against 7.04); in fp16 the split stays level or
 //   ahead to 2048 rows (6.31 against 6.24-6.32 at 263, 8.09 against the piped 8.03 at 384,
 //   9.84 against 10.01 at 512, 19.07 against 20.23 at 1024, 35.07 against the flat 36.75
 //   at 2048; 4096 not measured, so the piped fit stays there). The bounds 144 and 208
