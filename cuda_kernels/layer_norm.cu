@@ -263,17 +263,6 @@ __device__ __forceinline__ MeanM2 block_mean_m2(MeanM2 v, float n, float (&parti
   return v;
 }
 
-// Hides a 16-byte vector's value from the compiler (an empty asm on its four words), so
-// that it keeps the packed vector live and converts it again in the next pass, rather
-// than keeping the fp32 values converted from it: 16 registers a thread at 4 vectors
-// instead of 32.
-template <typename P>
-__device__ __forceinline__ void launder(P& v) {
-  static_assert(sizeof(P) == 16);
-  auto& w = reinterpret_cast<uint32_t(&)[4]>(v);
-  asm volatile("" : "+r"(w[0]), "+r"(w[1]), "+r"(w[2]), "+r"(w[3]));
-}
-
 // Blocks an SM asked of layer_norm_split_exact, for its registers (48 at 2 vectors a
 // thread, 64 at 4). Uncapped, bf16 took 63-64 at 2 vectors and 72-96 at 4 (ptxas kept x
 // as fp32 across the passes; fp16 40-48 and 64) and lost to the flat fit from 128 rows.
@@ -367,16 +356,16 @@ __global__ void __launch_bounds__(TX, split_blocks(TX, ITEMS)) layer_norm_split_
   for (int k = 0; k < ITEMS; ++k) orow[k * TX] = normalise<T, VEC, W, B>(a[k], g[k], c[k], mean, rstd);
 }
 
-// The piped layout (row_pipe.cuh, as rms_norm_piped_exact) for LayerNorm rows of
-// exactly ITEMS x kTx 16-byte vectors (kTx = piped_threads(ITEMS); 16-bit hidden 16384,
-// from 384 rows in bf16, past 2048 in fp16): persistent blocks keep the next row on the
-// way by cp.async into a 2-stage ring (the stage is the row's parity), the reductions alternate between two shared
-// arrays by the same parity, so one barrier a reduction still suffices from one row to
-// the next. The arithmetic is layer_norm_flat's in the same order (the same bits at
-// the same tx and items). Weight and bias are loaded once a block, before the first
-// row: the flat kernel loads them after its reductions to save registers for resident
-// warps, but one block an SM holds 512 threads here however few registers they take
-// (ITEMS 4). x and out may be the same row: the rows in flight are later rows.
+// The piped layout (row_pipe.cuh, as rms_norm_piped_exact) for LayerNorm rows of exactly
+// ITEMS x kTx 16-byte vectors (kTx = piped_threads(ITEMS); 16-bit hidden 16384, from 384
+// rows in bf16, past 2048 in fp16): persistent blocks keep the next row on the way by
+// cp.async into a 2-stage ring (the stage is the row's parity), the reductions alternate
+// between two shared arrays by the same parity, so one barrier a reduction still suffices
+// from one row to the next. The arithmetic is layer_norm_flat's in the same order (the
+// same bits at the same tx and items). Weight and bias are loaded once a block, before
+// the first row: the flat kernel loads them after its reductions to save registers for
+// resident warps, but one block an SM holds 512 threads here however few registers they
+// take (ITEMS 4). x and out may be the same row: the rows in flight are later rows.
 // Instantiated at ITEMS 4 only (hidden 16384): at hidden 8192 (ITEMS 2) the flat exact
 // fit measured faster (H200, 4096 x 8192 fp16: 35.33 against 36.81 us).
 template <typename T, int VEC, int ITEMS, bool W, bool B>
@@ -561,17 +550,17 @@ cudaError_t launch_cached(const LayerNormParams& p, const RowConfig& c, bool pic
 // - 16-bit rows of exactly 4 x tx vectors, tx a power of two (exact16): the same layout
 //   with the block size fixed at compile time (layer_norm_flat_exact), the same bits,
 //   3-8% faster at many rows (ninth session, tune_ln_exact: 18.94 against 20.19 us at
-//   4096 x 4096 fp16, 18.51 against 19.04 at 16384 x 1024, 35.33 against 36.64 at
-//   4096 x 8192, 34.53 against 35.72 at 16384 x 2048 bf16), 25-30% at one row (2.94
-//   against 3.90 us at 1 x 16384, 2.32 against 3.31 at 1 x 8192); from 384 rows of 2048
-//   vectors (hidden 16384, where the split rows below do not take it; the flat fit
-//   holds 264 rows at once, 2 blocks an SM), the piped exact fit (layer_norm_piped_exact,
-//   bf16: 8.32 against 9.21 us at 384 rows, 20.41 against 21.89 at 1024; at 265 rows 7.75 against the flat fit's 7.11); at 128
-//   vectors (hidden 1024) 64 threads of 2 vectors (eleventh session: 17.88 against
-//   18.56 us at 16384 x 1024 fp16, 17.93 against 18.50 bf16; 1.79 against 1.90 at 256
-//   rows), except at the row counts one_wave finds; 2 vectors a thread lost
-//   at every other measured width (19.60 against 18.88 us at 4096 x 4096, 44.19 against
-//   35.40 at 4096 x 8192, 29.86 against 20.11 at 1024 x 16384 fp16);
+//   4096 x 4096 fp16, 18.51 against 19.04 at 16384 x 1024, 35.33 against 36.64 at 4096 x
+//   8192, 34.53 against 35.72 at 16384 x 2048 bf16), 25-30% at one row (2.94 against 3.90
+//   us at 1 x 16384, 2.32 against 3.31 at 1 x 8192); from 384 rows of 2048 vectors
+//   (hidden 16384, where the split rows below do not take it; the flat fit holds 264 rows
+//   at once, 2 blocks an SM), the piped exact fit (layer_norm_piped_exact, bf16: 8.32
+//   against 9.21 us at 384 rows, 20.41 against 21.89 at 1024; at 265 rows 7.75 against
+//   the flat fit's 7.11); at 128 vectors (hidden 1024) 64 threads of 2 vectors (eleventh
+//   session: 17.88 against 18.56 us at 16384 x 1024 fp16, 17.93 against 18.50 bf16; 1.79
+//   against 1.90 at 256 rows), except at the row counts one_wave finds; 2 vectors a
+//   thread lost at every other measured width (19.60 against 18.88 us at 4096 x 4096,
+//   44.19 against 35.40 at 4096 x 8192, 29.86 against 20.11 at 1024 x 16384 fp16);
 // - 16-bit hidden 16384 at few rows (and fp16 up to 2048 rows), the split rows
 //   (layer_norm_split_exact; H200, tune_norms, thirty-fourth session, fp16 / bf16 us):
 //   up to 64 rows a cluster of 8 x 128 threads x 2 vectors (1.79 / 1.80 against the flat

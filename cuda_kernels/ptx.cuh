@@ -65,6 +65,17 @@ __device__ __forceinline__ float after_loads(float v) {
   return v;
 }
 
+// Hides a 16-byte vector's value from the compiler (an empty asm on its four words), so
+// that it keeps the packed vector live and converts it again in the next pass, rather
+// than keeping the fp32 values converted from it (layer_norm_split_exact in bf16: 16
+// registers a thread at 4 vectors instead of 32).
+template <typename P>
+__device__ __forceinline__ void launder(P& v) {
+  static_assert(sizeof(P) == 16);
+  auto& w = reinterpret_cast<uint32_t(&)[4]>(v);
+  asm volatile("" : "+r"(w[0]), "+r"(w[1]), "+r"(w[2]), "+r"(w[3]));
+}
+
 // Asynchronous 16-byte copy global -> shared (cp.async, LDGSTS, sm_80+): no registers
 // held while the bytes are in flight, so a warp can keep several blocks of weights on
 // the way. L1 is skipped (.cg, weights are read once) and L2 fetches 256-byte blocks,
