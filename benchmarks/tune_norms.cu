@@ -195,7 +195,8 @@ std::vector<RowConfig> layouts(int64_t nvec) {
   }
   // The split kernel (row_split.cuh; RowConfig::exact with cluster > 1, 16-bit only):
   // clusters of 2-8 blocks a row, each a slice of items x tx vectors, tx a power of two
-  // from 64 to 512; each op takes the shapes its launcher instantiates.
+  // from 64 to 512, one row a cluster or two (r2); each op takes the shapes its
+  // launcher instantiates.
   for (int cluster : {2, 4, 8}) {
     for (int items : {1, 2, 4}) {
       if (nvec % (cluster * items)) continue;
@@ -203,6 +204,8 @@ std::vector<RowConfig> layouts(int64_t nvec) {
       if (tx < 64 || tx > 512 || (tx & (tx - 1))) continue;
       RowConfig c;
       c.tx = static_cast<int>(tx), c.items = items, c.flat = true, c.exact = true, c.cluster = cluster;
+      out.push_back(c);
+      c.rows_per_block = 2;  // two rows a cluster (layer_norm 4 x 128 x 4 only; the rest refuse it)
       out.push_back(c);
     }
   }
@@ -217,7 +220,7 @@ std::string str(const RowConfig& c) {
     return buf;
   }
   if (c.flat && c.cluster > 1) {
-    std::snprintf(buf, sizeof buf, "split c%d tx%d i%d", c.cluster, c.tx, c.items);
+    std::snprintf(buf, sizeof buf, "split c%d tx%d i%d%s", c.cluster, c.tx, c.items, c.rows_per_block == 2 ? " r2" : "");
     return buf;
   }
   if (c.flat) {

@@ -18,12 +18,13 @@
 //   * exact fits (RowConfig::exact, 16-bit rows of exactly 4 x tx vectors, tx a
 //     power of two from 32 to 512: hidden 1024 to 16384): the flat kernel with the
 //     block size fixed at compile time (layer_norm_flat_exact; at hidden 1024 as 64
-//     threads of 2 vectors), and from 384 rows of
-//     hidden 16384 (fp16: past 2048) the piped layout of rms_norm's exact fit
-//     (layer_norm_piped_exact);
+//     threads of 2 vectors), and at hidden 16384 (bf16 384-1023 rows, fp16 past
+//     2048) the piped layout of rms_norm's exact fit (layer_norm_piped_exact);
 //   * 16-bit hidden 16384 below 208 rows (fp16: up to 2048): a row split over a
 //     cluster of 4 or 8 blocks (row_split.cuh; layer_norm_split_exact), whose
-//     statistics meet by remote stores into each block's shared memory.
+//     statistics meet by remote stores into each block's shared memory; in bf16
+//     from 1024 rows two rows a cluster (layer_norm_split_pair: weight and bias
+//     loaded once for both).
 // Rows that are 16-byte aligned (pointers and strides, weight and bias too) move in
 // 16-byte vectors (LDG.128/STG.128); any other row takes the scalar path, so every
 // size and stride the checks accept is handled.
@@ -356,8 +357,80 @@ __global__ void __launch_bounds__(TX, split_blocks(TX, ITEMS)) layer_norm_split_
   for (int k = 0; k < ITEMS; ++k) orow[k * TX] = normalise<T, VEC, W, B>(a[k], g[k], c[k], mean, rstd);
 }
 
+// Blocks an SM asked of layer_norm_split_pair: two rows of 4 vectors a thread, weight
+// and bias held in registers take 96 (a cap of 80 spilled 126 bytes in bf16).
+__host__ __device__ constexpr int pair_blocks(int tx) { return 65536 / (tx * 96); }
+
+// Two rows a cluster (RowConfig rows_per_block 2 with cluster > 1): as
+// layer_norm_split_exact with two exchanges, but each block holds its slice of rows 2c
+// and 2c + 1 and loads weight and bias once for both, and each exchange carries both
+// rows' sums (two floats a rank). Why: without weight and bias, the one-row kernel took
+// 17.93-18.30 us at fp16 1024 x 16384, with them 18.99-22.29 (H200, tune_norms,
+// thirty-fifth session): they are two more bytes read (from L2) for each byte of x.
+// Here they cost half that, and each block has twice the bytes of x in flight. The
+// same sums in the same order as layer_norm_split_exact's two-exchange form: the same
+// bits. The last cluster of an odd row count normalises its row twice and stores once.
+template <typename T, int VEC, int ITEMS, int TX, int CL, bool W, bool B>
+__global__ void __launch_bounds__(TX, pair_blocks(TX)) layer_norm_split_pair(LayerNormParams p) {
+  using P = Pack<T, VEC>;
+  constexpr float kD = float(CL * ITEMS * TX * VEC);
+  __shared__ SplitRow<TX, CL, 2, 2> s;
+  const unsigned rank = cluster_rank();
+  const int64_t row0 = blockIdx.x / CL * 2;
+  const bool two = row0 + 1 < p.rows;
+  const int64_t row1 = two ? row0 + 1 : row0;
+  const int first = static_cast<int>(rank) * ITEMS * TX + static_cast<int>(threadIdx.x);
+  const P* xr0 = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row0 * p.x.stride) + first;
+  const P* xr1 = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row1 * p.x.stride) + first;
+  P a[2][ITEMS], g[ITEMS], c[ITEMS];
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) a[0][k] = xr0[k * TX];
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) a[1][k] = xr1[k * TX];
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    if constexpr (W) g[k] = reinterpret_cast<const P*>(p.weight)[first + k * TX];
+    if constexpr (B) c[k] = reinterpret_cast<const P*>(p.bias)[first + k * TX];
+  }
+  split_start(s);
+  // Both rows' totals of exchange `id` (each block's tree, then the ranks in order).
+  const auto reduce2 = [&](int id, float v0, float v1, float& t0, float& t1) {
+    const float mine[2] = {row_reduce_fixed<Sum, TX>(v0, s.partial[id], 0),
+                           row_reduce_fixed<Sum, TX>(v1, s.partial[id], 1)};
+    const float (&all)[CL][2] = split_exchange(s, id, mine, rank);
+    t0 = all[0][0], t1 = all[0][1];
+#pragma unroll
+    for (int r = 1; r < CL; ++r) t0 += all[r][0], t1 += all[r][1];
+  };
+  float sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) sum0 += vec_sum(a[0][k]), sum1 += vec_sum(a[1][k]);
+  float mean0, mean1;
+  reduce2(0, sum0, sum1, mean0, mean1);
+  mean0 /= kD, mean1 /= kD;
+  // x stays packed across the passes (launder): ptxas would otherwise keep 64 floats.
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) launder(a[0][k]), launder(a[1][k]);
+  float sq0 = 0.0f, sq1 = 0.0f;
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) sq0 += vec_sq_dev(a[0][k], mean0), sq1 += vec_sq_dev(a[1][k], mean1);
+  float m2_0, m2_1;
+  reduce2(1, sq0, sq1, m2_0, m2_1);
+  const float rstd0 = rsqrtf(m2_0 / kD + p.eps), rstd1 = rsqrtf(m2_1 / kD + p.eps);
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) launder(a[0][k]), launder(a[1][k]);
+  P* o0 = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row0 * p.out.stride) + first;
+  P* o1 = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row1 * p.out.stride) + first;
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) o0[k * TX] = normalise<T, VEC, W, B>(a[0][k], g[k], c[k], mean0, rstd0);
+  if (two) {
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) o1[k * TX] = normalise<T, VEC, W, B>(a[1][k], g[k], c[k], mean1, rstd1);
+  }
+}
+
 // The piped layout (row_pipe.cuh, as rms_norm_piped_exact) for LayerNorm rows of exactly
-// ITEMS x kTx 16-byte vectors (kTx = piped_threads(ITEMS); 16-bit hidden 16384, from 384
+// ITEMS x kTx 16-byte vectors (kTx = piped_threads(ITEMS); 16-bit hidden 16384, 384-1023
 // rows in bf16, past 2048 in fp16): persistent blocks keep the next row on the way by
 // cp.async into a 2-stage ring (the stage is the row's parity), the reductions alternate
 // between two shared arrays by the same parity, so one barrier a reduction still suffices
@@ -459,6 +532,13 @@ template <typename T, int VEC, bool W, bool B>
 cudaError_t launch_split(const LayerNormParams& p, const RowConfig& c, int64_t nvec, cudaStream_t stream) {
   if (!c.flat || c.stages != 0 || int64_t{c.tx} * c.items * c.cluster != nvec) return cudaErrorInvalidConfiguration;
   const auto is = [&](int cl, int tx, int items) { return c.cluster == cl && c.tx == tx && c.items == items; };
+  if (c.rows_per_block == 2) {  // two rows a cluster: a grid of row pairs, one row a block's slice
+    if (!is(4, 128, 4)) return cudaErrorInvalidConfiguration;
+    RowConfig one = c;
+    one.rows_per_block = 1;
+    return launch_rows(layer_norm_split_pair<T, VEC, 4, 128, 4, W, B>, p, one, (p.rows + 1) / 2, stream);
+  }
+  if (c.rows_per_block != 1) return cudaErrorInvalidConfiguration;
   if (is(8, 128, 2)) return launch_rows(layer_norm_split_exact<T, VEC, 2, 128, 8, W, B, true>, p, c, p.rows, stream);
   if (is(4, 256, 2)) return launch_rows(layer_norm_split_exact<T, VEC, 2, 256, 4, W, B, true>, p, c, p.rows, stream);
   if (is(4, 128, 4)) return launch_rows(layer_norm_split_exact<T, VEC, 4, 128, 4, W, B, false>, p, c, p.rows, stream);
@@ -573,6 +653,13 @@ cudaError_t launch_cached(const LayerNormParams& p, const RowConfig& c, bool pic
 //   9.84 against 10.01 at 512, 19.07 against 20.23 at 1024, 35.07 against the flat 36.75
 //   at 2048; 4096 not measured, so the piped fit stays there). The bounds 144 and 208
 //   are midpoints between measured rows;
+// - bf16 hidden 16384 from 1024 rows: two rows a cluster of 4 x 128 x 4
+//   (layer_norm_split_pair; thirty-fifth session, s35d, us): 19.61 against the piped
+//   fit's 20.46 at 1024 rows, 35.52 against 37.83 at 2048, 67.42 against 71.77 at 4096
+//   (more rows unmeasured, the same regime); at 512 rows 10.43 against 10.21 and at 384
+//   8.52 against 8.35 (768 unmeasured), so the piped fit keeps 384-1023. fp16 at 2048
+//   rows 35.08 against the one-row split's 35.27, level, and 19.33 against 19.12 at 1024:
+//   fp16 keeps the one-row split;
 // - longer rows the cached block, then streaming.
 inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool exact16, bool bf16) {
   constexpr int kItems = 4;
@@ -604,6 +691,12 @@ inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool exact16, bool bf16
       c.cluster = rows <= 64 ? 8 : 4;
       c.tx = rows <= 64 ? 128 : (rows < 144 ? 256 : 128);
       c.items = rows < 144 ? 2 : 4;
+    } else if (nvec == 2048 && bf16 && rows >= 1024) {  // two rows a cluster
+      c.stages = 0;
+      c.cluster = 4;
+      c.tx = 128;
+      c.items = 4;
+      c.rows_per_block = 2;
     }
   }
   return c;

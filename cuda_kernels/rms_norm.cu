@@ -689,7 +689,7 @@ cudaError_t launch_split(const NormParams& p, const RowConfig& c, cudaStream_t s
   if constexpr (MODE == NormOut::kFp8Dynamic) {
     return cudaErrorInvalidConfiguration;
   } else {
-    if (c.stages != 0 || c.items != 2 || int64_t{c.tx} * c.items * c.cluster != p.d / VEC) {
+    if (c.stages != 0 || c.items != 2 || c.rows_per_block != 1 || int64_t{c.tx} * c.items * c.cluster != p.d / VEC) {
       return cudaErrorInvalidConfiguration;
     }
     if (c.cluster == 4 && c.tx == 256) return launch_rows(rms_norm_split_exact<T, VEC, 2, 256, 4, FUSED, MODE>, p, c, p.rows, stream);

@@ -46,8 +46,8 @@ constexpr int kMaxCluster = 8;  // the portable cluster size limit
 
 struct RowConfig {
   int tx = 32;             // threads across a row, per block (a multiple of 32)
-  int rows_per_block = 1;  // > 1 only with tx == 32
-  int cluster = 1;         // blocks per row (1, 2, 4 or 8); > 1 only with rows_per_block 1
+  int rows_per_block = 1;  // > 1 only with tx == 32, or 2 with the split kernel (two rows a cluster)
+  int cluster = 1;         // blocks per row (1, 2, 4 or 8); > 1 with rows_per_block 1 (or 2: the split kernel)
   int items = 1;           // vectors a thread holds: 1, 2, 4 or 8; 0: the streaming kernel
   bool flat = false;       // the flat kernel (one block of tx threads per row, cluster 1; items 1, 2, 4)
   int stages = 0;          // > 0 (with flat): the piped kernel, rows in flight a block (row_pipe.cuh)
@@ -73,7 +73,11 @@ inline bool fits(const RowConfig& c, int64_t rows, int64_t nvec) {
   if (c.exact && (!c.flat || c.stages == 1 || int64_t{c.tx} * c.items * c.cluster != nvec)) return false;
   const int max_tx = c.exact && c.stages == 0 ? kExactThreads : kFlatThreads;
   const bool split = c.exact && c.stages == 0 && c.cluster > 1;  // row_split.cuh
-  if (c.flat && ((c.cluster != 1 && !split) || c.rows_per_block != 1 || c.tx > max_tx || c.tx % 32)) return false;
+  const int rpb = split ? 2 : 1;  // the split kernel may hold two rows a cluster
+  if (c.flat && ((c.cluster != 1 && !split) || c.rows_per_block < 1 || c.rows_per_block > rpb || c.tx > max_tx ||
+                 c.tx % 32)) {
+    return false;
+  }
   return rows * c.cluster <= INT32_MAX && int64_t{c.tx} * c.cluster * c.items >= nvec;
 }
 

@@ -38,6 +38,10 @@
 #           1-2048 rows of 16384 (fp16, bf16), every layout's output under
 #           compute-sanitizer (--check-only), the LayerNorm benchmark, sanitize_cuda.py
 #           --only-layernorm under memcheck and racecheck
+#   ln_pair: LayerNorm's two rows a cluster (bf16 hidden 16384 from 1024 rows): layer_norm
+#           tests, sanitize_cuda.py --only-layernorm under memcheck and racecheck, the
+#           LayerNorm benchmark, every layout's output at 1-133 rows under compute-sanitizer
+#           (--check-only), tune_norms at bf16 512-4096 x 16384
 #   split_final: norm tests, the CUDA k-quant tests, RMSNorm sanitizers, the add + RMSNorm
 #           + FP8 benchmark and RMSNorm / add + RMSNorm at hidden 16384 (bench_rms_norm)
 #   tune_rms: the layout sweep (no package build) on issue 3's RMSNorm shapes that the flat
@@ -676,7 +680,7 @@ if [ "$MODE" = ln_sweep ]; then
   ln_sweep; echo "session status $status"; exit $status
 fi
 # ln_split: the sweep's binary builds beside the package.
-[ "$MODE" = ln_split ] && { tune_build_par > "$OUT/tune_build.log" 2>&1 & tune_pid=$!; }
+[ "$MODE" = ln_split ] || [ "$MODE" = ln_pair ] && { tune_build_par > "$OUT/tune_build.log" 2>&1 & tune_pid=$!; }
 build
 case "$MODE" in
   check)  tests; error_paths; sass; sanitizers; example; bench_quick ;;
@@ -714,6 +718,22 @@ case "$MODE" in
           timeout 240 /tmp/tune_norms --only "${SPLIT_SHAPES:-layer_norm fp16 1024x16384,layer_norm bf16 1024x16384,layer_norm bf16 512x16384,layer_norm bf16 2048x16384,layer_norm bf16 264x16384,rms+add bf16 4096x16384,rms+add+fp8dyn fp16 512x16384,rms+add+fp8dyn fp16 2048x16384}" > "$OUT/tune_norms.log" 2>&1 || status=1
           grep -v "^  " "$OUT/tune_norms.log"
           grep -E "split|exact" "$OUT/tune_norms.log" "$OUT/tune_rows.log" | head -150 ;;
+  ln_pair) tests_layernorm; pack
+          sanitize layernorm --only-layernorm; pack
+          bench_layernorm; pack
+          wait $tune_pid || { tail -5 "$OUT/tune_build.log"; status=1; }
+          step "compute-sanitizer on every LayerNorm layout's output at 1, 3, 133 rows of 16384 (--check-only)"
+          export PATH="$PATH:/usr/local/cuda/bin"
+          for tool in racecheck memcheck; do
+            timeout 100 compute-sanitizer --tool $tool --print-limit 5 /tmp/tune_norms --check-only \
+              --only "$(printf 'layer_norm %s %sx16384,' bf16 1 fp16 3 bf16 3 bf16 133)" > "$OUT/ln_check_$tool.log" 2>&1
+            echo "$tool rc $?: $(tail -1 "$OUT/ln_check_$tool.log")"; grep -c checked "$OUT/ln_check_$tool.log"
+          done
+          grep -h "MISMATCH" "$OUT"/ln_check_*.log | sort | uniq | head -10; pack
+          step "the sweep: bf16 hidden 16384 where two rows a cluster run, and either side"
+          timeout 120 /tmp/tune_norms --only "$(printf 'layer_norm bf16 %sx16384,' 512 768 1024 2048 4096)layer_norm fp16 2048x16384" \
+            > "$OUT/tune_ln.log" 2>&1 || status=1
+          grep -v "^  " "$OUT/tune_ln.log"; grep -E "split|exact" "$OUT/tune_ln.log" ;;
   ln_split) tests_layernorm; pack
           wait $tune_pid || { tail -5 "$OUT/tune_build.log"; status=1; }
           ln_sweep

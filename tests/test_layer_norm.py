@@ -100,12 +100,12 @@ def test_layer_norm_large_mean(ik, device):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("rows", [3, 100, 200, 1000])
+@pytest.mark.parametrize("rows", [3, 100, 200, 1000, 1025])
 def test_layer_norm_large_mean_split_rows(ik, device, dtype, rows):
     """|mean| >> std at 16-bit hidden 16384 (the split rows: up to 143 rows each slice's
     mean and M2 merged by the pairwise update, from 144 the mean, then the squared
-    deviations about it; bf16 at 1000 rows the piped fit): as accurate as the
-    reference's rounding allows."""
+    deviations about it; bf16 at 1000 rows the piped fit, at 1025 two rows a cluster,
+    the last cluster one): as accurate as the reference's rounding allows."""
     x = (torch.randn(rows, 16384, device=device) * 0.5 + 100.0).to(dtype)
     w, b = affine("weight+bias", 16384, dtype, device)
     out = poisoned_like(x)
@@ -155,12 +155,12 @@ def test_layer_norm_strided_rows(ik, device, dtype, hidden):
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("rows,hidden", [(150, 1024), (4000, 1024), (140, 2048), (200, 4096), (40, 8192), (5, 16384),
-                                         (130, 16384), (170, 16384), (300, 16384), (400, 16384)])
+                                         (130, 16384), (170, 16384), (300, 16384), (400, 16384), (1025, 16384)])
 def test_layer_norm_exact_fits_strided_and_in_place(ik, device, dtype, rows, hidden):
     """The 16-bit exact fits (flat at 1024 to 8192; at 16384 the split rows, 8 blocks a
     row up to 64 rows, 4 blocks of 2 vectors a thread to 143, of 4 to 207 and in fp16 to
-    2048; in bf16 the flat fit at 300 rows and the piped one at 400) on every other row
-    of a tensor, and in place."""
+    2048; in bf16 the flat fit at 300 rows, the piped one at 400 and from 1024 rows two
+    rows a cluster) on every other row of a tensor, and in place."""
     x = rand((2 * rows, hidden), dtype, device)[::2]
     w, b = affine("weight+bias", hidden, dtype, device)
     out = poisoned_like(x)
