@@ -654,12 +654,13 @@ cudaError_t launch_cached(const LayerNormParams& p, const RowConfig& c, bool pic
 //   at 2048; 4096 not measured, so the piped fit stays there). The bounds 144 and 208
 //   are midpoints between measured rows;
 // - bf16 hidden 16384 from 1024 rows: two rows a cluster of 4 x 128 x 4
-//   (layer_norm_split_pair; thirty-fifth session, s35d, us): 19.61 against the piped
-//   fit's 20.46 at 1024 rows, 35.52 against 37.83 at 2048, 67.42 against 71.77 at 4096
-//   (more rows unmeasured, the same regime); at 512 rows 10.43 against 10.21 and at 384
-//   8.52 against 8.35 (768 unmeasured), so the piped fit keeps 384-1023. fp16 at 2048
-//   rows 35.08 against the one-row split's 35.27, level, and 19.33 against 19.12 at 1024:
-//   fp16 keeps the one-row split;
+//   (layer_norm_split_pair; thirty-fifth session, us): 19.61 against the piped fit's
+//   20.46 at 1024 rows, 35.52 against 37.83 at 2048, 67.42 against 71.77 at 4096 (s35d;
+//   more rows unmeasured, the same regime); at 512 rows 10.43 against 10.21 and at 384
+//   8.52 against 8.35, so the piped fit keeps 384-1023 (at 768, measured after the rule
+//   was set and not yet taken, the pair took 14.91 against 15.58: s35e). fp16 at 2048
+//   rows 35.08 / 34.90 against the one-row split's 35.27 / 35.13 (s35d / s35e), within
+//   1%, and 19.33 against 19.12 at 1024: fp16 keeps the one-row split;
 // - longer rows the cached block, then streaming.
 inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool exact16, bool bf16) {
   constexpr int kItems = 4;
