@@ -679,6 +679,18 @@ if [ "$MODE" = ln_sweep ]; then
   tune_build_par > "$OUT/tune_build.log" 2>&1 || { tail -20 "$OUT/tune_build.log"; exit 1; }
   ln_sweep; echo "session status $status"; exit $status
 fi
+# Every LayerNorm layout's output at the shapes in $1 (tune_norms --check-only, the binary
+# built) under compute-sanitizer's racecheck and memcheck.
+ln_check() {
+  step "compute-sanitizer on every LayerNorm layout's output ($1; --check-only)"
+  export PATH="$PATH:/usr/local/cuda/bin"
+  for tool in racecheck memcheck; do
+    timeout 100 compute-sanitizer --tool $tool --print-limit 5 /tmp/tune_norms --check-only --only "$1" \
+      > "$OUT/ln_check_$tool.log" 2>&1
+    echo "$tool rc $?: $(tail -1 "$OUT/ln_check_$tool.log")"; grep -c checked "$OUT/ln_check_$tool.log"
+  done
+  grep -h "MISMATCH" "$OUT"/ln_check_*.log | sort | uniq | head -10; pack
+}
 # ln_split: the sweep's binary builds beside the package.
 [ "$MODE" = ln_split ] || [ "$MODE" = ln_pair ] && { tune_build_par > "$OUT/tune_build.log" 2>&1 & tune_pid=$!; }
 build
@@ -722,14 +734,7 @@ case "$MODE" in
           sanitize layernorm --only-layernorm; pack
           bench_layernorm; pack
           wait $tune_pid || { tail -5 "$OUT/tune_build.log"; status=1; }
-          step "compute-sanitizer on every LayerNorm layout's output at 1, 3, 133 rows of 16384 (--check-only)"
-          export PATH="$PATH:/usr/local/cuda/bin"
-          for tool in racecheck memcheck; do
-            timeout 100 compute-sanitizer --tool $tool --print-limit 5 /tmp/tune_norms --check-only \
-              --only "$(printf 'layer_norm %s %sx16384,' bf16 1 fp16 3 bf16 3 bf16 133)" > "$OUT/ln_check_$tool.log" 2>&1
-            echo "$tool rc $?: $(tail -1 "$OUT/ln_check_$tool.log")"; grep -c checked "$OUT/ln_check_$tool.log"
-          done
-          grep -h "MISMATCH" "$OUT"/ln_check_*.log | sort | uniq | head -10; pack
+          ln_check "$(printf 'layer_norm %s %sx16384,' bf16 1 fp16 3 bf16 3 bf16 133)"
           step "the sweep: bf16 hidden 16384 where two rows a cluster run, and either side"
           timeout 120 /tmp/tune_norms --only "$(printf 'layer_norm bf16 %sx16384,' 512 768 1024 2048 4096)layer_norm fp16 2048x16384" \
             > "$OUT/tune_ln.log" 2>&1 || status=1
@@ -737,14 +742,7 @@ case "$MODE" in
   ln_split) tests_layernorm; pack
           wait $tune_pid || { tail -5 "$OUT/tune_build.log"; status=1; }
           ln_sweep
-          step "compute-sanitizer on every LayerNorm layout's output at 1, 3, 133 rows of 16384 (--check-only)"
-          export PATH="$PATH:/usr/local/cuda/bin"
-          for tool in racecheck memcheck; do
-            timeout 100 compute-sanitizer --tool $tool --print-limit 5 /tmp/tune_norms --check-only \
-              --only "$(printf 'layer_norm %s %sx16384,' fp16 1 bf16 3 fp16 133)" > "$OUT/ln_check_$tool.log" 2>&1
-            echo "$tool rc $?: $(tail -1 "$OUT/ln_check_$tool.log")"; grep -c checked "$OUT/ln_check_$tool.log"
-          done
-          grep -h "split.*MISMATCH" "$OUT"/ln_check_*.log | sort | uniq | head -10; pack
+          ln_check "$(printf 'layer_norm %s %sx16384,' fp16 1 bf16 3 fp16 133)"
           bench_layernorm; pack
           sanitize layernorm --only-layernorm ;;
   split_final) tests_norms; pack
