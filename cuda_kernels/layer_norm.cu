@@ -393,20 +393,11 @@ __global__ void __launch_bounds__(TX, pair_blocks(TX)) layer_norm_split_pair(Lay
     if constexpr (B) c[k] = reinterpret_cast<const P*>(p.bias)[first + k * TX];
   }
   split_start(s);
-  // Both rows' totals of exchange `id` (each block's tree, then the ranks in order).
-  const auto reduce2 = [&](int id, float v0, float v1, float& t0, float& t1) {
-    const float mine[2] = {row_reduce_fixed<Sum, TX>(v0, s.partial[id], 0),
-                           row_reduce_fixed<Sum, TX>(v1, s.partial[id], 1)};
-    const float (&all)[CL][2] = split_exchange(s, id, mine, rank);
-    t0 = all[0][0], t1 = all[0][1];
-#pragma unroll
-    for (int r = 1; r < CL; ++r) t0 += all[r][0], t1 += all[r][1];
-  };
   float sum0 = 0.0f, sum1 = 0.0f;
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) sum0 += vec_sum(a[0][k]), sum1 += vec_sum(a[1][k]);
   float mean0, mean1;
-  reduce2(0, sum0, sum1, mean0, mean1);
+  split_sum2(s, 0, sum0, sum1, rank, mean0, mean1);
   mean0 /= kD, mean1 /= kD;
   // x stays packed across the passes (launder): ptxas would otherwise keep 64 floats.
 #pragma unroll
@@ -415,7 +406,7 @@ __global__ void __launch_bounds__(TX, pair_blocks(TX)) layer_norm_split_pair(Lay
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) sq0 += vec_sq_dev(a[0][k], mean0), sq1 += vec_sq_dev(a[1][k], mean1);
   float m2_0, m2_1;
-  reduce2(1, sq0, sq1, m2_0, m2_1);
+  split_sum2(s, 1, sq0, sq1, rank, m2_0, m2_1);
   const float rstd0 = rsqrtf(m2_0 / kD + p.eps), rstd1 = rsqrtf(m2_1 / kD + p.eps);
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) launder(a[0][k]), launder(a[1][k]);

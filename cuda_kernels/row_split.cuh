@@ -91,4 +91,17 @@ __device__ __forceinline__ float split_reduce(SplitRow<TX, CL, R>& s, int id, fl
   return total;
 }
 
+// Two sums over the row at once (two rows' values, exchange `id`), each returned to every
+// thread of every block as split_reduce's: the block's trees (row_reduce_fixed's two
+// parity arrays), one exchange of both, the ranks folded in order.
+template <int TX, int CL, int R>
+__device__ __forceinline__ void split_sum2(SplitRow<TX, CL, R, 2>& s, int id, float v0, float v1, unsigned rank,
+                                           float& t0, float& t1) {
+  const float mine[2] = {row_reduce_fixed<Sum, TX>(v0, s.partial[id], 0), row_reduce_fixed<Sum, TX>(v1, s.partial[id], 1)};
+  const float (&all)[CL][2] = split_exchange(s, id, mine, rank);
+  t0 = all[0][0], t1 = all[0][1];
+#pragma unroll
+  for (int r = 1; r < CL; ++r) t0 += all[r][0], t1 += all[r][1];
+}
+
 }  // namespace inference_kernels::cuda
