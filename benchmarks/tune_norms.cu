@@ -13,6 +13,7 @@
 //   /tmp/tune_norms --only "silu_and_mul_fp8 fp16 512x13312,silu_mul bf16 4096x14336"
 //   /tmp/tune_norms --rows-sweep  # RMSNorm at hidden 8192 and 16384 from 1 to 256 rows
 //   /tmp/tune_norms --check-only  # outputs only, odd rows of hidden 16384 (sanitizers)
+//   /tmp/tune_norms --defaults-only --only "..."  # the default layouts alone (A/B of two builds)
 //   /tmp/tune_norms --explore   # the decode and lagging shapes of scripts/h200_session.sh norms_explore
 //   /tmp/tune_norms --explore --only "rms bf16 1x4096,layer_norm fp16 4096x4096"
 //
@@ -246,13 +247,15 @@ struct Buffers {
   }
 };
 
+int g_max_copies = 64;  // --max-copies: 256 puts 8 rows of SwiGLU in HBM, as bench_swiglu.py's
 int copies_for(size_t bytes) {
-  return static_cast<int>(std::clamp<size_t>((size_t(200) << 20) / std::max<size_t>(bytes, 1) + 1, 2, 64));
+  return static_cast<int>(std::clamp<size_t>((size_t(200) << 20) / std::max<size_t>(bytes, 1) + 1, 2, g_max_copies));
 }
 
 // --check-only: each layout's output against the default's, no timing (for
 // compute-sanitizer at odd shapes).
 bool g_check_only = false;
+bool g_defaults_only = false;  // --defaults-only: time each shape's default layout alone
 
 // Filled by main: the shapes to run (empty: all), from --only.
 std::vector<std::string> g_only;
@@ -312,7 +315,7 @@ void sweep(const char* what, int64_t nvec, int64_t rows, double bytes,
   const float def = g_check_only ? 0.0f : time_us([&](int i) { return launch(i, nullptr); }, copies);
   float best = def;
   std::string best_s = "default";
-  for (const RowConfig& c : layouts(nvec)) {
+  for (const RowConfig& c : g_defaults_only ? std::vector<RowConfig>{} : layouts(nvec)) {
     if (rows * c.cluster > INT32_MAX) continue;
     std::string note;
     if (check_run) {
@@ -506,17 +509,20 @@ void silu(int64_t rows, int64_t d, bool fp8) {
   const float def = time_us([&](int i) { return launch(i, nullptr); }, copies);
   float best = def;
   std::string best_s = "default";
+  for (int lean = 0; lean < 2 && !g_defaults_only; ++lean) {
   for (int vec_bytes : {4, 8, 16}) {
     for (int threads : {64, 128, 256, 512}) {
-      const SiluConfig c{threads, vec_bytes};
+      const SiluConfig c{threads, vec_bytes, lean == 1};
       const std::vector<uint8_t> o = output(&c);
       if (o.empty()) continue;
       const float t = time_us([&](int i) { return launch(i, &c); }, copies);
-      const std::string name = "silu t" + std::to_string(threads) + " v" + std::to_string(vec_bytes);
+      const std::string name = std::string(lean ? "lean" : "silu") + " t" + std::to_string(threads) + " v" +
+                               std::to_string(vec_bytes);
       std::printf("  %-28s %-22s %8.2f us  %4.0f%% floor%s\n", what, name.c_str(), t, 100 * floor_us / t,
                   o == ref ? "" : " MISMATCH");
       if (t > 0 && t < best) best = t, best_s = name;
     }
+  }
   }
   std::printf("%-30s default %8.2f us (%3.0f%% floor %.2f us); best %-22s %8.2f us (%.2fx)\n", what, def,
               100 * floor_us / def, floor_us, best_s.c_str(), best, def / best);
@@ -567,6 +573,10 @@ int main(int argc, char** argv) {
       rows_only = true;
     } else if (a == "--check-only") {
       g_check_only = true;
+    } else if (a == "--defaults-only") {
+      g_defaults_only = true;
+    } else if (a == "--max-copies" && i + 1 < argc) {
+      g_max_copies = std::max(2, std::atoi(argv[++i]));
     } else if (a == "--only" && i + 1 < argc) {
       std::string list = argv[++i];
       for (size_t b = 0, e; b <= list.size(); b = e + 1) {
@@ -575,7 +585,7 @@ int main(int argc, char** argv) {
         if (e > b) g_only.push_back(list.substr(b, e - b));
       }
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--explore] [--rows-sweep] [--check-only] [--only \"name,name\"]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--explore] [--rows-sweep] [--check-only] [--defaults-only] [--max-copies N] [--only \"name,name\"]\n", argv[0]);
       return 2;
     }
   }
@@ -607,7 +617,7 @@ int main(int argc, char** argv) {
     for (int64_t rows : {1, 16, 256, 4096}) rms(DType::kBFloat16, 2, rows, d, NormOut::kSame, false);
   }
   for (int64_t rows : {1, 16, 256, 4096}) rms(DType::kBFloat16, 2, rows, 4096, NormOut::kSame, true);
-  for (int64_t rows : {1, 128, 512, 2048}) {
+  for (int64_t rows : {1, 128, 512, 1024, 2048}) {
     rms(DType::kFloat16, 2, rows, 16384, NormOut::kFp8Static, true);
     if (!quick) rms(DType::kFloat16, 2, rows, 16384, NormOut::kFp8Dynamic, true);
   }

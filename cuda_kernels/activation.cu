@@ -207,6 +207,7 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
   if (threads < 32 || threads > kMaxThreads || threads % 32 ||
       (vec_bytes != 4 && vec_bytes != 8 && vec_bytes != 16))
     return cudaErrorInvalidConfiguration;
+  if (forced && forced->lean && (threads > 256 || a.rows > 65535)) return cudaErrorInvalidConfiguration;
   // The widest vector up to vec_bytes that every row of every operand is aligned to
   // (and d a multiple of); none: one element a thread, any layout.
   int width = 1;
@@ -219,7 +220,8 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
     if (fits) width = static_cast<int>(vec);
   }
   const int64_t nvec = a.d / width;
-  const bool lean = mid && !forced && width > 1 && a.rows <= 65535;  // gridDim.y: rows
+  const bool lean = forced ? forced->lean : mid && width > 1 && a.rows <= 65535;  // gridDim.y: rows
+  if (lean && width == 1) return cudaErrorInvalidConfiguration;
   // Threads across a row: enough for the row's vectors (a warp at least); the rest
   // of the block's threads take further rows, so short rows still fill whole blocks.
   const int tx = static_cast<int>(std::min<int64_t>(threads, (nvec + 31) / 32 * 32));
@@ -238,14 +240,15 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
                                        static_cast<int>(nvec));
   };
   constexpr int k16 = 16 / sizeof(T), k8 = 8 / sizeof(T), k4 = 4 / sizeof(T);
-  if (lean) {  // width: k4 or k8 (the small and mid tiers' 4- and 8-byte vectors, at least 2 elements)
+  if (lean) {  // width: k4, k8 or (forced) k16, at least 2 elements
     if constexpr (k4 > 1) {
       if (width == k4) {
         run(silu_mul_lean<T, Out, k4, MUL>);
         return cudaSuccess;
       }
     }
-    run(silu_mul_lean<T, Out, k8, MUL>);
+    if (width == k8) run(silu_mul_lean<T, Out, k8, MUL>);
+    else run(silu_mul_lean<T, Out, k16, MUL>);
     return cudaSuccess;
   }
   if (width == k16) run(silu_mul_kernel<T, Out, k16, MUL>);
