@@ -2,14 +2,16 @@
 
 Two tables, the shapes of the fused-kernels issue:
   * silu_and_mul_fp8: gate_up [rows, 13312] fp16 -> fp8 [rows, 6656] (the MI300 blog's
-    shape), against the same function in eager torch and under torch.compile;
+    shape), against the same function in eager torch and under torch.compile: `compile`
+    is handed 1 / scale ready-made (one multiply an element, no reciprocal), and
+    `compile_scale` takes the scale tensor as our op does and forms 1 / scale itself;
   * silu_mul: gate, up [rows, 14336] bf16 (Llama-3-8B's MLP), against eager
     F.silu(g) * u, its torch.compile, and Liger's LigerSiLUMulFunction.
 Every implementation is checked against fp64 first. Times are medians of CUDA-graph
 replays over rotating input copies (harness.time_us); `floor` = inputs read once and
 outputs written once at the measured copy bandwidth.
 
-    python benchmarks/bench_swiglu.py          # on the GPU; --quick for 3 points
+    python benchmarks/bench_swiglu.py          # on the GPU; --quick for 4 points
     python benchmarks/bench_swiglu.py --cpu-smoke
 """
 
@@ -48,7 +50,7 @@ def load_liger_silu_mul():
 
 def main(argv=None) -> int:
     args = harness.bench_parser(__doc__, "bench_swiglu").parse_args(argv)
-    fp8_rows, mul_rows = [1, 32, 128, 512, 2048], [1, 128, 1024, 4096]
+    fp8_rows, mul_rows = [1, 8, 32, 128, 512, 2048], [1, 128, 1024, 4096]
     d_fp8, d_mul = 6656, 14336
     dev = harness.bench_device(args.cpu_smoke, "bench_swiglu")
     if dev is None:
@@ -56,7 +58,7 @@ def main(argv=None) -> int:
     if dev == "cpu":
         d_fp8, d_mul, fp8_rows, mul_rows = 128, 128, [1, 4], [1, 4]
     if args.quick:
-        fp8_rows, mul_rows = [1, 2048], [4096]
+        fp8_rows, mul_rows = [1, 8, 2048], [4096]
     k = harness.load_kernel()
     torch._dynamo.config.cache_size_limit = 64
     bw = harness.copy_bandwidth(device=dev)
@@ -71,6 +73,7 @@ def main(argv=None) -> int:
         "ours": lambda x: k.silu_and_mul_fp8(x, scale),
         "eager": lambda x: silu_and_mul_fp8_eager(x, inv),
         "compile": torch.compile(lambda x: silu_and_mul_fp8_eager(x, inv), dynamic=False),
+        "compile_scale": torch.compile(lambda x: silu_and_mul_fp8_eager(x, 1.0 / scale), dynamic=False),
     }
     table = []
     for n in fp8_rows:

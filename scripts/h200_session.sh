@@ -26,6 +26,13 @@
 #   tune  : norm/activation tests, the norm layout sweep (benchmarks/tune_norms.cu), quick SwiGLU and
 #           add+RMSNorm+FP8 benchmarks, the LayerNorm benchmark
 #   tuneonly: the norm layout sweep alone (no package build)
+#   fp8_final: the fp8 norm and activation tests, the add + RMSNorm + FP8 and SwiGLU benchmarks,
+#           SwiGLU's block shapes at 1-16 rows with 256 input copies (tune_norms --max-copies)
+#   fp8_verify: compute-sanitizer over the RMSNorm and activation launches (sanitize_cuda.py), and
+#           every fp8 norm layout's output at 1, 3 and 133 rows of 16384 (tune_norms --check-only)
+#   fp8_tune: (no package build) add + RMSNorm + FP8's defaults at 1-2048 rows of 16384 with this
+#           tree's rms_norm.cu and ab_old/rms_norm.cu (untracked) in turn, its layouts, and
+#           SwiGLU's general and lean kernels at every forced shape, 1-128 rows
 #   split_tune: the split layout at hidden 16384: its outputs under compute-sanitizer,
 #           then tune_norms at the goal shapes (no package build)
 #   split2: the norm tests and RMSNorm sanitizers with the split defaults, the split
@@ -269,7 +276,7 @@ bench_sweep() {
   timeout 330 python3 benchmarks/bench_rms_norm.py --rows 1 4 16 64 256 1024 4096 \
     --fused-rows 1 16 256 4096 2>&1 | tee "$OUT/bench.log" | tail -80
 }
-bench_swiglu() { step "SwiGLU benchmark"; timeout 170 python3 benchmarks/bench_swiglu.py "$@" 2>&1 | tee "$OUT/bench_swiglu.log" | tail -30; }
+bench_swiglu() { step "SwiGLU benchmark"; timeout 240 python3 benchmarks/bench_swiglu.py "$@" 2>&1 | tee "$OUT/bench_swiglu.log" | tail -30; }
 bench_decode() { step "decode benchmark"; timeout 300 python3 benchmarks/bench_decode.py "$@" 2>&1 | tee "$OUT/bench_decode.log" | tail -20; }
 bench_layernorm() { step "LayerNorm benchmark"; timeout 240 python3 benchmarks/bench_layer_norm.py "$@" 2>&1 | tee "$OUT/bench_layer_norm.log" | tail -30; }
 tests_layernorm() {
@@ -598,6 +605,32 @@ if [ "$MODE" = split_tune ]; then
   echo "session status $status"; exit $status
 fi
 if [ "$MODE" = tuneonly ]; then tune; echo "session status $status"; exit $status; fi
+# fp8_tune (thirty-sixth session; no package build): the fp8 norm outputs a pair a cvt
+# against the build before it (ab_old/rms_norm.cu, untracked: HEAD's copy), defaults
+# alternating, then every layout; SwiGLU's lean kernel at every forced shape.
+if [ "$MODE" = fp8_tune ]; then
+  step "tune_norms, this tree's and with ab_old/rms_norm.cu"
+  tune_build_par > "$OUT/tune_build.log" 2>&1 & tune_pid=$!
+  nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels -c ab_old/rms_norm.cu -o /tmp/rms_norm_old.o \
+    > "$OUT/tune_build_old.log" 2>&1 || status=1
+  wait $tune_pid || { tail -5 "$OUT/tune_build.log"; status=1; }
+  nvcc -arch=sm_90 /tmp/tune_main.o /tmp/rms_norm_old.o /tmp/layer_norm.o /tmp/activation.o -o /tmp/tune_old || status=1
+  fp8=$(printf 'rms+add+fp8 fp16 %sx16384,' 1 128 512 1024 2048)
+  step "defaults, old and new in turn (3 rounds)"
+  for r in 1 2 3; do
+    for b in old norms; do
+      echo "--- $b, round $r"; timeout 60 /tmp/tune_$b --defaults-only --only "$fp8" | grep -v "^copy\|^empty" || status=1
+    done
+  done 2>&1 | tee "$OUT/fp8_ab.log"
+  step "every layout, new build"
+  timeout 150 /tmp/tune_norms --only "$(printf 'rms+add+fp8 fp16 %sx16384,' 512 1024 2048)" > "$OUT/fp8_layouts.log" 2>&1 || status=1
+  grep -v "^  " "$OUT/fp8_layouts.log"; grep -E "split|exact|MISMATCH" "$OUT/fp8_layouts.log" | head -40
+  step "SwiGLU, every shape (general and lean)"
+  timeout 150 /tmp/tune_norms --only "$(printf 'silu_and_mul_fp8 fp16 %sx13312,' 1 8 16 32 64 128)silu_mul bf16 1x14336,silu_mul bf16 8x14336,silu_mul bf16 32x14336" \
+    > "$OUT/silu_shapes.log" 2>&1 || status=1
+  grep -v "^  " "$OUT/silu_shapes.log"; grep -E "lean|MISMATCH" "$OUT/silu_shapes.log" | head -120
+  echo "session status $status"; exit $status
+fi
 if [ "$MODE" = tune_rms ]; then
   tune --only "rms+add+fp8 fp16 128x16384,rms+add+fp8 fp16 512x16384,rms+add+fp8 fp16 2048x16384,rms bf16 4096x4096,rms bf16 4096x8192,rms bf16 4096x16384,rms bf16 256x16384"
   grep -E "^rms" "$OUT/tune_norms.log"; echo "session status $status"; exit $status
@@ -681,18 +714,22 @@ if [ "$MODE" = ln_sweep ]; then
 fi
 # Every LayerNorm layout's output at the shapes in $1 (tune_norms --check-only, the binary
 # built) under compute-sanitizer's racecheck and memcheck.
-ln_check() {
-  step "compute-sanitizer on every LayerNorm layout's output ($1; --check-only)"
+# compute-sanitizer (racecheck, memcheck) over tune_norms --check-only: every layout's output
+# at the shapes of $2 against the default's; logs check_<label>_<tool>.log.
+layout_check() {
+  local label=$1 only=$2 tool
+  step "compute-sanitizer on every layout's output ($label: $only; --check-only)"
   export PATH="$PATH:/usr/local/cuda/bin"
   for tool in racecheck memcheck; do
-    timeout 100 compute-sanitizer --tool $tool --print-limit 5 /tmp/tune_norms --check-only --only "$1" \
-      > "$OUT/ln_check_$tool.log" 2>&1
-    echo "$tool rc $?: $(tail -1 "$OUT/ln_check_$tool.log")"; grep -c checked "$OUT/ln_check_$tool.log"
+    timeout 100 compute-sanitizer --tool $tool --print-limit 5 /tmp/tune_norms --check-only --only "$only" \
+      > "$OUT/check_${label}_$tool.log" 2>&1
+    echo "$tool rc $?: $(tail -1 "$OUT/check_${label}_$tool.log")"; grep -c checked "$OUT/check_${label}_$tool.log"
   done
-  grep -h "MISMATCH" "$OUT"/ln_check_*.log | sort | uniq | head -10; pack
+  grep -h "MISMATCH" "$OUT"/check_"$label"_*.log | sort | uniq | head -10; pack
 }
+ln_check() { layout_check ln "$1"; }
 # ln_split: the sweep's binary builds beside the package.
-[ "$MODE" = ln_split ] || [ "$MODE" = ln_pair ] && { tune_build_par > "$OUT/tune_build.log" 2>&1 & tune_pid=$!; }
+case "$MODE" in ln_split|ln_pair|fp8_verify|fp8_final) tune_build_par > "$OUT/tune_build.log" 2>&1 & tune_pid=$! ;; esac
 build
 case "$MODE" in
   check)  tests; error_paths; sass; sanitizers; example; bench_quick ;;
@@ -745,6 +782,21 @@ case "$MODE" in
           ln_check "$(printf 'layer_norm %s %sx16384,' fp16 1 bf16 3 fp16 133)"
           bench_layernorm; pack
           sanitize layernorm --only-layernorm ;;
+  fp8_final) step "fp8 norm and activation tests"
+          python3 -m pytest tests/test_rms_norm_fp8.py tests/test_activation.py -q -rfE -p no:cacheprovider 2>&1 \
+            | tee "$OUT/pytest_fp8_act.log" | tail -4
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+          bench_fp8; pack
+          bench_swiglu; pack
+          wait $tune_pid || { tail -5 "$OUT/tune_build.log"; status=1; }
+          step "SwiGLU's shapes with its inputs in HBM (256 copies, as bench_swiglu.py)"
+          timeout 100 /tmp/tune_norms --max-copies 256 --only "$(printf 'silu_and_mul_fp8 fp16 %sx13312,' 1 8 16)" \
+            > "$OUT/silu_hbm.log" 2>&1 || status=1
+          grep -v "^  " "$OUT/silu_hbm.log"; grep -E "^  " "$OUT/silu_hbm.log" | head -80 ;;
+  fp8_verify) sanitize rms --only-rmsnorm; pack
+          sanitize act --only-activations; pack
+          wait $tune_pid || { tail -5 "$OUT/tune_build.log"; status=1; }
+          layout_check fp8 "$(printf 'rms+add+fp8 fp16 %sx16384,rms+fp8dyn fp16 %sx16384,' 1 1 3 3 133 133)" ;;
   split_final) tests_norms; pack
           step "k-quant CUDA tests (the build compiled q4k_torch.cpp's K-limit check)"
           python3 -m pytest tests/test_q4k_cuda.py -q -p no:cacheprovider 2>&1 | tail -2; pack
