@@ -610,7 +610,7 @@ int main(int argc, char** argv) {
     rows_sweep();
     return 0;
   }
-  for (int64_t rows : {1, 8, 16, 32, 64, 128, 512, 2048}) silu(rows, 6656, true);
+  for (int64_t rows : {1, 4, 8, 16, 32, 64, 128, 512, 2048}) silu(rows, 6656, true);
   for (int64_t rows : {1, 8, 32, 128, 512, 4096}) silu(rows, 14336, false);
   for (int64_t d : {4096, 8192, 16384}) {
     if (quick && d == 8192) continue;
