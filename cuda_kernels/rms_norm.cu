@@ -97,18 +97,22 @@ __device__ __forceinline__ void unpack_vec(const Pack<T, VEC>& a, float (&f)[VEC
   }
 }
 
-// from_float<T>(norm_value(...)) of a 16-bit vector (a: x as fp32), a pair at a time:
-// the same two roundings, in packed cvts.
+// norm_value's two roundings for two 16-bit elements (x0, x1 as fp32; w: the weight
+// pair's word), in packed cvts; returns the pair of results as a word.
+template <typename T>
+__device__ __forceinline__ uint32_t norm_pair(float x0, float x1, uint32_t w, float inv_rms) {
+  const float2 g = Pair16<T>::unpack(w);
+  const float2 n = Pair16<T>::unpack(Pair16<T>::pack(x0 * inv_rms, x1 * inv_rms));
+  return Pair16<T>::pack(n.x * g.x, n.y * g.y);
+}
+
+// from_float<T>(norm_value(...)) of a 16-bit vector (a: x as fp32), a pair at a time.
 template <typename T, int VEC>
 __device__ __forceinline__ Pack<T, VEC> norm_vec16(const float (&a)[VEC], const Pack<T, VEC>& g, float inv_rms) {
   uint32_t gu[VEC / 2], y[VEC / 2];
   __builtin_memcpy(gu, &g, sizeof gu);
 #pragma unroll
-  for (int j = 0; j < VEC / 2; ++j) {
-    const float2 w = Pair16<T>::unpack(gu[j]);
-    const float2 n = Pair16<T>::unpack(Pair16<T>::pack(a[2 * j] * inv_rms, a[2 * j + 1] * inv_rms));
-    y[j] = Pair16<T>::pack(n.x * w.x, n.y * w.y);
-  }
+  for (int j = 0; j < VEC / 2; ++j) y[j] = norm_pair<T>(a[2 * j], a[2 * j + 1], gu[j], inv_rms);
   Pack<T, VEC> out;
   __builtin_memcpy(&out, y, sizeof y);
   return out;
@@ -123,8 +127,8 @@ __device__ __forceinline__ Pack<T, VEC> add_rounded(Pack<T, VEC> a, const Pack<T
   return a;
 }
 
-// norm_value of every element of a vector; 16-bit rows a pair at a time (the same two
-// roundings in packed cvts: norm_value's single cvts made the fp8 path of the split rows
+// norm_value of every element of a vector; 16-bit rows a pair at a time (norm_pair:
+// norm_value's single cvts made the fp8 path of the split rows
 // 552 instructions against the 16-bit output's 335, nvcc 13.0).
 template <typename T, int VEC>
 __device__ __forceinline__ void norm_values(const Pack<T, VEC>& a, const Pack<T, VEC>& g, float inv_rms,
@@ -135,9 +139,8 @@ __device__ __forceinline__ void norm_values(const Pack<T, VEC>& a, const Pack<T,
     __builtin_memcpy(gu, &g, sizeof gu);
 #pragma unroll
     for (int j = 0; j < VEC / 2; ++j) {
-      const float2 x = Pair16<T>::unpack(au[j]), w = Pair16<T>::unpack(gu[j]);
-      const float2 n = Pair16<T>::unpack(Pair16<T>::pack(x.x * inv_rms, x.y * inv_rms));
-      const float2 v = Pair16<T>::unpack(Pair16<T>::pack(n.x * w.x, n.y * w.y));
+      const float2 x = Pair16<T>::unpack(au[j]);
+      const float2 v = Pair16<T>::unpack(norm_pair<T>(x.x, x.y, gu[j], inv_rms));
       y[2 * j] = v.x, y[2 * j + 1] = v.y;
     }
   } else {

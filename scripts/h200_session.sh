@@ -606,7 +606,8 @@ if [ "$MODE" = split_tune ]; then
 fi
 if [ "$MODE" = tuneonly ]; then tune; echo "session status $status"; exit $status; fi
 # fp8_tune (thirty-sixth session; no package build): the fp8 norm outputs a pair a cvt
-# against the build before it (ab_old/rms_norm.cu, untracked: HEAD's copy), defaults
+# against the build before it (ab_old/rms_norm.cu, untracked, which s36a made with
+# `git show c06a88e:cuda_kernels/rms_norm.cu > ab_old/rms_norm.cu`), defaults
 # alternating, then every layout; SwiGLU's lean kernel at every forced shape.
 if [ "$MODE" = fp8_tune ]; then
   step "tune_norms, this tree's and with ab_old/rms_norm.cu"
