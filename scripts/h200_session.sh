@@ -26,6 +26,8 @@
 #   tune  : norm/activation tests, the norm layout sweep (benchmarks/tune_norms.cu), quick SwiGLU and
 #           add+RMSNorm+FP8 benchmarks, the LayerNorm benchmark
 #   tuneonly: the norm layout sweep alone (no package build)
+#   swiglu_tier: activation tests, the SwiGLU benchmark, SwiGLU's lean 4- and 8-byte shapes at
+#           2-32 rows from HBM (two rounds), activation launches under compute-sanitizer
 #   fp8_final: the fp8 norm and activation tests, the add + RMSNorm + FP8 and SwiGLU benchmarks,
 #           SwiGLU's block shapes at 1-16 rows with 256 input copies (tune_norms --max-copies)
 #   fp8_verify: compute-sanitizer over the RMSNorm and activation launches (sanitize_cuda.py), and
@@ -730,7 +732,7 @@ layout_check() {
 }
 ln_check() { layout_check ln "$1"; }
 # ln_split: the sweep's binary builds beside the package.
-case "$MODE" in ln_split|ln_pair|fp8_verify|fp8_final) tune_build_par > "$OUT/tune_build.log" 2>&1 & tune_pid=$! ;; esac
+case "$MODE" in ln_split|ln_pair|fp8_verify|fp8_final|swiglu_tier) tune_build_par > "$OUT/tune_build.log" 2>&1 & tune_pid=$! ;; esac
 build
 case "$MODE" in
   check)  tests; error_paths; sass; sanitizers; example; bench_quick ;;
@@ -794,6 +796,17 @@ case "$MODE" in
           timeout 100 /tmp/tune_norms --max-copies 256 --only "$(printf 'silu_and_mul_fp8 fp16 %sx13312,' 1 8 16)" \
             > "$OUT/silu_hbm.log" 2>&1 || status=1
           grep -v "^  " "$OUT/silu_hbm.log"; grep -E "^  " "$OUT/silu_hbm.log" | head -80 ;;
+  swiglu_tier) step "activation tests"
+          python3 -m pytest tests/test_activation.py -q -rfE -p no:cacheprovider 2>&1 \
+            | tee "$OUT/pytest_activation.log" | tail -3; [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+          bench_swiglu; pack
+          wait $tune_pid || { tail -5 "$OUT/tune_build.log"; status=1; }
+          step "SwiGLU's lean shapes from HBM (256 copies, as bench_swiglu.py), two rounds"
+          for r in 1 2; do
+            timeout 100 /tmp/tune_norms --max-copies 256 --only "$(printf 'silu_and_mul_fp8 fp16 %sx13312,' 4 6 8 12 16 20 24 32)$(printf 'silu_mul bf16 %sx14336,' 2 4 8 16)" \
+              | grep -E "default|lean t(128|256) v(4|8) " || status=1
+          done 2>&1 | tee "$OUT/silu_tier.log"; pack
+          sanitize act --only-activations ;;
   fp8_verify) sanitize rms --only-rmsnorm; pack
           sanitize act --only-activations; pack
           wait $tune_pid || { tail -5 "$OUT/tune_build.log"; status=1; }
