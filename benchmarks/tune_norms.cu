@@ -247,7 +247,7 @@ struct Buffers {
   }
 };
 
-int g_max_copies = 64;  // --max-copies: 256 puts 8 rows of SwiGLU in HBM, as bench_swiglu.py's
+int g_max_copies = 64;  // --max-copies N: bench_swiglu.py uses 256, which at 8 rows of SwiGLU is 54 MB, about the L2
 int copies_for(size_t bytes) {
   return static_cast<int>(std::clamp<size_t>((size_t(200) << 20) / std::max<size_t>(bytes, 1) + 1, 2, g_max_copies));
 }

@@ -199,14 +199,13 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
   // 8-byte loads were 1.5-2x and 1.1x slower than 16-byte ones. The tiers are the best
   // of the tune_norms sweep at 1 to 4096 rows (BENCHMARKS.md, seventh session), within 2%.
   // The first two tiers run silu_mul_lean where the rows fit the grid's y (and a vector
-  // holds two elements at least); the sweep ran the general kernel. Within the small
-  // tier, 128-512 KB (5-19 rows of the blog's 13312 fp16) takes 8-byte vectors: from
-  // HBM (tune_norms --max-copies 256, as bench_swiglu.py) 8 rows took 1.80-1.84 us
-  // against 1.90-1.94 with 4-byte ones in four runs (s36b, s37a), equal at 16 rows.
+  // holds two elements at least); the sweep ran the general kernel. 8-byte vectors at 8
+  // rows looked 5% faster from 256 input copies (54 MB, about the L2's size), but made the
+  // default they timed as before (1.90 us) while the same shape forced later in the
+  // sweep timed 1.82 (s37b): the L2's state, not the shape.
   const int64_t in_bytes = a.rows * a.d * int64_t(sizeof(T)) * (MUL ? 2 : 1);
   const bool small = in_bytes <= (int64_t{2} << 20), mid = in_bytes <= (int64_t{8} << 20);
-  const bool few_rows = in_bytes > (int64_t{128} << 10) && in_bytes <= (int64_t{512} << 10);
-  int vec_bytes = forced ? forced->vec_bytes : small ? (few_rows ? 8 : 4) : mid ? 8 : 16;
+  int vec_bytes = forced ? forced->vec_bytes : small ? 4 : mid ? 8 : 16;
   const int threads = forced ? forced->threads : small ? 256 : 128;
   if (threads < 32 || threads > kMaxThreads || threads % 32 ||
       (vec_bytes != 4 && vec_bytes != 8 && vec_bytes != 16))

@@ -27,7 +27,7 @@
 #           add+RMSNorm+FP8 benchmarks, the LayerNorm benchmark
 #   tuneonly: the norm layout sweep alone (no package build)
 #   swiglu_tier: activation tests, the SwiGLU benchmark, SwiGLU's lean 4- and 8-byte shapes at
-#           2-32 rows from HBM (two rounds), activation launches under compute-sanitizer
+#           4-32 rows with 256 input copies (two rounds), activation launches under compute-sanitizer
 #   fp8_final: the fp8 norm and activation tests, the add + RMSNorm + FP8 and SwiGLU benchmarks,
 #           SwiGLU's block shapes at 1-16 rows with 256 input copies (tune_norms --max-copies)
 #   fp8_verify: compute-sanitizer over the RMSNorm and activation launches (sanitize_cuda.py), and
@@ -803,7 +803,7 @@ case "$MODE" in
           wait $tune_pid || { tail -5 "$OUT/tune_build.log"; status=1; }
           step "SwiGLU's lean shapes from HBM (256 copies, as bench_swiglu.py), two rounds"
           for r in 1 2; do
-            timeout 100 /tmp/tune_norms --max-copies 256 --only "$(printf 'silu_and_mul_fp8 fp16 %sx13312,' 4 6 8 12 16 20 24 32)$(printf 'silu_mul bf16 %sx14336,' 2 4 8 16)" \
+            timeout 100 /tmp/tune_norms --max-copies 256 --only "$(printf 'silu_and_mul_fp8 fp16 %sx13312,' 4 8 16 32)silu_mul bf16 8x14336" \
               | grep -E "default|lean t(128|256) v(4|8) " || status=1
           done 2>&1 | tee "$OUT/silu_tier.log"; pack
           sanitize act --only-activations ;;
