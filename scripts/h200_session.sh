@@ -26,6 +26,7 @@
 #   tune  : norm/activation tests, the norm layout sweep (benchmarks/tune_norms.cu), quick SwiGLU and
 #           add+RMSNorm+FP8 benchmarks, the LayerNorm benchmark
 #   tuneonly: the norm layout sweep alone (no package build)
+#   cuda_tests: every CUDA test case (tests_gpu), nothing else
 #   swiglu_tier: activation tests, the SwiGLU benchmark, SwiGLU's lean 4- and 8-byte shapes at
 #           4-32 rows with 256 input copies (two rounds), activation launches under compute-sanitizer
 #   fp8_final: the fp8 norm and activation tests, the add + RMSNorm + FP8 and SwiGLU benchmarks,
@@ -993,6 +994,7 @@ case "$MODE" in
   q4k)    tests_q4k; bench_q4k; sass_q4k; sanitizers_q4k ;;
   q4k_prof) profile_q4k ;;
   gpu_tests) tests_gpu; sanitizers_gemm ;;
+  cuda_tests) tests_gpu ;;
   recheck) tests_gpu; bench_q4k --quick; sanitizers_q4k; sanitizers_gemm ;;
   q4k_final) tests_q4k; for i in 1 2; do python3 -m pytest tests/test_q4k_cuda.py -q -rfE -p no:cacheprovider 2>&1 | tail -4; done
              bench_q4k; sass_q4k; sanitizers_q4k; profile_q4k ;;
