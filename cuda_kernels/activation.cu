@@ -200,9 +200,9 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
   // of the tune_norms sweep at 1 to 4096 rows (BENCHMARKS.md, seventh session), within 2%.
   // The first two tiers run silu_mul_lean where the rows fit the grid's y (and a vector
   // holds two elements at least); the sweep ran the general kernel. 8-byte vectors at 8
-  // rows looked 5% faster from 256 input copies (54 MB, about the L2's size), but made the
-  // default they timed as before (1.90 us) while the same shape forced later in the
-  // sweep timed 1.82 (s37b): the L2's state, not the shape.
+  // rows timed 5% faster in sweeps over 256 input copies (54 MB, about the L2), but as
+  // the default the same launch took 1.90 us, as before, while forced later in the same
+  // sweep it took 1.82 (s37b): the L2's state, not the shape.
   const int64_t in_bytes = a.rows * a.d * int64_t(sizeof(T)) * (MUL ? 2 : 1);
   const bool small = in_bytes <= (int64_t{2} << 20), mid = in_bytes <= (int64_t{8} << 20);
   int vec_bytes = forced ? forced->vec_bytes : small ? 4 : mid ? 8 : 16;
