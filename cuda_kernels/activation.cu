@@ -132,8 +132,11 @@ __device__ __forceinline__ OutVec<Out, VEC> swiglu_scaled(const Pack<T, VEC>& gv
 }
 
 // The general kernel: a block covers `ty` rows (rows on the grid's x) and a thread loops
-// over its row's vectors with the grid's y stride.
-template <typename T, typename Out, int VEC, bool MUL>
+// over its row's vectors with the grid's y stride, ITEMS vectors a step (blockDim.x
+// apart), all their loads issued before the math. ITEMS 2 is a forced shape only
+// (SiluConfig::items, 16-byte vectors), for the sweep: at 512 x 13312 fp16 one vector a
+// thread is 512 x 7 blocks of 128, about 1.7 waves of 16 blocks an SM; two make it one.
+template <typename T, typename Out, int VEC, bool MUL, int ITEMS = 1>
 __global__ void __launch_bounds__(kMaxThreads)
     silu_mul_kernel(Out* __restrict__ out, int64_t out_stride, const T* __restrict__ gate,
                     int64_t gate_stride, const T* __restrict__ up, int64_t up_stride,
@@ -151,13 +154,28 @@ __global__ void __launch_bounds__(kMaxThreads)
   const In* g = reinterpret_cast<const In*>(gate + r * gate_stride);
   const In* u = reinterpret_cast<const In*>(MUL ? up + r * up_stride : gate);
   O* o = reinterpret_cast<O*>(out + r * out_stride);
-  for (int c = blockIdx.y * blockDim.x + threadIdx.x; c < nvec; c += gridDim.y * blockDim.x) {
-    const In gv = ld_ordered(g + c);
-    In uv;
-    if constexpr (MUL) uv = ld_ordered(u + c);
+  // With ITEMS > 1 the loop runs while any lane of the warp has a vector (its first
+  // lane's), so every lane reaches the __syncwarp: without it ptxas issued the second
+  // vector's loads after the first one's math (a second memory latency); WARPSYNC keeps
+  // all of them above it. A lane past the row's end loads its last vector again and
+  // stores nothing.
+  for (int c = blockIdx.y * blockDim.x * ITEMS + threadIdx.x; (ITEMS == 1 ? c : c - int(threadIdx.x & 31)) < nvec;
+       c += gridDim.y * blockDim.x * ITEMS) {
+    const int step = blockDim.x;
+    In gv[ITEMS], uv[ITEMS];
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+      const int ck = ITEMS == 1 ? c : min(c + k * step, nvec - 1);
+      gv[k] = ld_ordered(g + ck);
+      if constexpr (MUL) uv[k] = ld_ordered(u + ck);
+    }
+    if constexpr (ITEMS > 1) __syncwarp();
     const float s = after_loads(scale_in);
-    const O y = swiglu_scaled<T, Out, VEC, MUL>(gv, uv, s);
-    o[c] = y;
+#pragma unroll
+    for (int k = 0; k < ITEMS; ++k) {
+      const O y = swiglu_scaled<T, Out, VEC, MUL>(gv[k], uv[k], s);
+      if (ITEMS == 1 || c + k * step < nvec) o[c + k * step] = y;
+    }
   }
 }
 
@@ -211,6 +229,8 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
       (vec_bytes != 4 && vec_bytes != 8 && vec_bytes != 16))
     return cudaErrorInvalidConfiguration;
   if (forced && forced->lean && (threads > 256 || a.rows > 65535)) return cudaErrorInvalidConfiguration;
+  const int items = forced ? forced->items : 1;
+  if (items != 1 && (items != 2 || vec_bytes != 16 || (forced && forced->lean))) return cudaErrorInvalidConfiguration;
   // The widest vector up to vec_bytes that every row of every operand is aligned to
   // (and d a multiple of); none: one element a thread, any layout.
   int width = 1;
@@ -229,7 +249,7 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
   // of the block's threads take further rows, so short rows still fill whole blocks.
   const int tx = static_cast<int>(std::min<int64_t>(threads, (nvec + 31) / 32 * 32));
   const int ty = std::max(1, threads / tx);
-  const int64_t chunks = std::min<int64_t>((nvec + tx - 1) / tx, kMaxChunks);
+  const int64_t chunks = std::min<int64_t>((nvec + tx * items - 1) / (tx * items), kMaxChunks);
   dim3 grid(static_cast<unsigned>((a.rows + ty - 1) / ty), static_cast<unsigned>(chunks));
   dim3 block(tx, ty);
   if (lean) {
@@ -254,7 +274,10 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
     else run(silu_mul_lean<T, Out, k16, MUL>);
     return cudaSuccess;
   }
-  if (width == k16) run(silu_mul_kernel<T, Out, k16, MUL>);
+  if (items == 2) {
+    if (width != k16) return cudaErrorInvalidConfiguration;  // the row's layout refused 16 bytes
+    run(silu_mul_kernel<T, Out, k16, MUL, 2>);
+  } else if (width == k16) run(silu_mul_kernel<T, Out, k16, MUL>);
   else if (width == k8) run(silu_mul_kernel<T, Out, k8, MUL>);
   else if (width == k4) run(silu_mul_kernel<T, Out, k4, MUL>);
   else run(silu_mul_kernel<T, Out, 1, MUL>);
