@@ -55,7 +55,7 @@ def test_rms_norm_matches_hf_rounding(ik, device, dtype):
     # ulp of the output covers both roundings). A fixed one-ulp tolerance failed in CI
     # (fp16, two output ulps at |w| near 2: about one draw in a thousand). fp32 rounds
     # nothing away: the order, and CUDA's rsqrtf (2 ulps) on both sides, so 8 ulps of n
-    # (the CPU op: up to 2 ulps in 4500 draws).
+    # (against the CPU op: up to twice the one-ulp bound in 4500 draws).
     n64, w64, hf64, out64 = (t.double().cpu() for t in (n, w, hf, out))
     n_ulps = 8 if dtype == torch.float32 else 1
     top = torch.maximum(out64.abs(), hf64.abs())  # the two roundings' larger ulp
