@@ -512,12 +512,11 @@ void silu(int64_t rows, int64_t d, bool fp8) {
   for (int lean = 0; lean < 2 && !g_defaults_only; ++lean) {
   for (int vec_bytes : {4, 8, 16}) {
     for (int threads : {64, 128, 256, 512}) {
-    for (int items = 1; items <= (!lean && vec_bytes == 16 ? 2 : 1); ++items) {  // i2: two vectors a thread
-      const SiluConfig c{threads, vec_bytes, lean == 1, items};
+      const SiluConfig c{threads, vec_bytes, lean == 1};
       const std::vector<uint8_t> o = output(&c);
       if (o.empty()) continue;
       const std::string name = std::string(lean ? "lean" : "silu") + " t" + std::to_string(threads) + " v" +
-                               std::to_string(vec_bytes) + (items > 1 ? " i2" : "");
+                               std::to_string(vec_bytes);
       if (g_check_only) {
         std::printf("  %-28s %-22s checked%s\n", what, name.c_str(), o == ref ? "" : " MISMATCH");
         continue;
@@ -526,7 +525,6 @@ void silu(int64_t rows, int64_t d, bool fp8) {
       std::printf("  %-28s %-22s %8.2f us  %4.0f%% floor%s\n", what, name.c_str(), t, 100 * floor_us / t,
                   o == ref ? "" : " MISMATCH");
       if (t > 0 && t < best) best = t, best_s = name;
-    }
     }
   }
   }

@@ -1,9 +1,10 @@
 // silu, and SwiGLU (silu(gate) * up, optionally quantised to fp8) on NVIDIA GPUs
 // (torch-free; see activation_torch.cpp for the tensor checks).
 //
-// Element-wise, two kernels. Up to 8 MB of input silu_mul_lean: one vector a thread,
-// column chunks on the grid's x and rows on y. Beyond, silu_mul_kernel: a block covers
-// `ty` rows and `tx` vectors of each (rows on x, column chunks on y). Neither divides to
+// Element-wise, two kernels. Up to 65535 rows (fp32: and 8 MB of input) silu_mul_lean:
+// one vector a thread, column chunks on the grid's x and rows on y. Beyond,
+// silu_mul_kernel: a block covers `ty` rows and `tx` vectors of each (rows on x, column
+// chunks on y). Neither divides to
 // find a row, and each thread issues the loads of both inputs before it computes. A
 // thread moves one 4-, 8- or 16-byte vector of each input: launch picks the width from
 // the input's size, or the widest below it that every row of every operand is aligned
@@ -132,11 +133,8 @@ __device__ __forceinline__ OutVec<Out, VEC> swiglu_scaled(const Pack<T, VEC>& gv
 }
 
 // The general kernel: a block covers `ty` rows (rows on the grid's x) and a thread loops
-// over its row's vectors with the grid's y stride, ITEMS vectors a step (blockDim.x
-// apart), all their loads issued before the math. ITEMS 2 is a forced shape only
-// (SiluConfig::items, 16-byte vectors), for the sweep: at 512 x 13312 fp16 one vector a
-// thread is 512 x 7 blocks of 128, about 1.7 waves of 16 blocks an SM; two make it one.
-template <typename T, typename Out, int VEC, bool MUL, int ITEMS = 1>
+// over its row's vectors with the grid's y stride.
+template <typename T, typename Out, int VEC, bool MUL>
 __global__ void __launch_bounds__(kMaxThreads)
     silu_mul_kernel(Out* __restrict__ out, int64_t out_stride, const T* __restrict__ gate,
                     int64_t gate_stride, const T* __restrict__ up, int64_t up_stride,
@@ -154,39 +152,26 @@ __global__ void __launch_bounds__(kMaxThreads)
   const In* g = reinterpret_cast<const In*>(gate + r * gate_stride);
   const In* u = reinterpret_cast<const In*>(MUL ? up + r * up_stride : gate);
   O* o = reinterpret_cast<O*>(out + r * out_stride);
-  // With ITEMS > 1 the loop runs while any lane of the warp has a vector (its first
-  // lane's), so every lane reaches the __syncwarp: without it ptxas issued the second
-  // vector's loads after the first one's math (a second memory latency); WARPSYNC keeps
-  // all of them above it. A lane past the row's end loads its last vector again and
-  // stores nothing.
-  for (int c = blockIdx.y * blockDim.x * ITEMS + threadIdx.x; (ITEMS == 1 ? c : c - int(threadIdx.x & 31)) < nvec;
-       c += gridDim.y * blockDim.x * ITEMS) {
-    const int step = blockDim.x;
-    In gv[ITEMS], uv[ITEMS];
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) {
-      const int ck = ITEMS == 1 ? c : min(c + k * step, nvec - 1);
-      gv[k] = ld_ordered(g + ck);
-      if constexpr (MUL) uv[k] = ld_ordered(u + ck);
-    }
-    if constexpr (ITEMS > 1) __syncwarp();
+  for (int c = blockIdx.y * blockDim.x + threadIdx.x; c < nvec; c += gridDim.y * blockDim.x) {
+    const In gv = ld_ordered(g + c);
+    In uv;
+    if constexpr (MUL) uv = ld_ordered(u + c);
     const float s = after_loads(scale_in);
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) {
-      const O y = swiglu_scaled<T, Out, VEC, MUL>(gv[k], uv[k], s);
-      if (ITEMS == 1 || c + k * step < nvec) o[c + k * step] = y;
-    }
+    const O y = swiglu_scaled<T, Out, VEC, MUL>(gv, uv, s);
+    o[c] = y;
   }
 }
 
-// Up to 8 MB of input (the launcher's small and mid tiers): one vector a thread, column
-// chunks on the grid's x and rows on y, no loop and no exit before the loads (threads
+// Up to 65535 rows (the grid's y): one vector a thread, column chunks on the grid's x
+// and rows on y, no loop and no exit before the loads (threads
 // past the row's end load its last vector again and store nothing), so the loads issue
 // 22-31 instructions in, against 33-44 in the general kernel (its row and range checks
 // and exits, 64-bit row math; nvcc 13.0, sm_90a, fp16 in, fp8 out). silu_and_mul_fp8
 // fp16 against the general kernel (s28d, us): 1 x 13312 1.23 against 1.34, 32 rows 1.97
 // against 2.15, 128 rows 2.74 against 2.96; the general kernel with __frcp_rn took 1.42
-// at one row (s28a).
+// at one row (s28a). Past 8 MB, with 16-byte vectors, it beat the general kernel's loop
+// too (s38a, 128 threads, us): 512 x 13312 fp8 5.60 against 5.82, 2048 rows 17.39 against
+// 17.75; silu_mul bf16 512 x 14336 11.21 against 11.41, 4096 rows 82.1 against 85.8.
 template <typename T, typename Out, int VEC, bool MUL>
 __global__ void __launch_bounds__(256)
     silu_mul_lean(Out* __restrict__ out, int64_t out_stride, const T* __restrict__ gate,
@@ -216,8 +201,9 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
   // thread, as Triton's kernel there). With more bytes, wider vectors: past 8 MB, 4- and
   // 8-byte loads were 1.5-2x and 1.1x slower than 16-byte ones. The tiers are the best
   // of the tune_norms sweep at 1 to 4096 rows (BENCHMARKS.md, seventh session), within 2%.
-  // The first two tiers run silu_mul_lean where the rows fit the grid's y (and a vector
-  // holds two elements at least); the sweep ran the general kernel. 8-byte vectors at 8
+  // Every tier runs silu_mul_lean where the rows fit the grid's y (and a vector holds
+  // two elements at least; fp32 up to 8 MB); the seventh session's sweep ran the general
+  // kernel. 8-byte vectors at 8
   // rows timed 5% faster in sweeps over 256 input copies (54 MB, about the L2), but as
   // the default the same launch took 1.90 us, as before, while forced later in the same
   // sweep it took 1.82 (s37b): the L2's state, not the shape.
@@ -229,8 +215,6 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
       (vec_bytes != 4 && vec_bytes != 8 && vec_bytes != 16))
     return cudaErrorInvalidConfiguration;
   if (forced && forced->lean && (threads > 256 || a.rows > 65535)) return cudaErrorInvalidConfiguration;
-  const int items = forced ? forced->items : 1;
-  if (items != 1 && (items != 2 || vec_bytes != 16 || (forced && forced->lean))) return cudaErrorInvalidConfiguration;
   // The widest vector up to vec_bytes that every row of every operand is aligned to
   // (and d a multiple of); none: one element a thread, any layout.
   int width = 1;
@@ -243,13 +227,14 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
     if (fits) width = static_cast<int>(vec);
   }
   const int64_t nvec = a.d / width;
-  const bool lean = forced ? forced->lean : mid && width > 1 && a.rows <= 65535;  // gridDim.y: rows
+  // gridDim.y: rows. fp32 past 8 MB keeps the general kernel: not measured there.
+  const bool lean = forced ? forced->lean : width > 1 && a.rows <= 65535 && (mid || sizeof(T) == 2);
   if (lean && width == 1) return cudaErrorInvalidConfiguration;
   // Threads across a row: enough for the row's vectors (a warp at least); the rest
   // of the block's threads take further rows, so short rows still fill whole blocks.
   const int tx = static_cast<int>(std::min<int64_t>(threads, (nvec + 31) / 32 * 32));
   const int ty = std::max(1, threads / tx);
-  const int64_t chunks = std::min<int64_t>((nvec + tx * items - 1) / (tx * items), kMaxChunks);
+  const int64_t chunks = std::min<int64_t>((nvec + tx - 1) / tx, kMaxChunks);
   dim3 grid(static_cast<unsigned>((a.rows + ty - 1) / ty), static_cast<unsigned>(chunks));
   dim3 block(tx, ty);
   if (lean) {
@@ -274,10 +259,7 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
     else run(silu_mul_lean<T, Out, k16, MUL>);
     return cudaSuccess;
   }
-  if (items == 2) {
-    if (width != k16) return cudaErrorInvalidConfiguration;  // the row's layout refused 16 bytes
-    run(silu_mul_kernel<T, Out, k16, MUL, 2>);
-  } else if (width == k16) run(silu_mul_kernel<T, Out, k16, MUL>);
+  if (width == k16) run(silu_mul_kernel<T, Out, k16, MUL>);
   else if (width == k8) run(silu_mul_kernel<T, Out, k8, MUL>);
   else if (width == k4) run(silu_mul_kernel<T, Out, k4, MUL>);
   else run(silu_mul_kernel<T, Out, 1, MUL>);

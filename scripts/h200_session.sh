@@ -27,8 +27,9 @@
 #           add+RMSNorm+FP8 benchmarks, the LayerNorm benchmark
 #   tuneonly: the norm layout sweep alone (no package build)
 #   cuda_tests: every CUDA test case (tests_gpu), nothing else
-#   silu_items: EXPERIMENT (issue 3; no package build): SwiGLU's general kernel with two vectors a
-#           thread (tune_norms' "i2" shapes): outputs under compute-sanitizer, then the sweep
+#   swiglu_lean: the lean SwiGLU kernel up to 65535 rows (16-byte vectors past 8 MB): activation
+#           tests, the SwiGLU benchmark, activation launches under compute-sanitizer, the sweep
+#           at 192-4096 rows (two rounds)
 #   swiglu_tier: activation tests, the SwiGLU benchmark, SwiGLU's lean 4- and 8-byte shapes at
 #           4-32 rows with 256 input copies (two rounds), activation launches under compute-sanitizer
 #   fp8_final: the fp8 norm and activation tests, the add + RMSNorm + FP8 and SwiGLU benchmarks,
@@ -734,23 +735,8 @@ layout_check() {
   grep -h "MISMATCH" "$OUT"/check_"$label"_*.log | sort | uniq | head -10; pack
 }
 ln_check() { layout_check ln "$1"; }
-# silu_items (no package build): SwiGLU's general kernel with two 16-byte vectors a thread
-# (SiluConfig::items, forced shapes only): every shape's output at 1 / 3 / 133 rows of a
-# row ending part way through a warp, under compute-sanitizer, then the sweep at
-# 128-4096 rows, two rounds.
-if [ "$MODE" = silu_items ]; then
-  step "build tune_norms"
-  tune_build_par > "$OUT/tune_build.log" 2>&1 || { tail -5 "$OUT/tune_build.log"; exit 1; }
-  layout_check silu "$(printf 'silu_and_mul_fp8 fp16 %sx13328,silu_mul bf16 %sx14344,' 1 1 3 3 133 133)"
-  step "SwiGLU's general kernel, one and two vectors a thread (two rounds)"
-  for r in 1 2; do
-    timeout 150 /tmp/tune_norms --only "$(printf 'silu_and_mul_fp8 fp16 %sx13312,' 128 512 2048)$(printf 'silu_mul bf16 %sx14336,' 128 512 4096)" \
-      | grep -E "default|v16" || status=1
-  done 2>&1 | tee "$OUT/silu_items.log"
-  echo "session status $status"; exit $status
-fi
 # ln_split: the sweep's binary builds beside the package.
-case "$MODE" in ln_split|ln_pair|fp8_verify|fp8_final|swiglu_tier) tune_build_par > "$OUT/tune_build.log" 2>&1 & tune_pid=$! ;; esac
+case "$MODE" in ln_split|ln_pair|fp8_verify|fp8_final|swiglu_tier|swiglu_lean) tune_build_par > "$OUT/tune_build.log" 2>&1 & tune_pid=$! ;; esac
 build
 case "$MODE" in
   check)  tests; error_paths; sass; sanitizers; example; bench_quick ;;
@@ -825,6 +811,17 @@ case "$MODE" in
               | grep -E "default|lean t(128|256) v(4|8) " || status=1
           done 2>&1 | tee "$OUT/silu_tier.log"; pack
           sanitize act --only-activations ;;
+  swiglu_lean) step "activation tests"
+          python3 -m pytest tests/test_activation.py -q -rfE -p no:cacheprovider 2>&1 \
+            | tee "$OUT/pytest_activation.log" | tail -3; [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+          bench_swiglu; pack
+          sanitize act --only-activations; pack
+          wait $tune_pid || { tail -5 "$OUT/tune_build.log"; status=1; }
+          step "SwiGLU's default against the general kernel's and the lean 16-byte shapes, two rounds"
+          for r in 1 2; do
+            timeout 150 /tmp/tune_norms --only "$(printf 'silu_and_mul_fp8 fp16 %sx13312,' 192 256 384 512 1024 2048)$(printf 'silu_mul bf16 %sx14336,' 256 1024 4096)" \
+              | grep -E "default|(silu|lean) t(128|256) v16" || status=1
+          done 2>&1 | tee "$OUT/silu_lean.log" ;;
   fp8_verify) sanitize rms --only-rmsnorm; pack
           sanitize act --only-activations; pack
           wait $tune_pid || { tail -5 "$OUT/tune_build.log"; status=1; }

@@ -202,10 +202,10 @@ def main():
         return 0
     if "--only-activations" in sys.argv:
         # Each vector tier (inputs up to 2 MB, 8 MB, beyond: 64, 320 and 700 rows of 2 x
-        # 4104 16-bit) and odd sizes.
+        # 4104 16-bit), more rows than the lean kernel's grid (the general kernel), odd sizes.
         for dtype in (torch.float32, torch.float16, torch.bfloat16):
-            for rows, hidden in [(64, 4104), (320, 4104), (700, 4104), (1, 1), (3, 3), (5, 127), (7, 6656),
-                                 (3, 16385)]:
+            for rows, hidden in [(64, 4104), (320, 4104), (700, 4104), (65543, 72), (1, 1), (3, 3), (5, 127),
+                                 (7, 6656), (3, 16385)]:
                 n += activations(ik, rows, hidden, dtype, dev)
         torch.cuda.synchronize()
         print(f"sanitize_cuda: {n} SwiGLU / silu launches done")

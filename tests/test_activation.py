@@ -151,8 +151,26 @@ def test_more_work_than_one_grid(ik, device):
 OPS = ["silu_and_mul", "silu_and_mul_fp8", "silu_mul", "silu"]
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("op", OPS)
+def test_rows_past_the_lean_grid(ik, device, dtype, op):
+    """More rows than the CUDA lean kernel's grid holds (65535 on its y): the launcher
+    takes the general kernel, 16-byte vectors; every row checked."""
+    if device == "cpu":
+        pytest.skip("a CUDA launch limit; the CPU path has none")
+    rows, hidden = 65543, 72
+    width = 2 * hidden if op.startswith("silu_and_mul") else hidden
+    x, up = rand((rows, width), dtype, device), rand((rows, hidden), dtype, device)
+    scale = torch.tensor([0.05], device=device)
+    out = (fp8_poisoned((rows, hidden), device) if op == "silu_and_mul_fp8"
+           else poisoned_like(torch.empty(rows, hidden, dtype=dtype, device=device)))
+    run_op(ik, op, x, up, out, scale)
+    check_op(ik, op, x, up, out, scale, dtype)
+
+
 # The CUDA launcher picks 4-, 8- or 16-byte vectors by input size (up to 2 MB, 8 MB,
-# beyond) and falls back to the widest that every operand is aligned to: each tier, on
+# beyond; the lean kernel in each, but fp32 past 8 MB) and falls back to the widest that
+# every operand is aligned to: each tier, on
 # views 0, 2 and 4 elements into rows padded by 8 (16-, 4- and 8-byte aligned in 16-bit
 # dtypes).
 @pytest.mark.parametrize("dtype", DTYPES)
