@@ -173,8 +173,8 @@ __global__ void __launch_bounds__(kMaxThreads)
 // fp16 against the general kernel (s28d, us): 1 x 13312 1.23 against 1.34, 32 rows 1.97
 // against 2.15, 128 rows 2.74 against 2.96; the general kernel with __frcp_rn took 1.42
 // at one row (s28a). Past 8 MB, with 16-byte vectors, it beat the general kernel's loop
-// too (s38a, 128 threads, us): 512 x 13312 fp8 5.60 against 5.82, 2048 rows 17.39 against
-// 17.75; silu_mul bf16 512 x 14336 11.21 against 11.41, 4096 rows 82.1 against 85.8.
+// too (s38a, us): 512 x 13312 fp8 5.60-5.67 against 5.82, 2048 rows 17.4 against 17.75;
+// silu_mul bf16 512 x 14336 11.2 against 11.41, 4096 rows 82.1 against 85.8.
 template <typename T, typename Out, int VEC, bool MUL>
 __global__ void __launch_bounds__(256)
     silu_mul_lean(Out* __restrict__ out, int64_t out_stride, const T* __restrict__ gate,
@@ -243,8 +243,11 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
   dim3 grid(static_cast<unsigned>((a.rows + ty - 1) / ty), static_cast<unsigned>(chunks));
   dim3 block(tx, ty);
   if (lean) {
-    grid = dim3(static_cast<unsigned>((nvec + threads - 1) / threads), static_cast<unsigned>(a.rows));
-    block = dim3(threads);
+    // Past 8 MB 256 threads: 128 timed 17.30-18.46 us at 2048 x 13312 fp8 across s38a /
+    // s38b, 256 17.38-17.45; at 512 rows 256 is within 1% (5.60-5.67 against 5.55-5.61).
+    const int lt = forced || mid ? threads : 256;
+    grid = dim3(static_cast<unsigned>((nvec + lt - 1) / lt), static_cast<unsigned>(a.rows));
+    block = dim3(lt);
   }
   const bool pdl = pdl_requested();
   auto run = [&](auto kernel) {
