@@ -7,9 +7,6 @@ Two tables, the shapes of the fused-kernels issue:
     `compile_scale` takes the scale tensor as our op does and forms 1 / scale itself;
   * silu_mul: gate, up [rows, 14336] bf16 (Llama-3-8B's MLP), against eager
     F.silu(g) * u, its torch.compile, and Liger's LigerSiLUMulFunction.
-On CUDA `ours_pdl` is ours launched as a programmatic dependent (IK_PDL=1,
-cuda_kernels/launch.cuh; an experiment): in the graph each call's blocks are placed while
-the call before it, also ours, runs. torch.compile's kernels have no such launch.
 Every implementation is checked against fp64 first. Times are medians of CUDA-graph
 replays over rotating input copies (harness.time_us); `floor` = inputs read once and
 outputs written once at the measured copy bandwidth.
@@ -20,7 +17,6 @@ outputs written once at the measured copy bandwidth.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -41,21 +37,6 @@ def silu_and_mul_fp8_eager(x, inv_scale):
 
 def silu_mul_eager(g, u):
     return F.silu(g) * u
-
-
-def with_pdl(f):
-    """f with IK_PDL=1 while it launches (read by the launcher at each launch)."""
-    def g(*args):
-        before = os.environ.get("IK_PDL")
-        os.environ["IK_PDL"] = "1"
-        try:
-            return f(*args)
-        finally:
-            if before is None:
-                del os.environ["IK_PDL"]
-            else:
-                os.environ["IK_PDL"] = before
-    return g
 
 
 def load_liger_silu_mul():
@@ -94,8 +75,6 @@ def main(argv=None) -> int:
         "compile": torch.compile(lambda x: silu_and_mul_fp8_eager(x, inv), dynamic=False),
         "compile_scale": torch.compile(lambda x: silu_and_mul_fp8_eager(x, 1.0 / scale), dynamic=False),
     }
-    if dev == "cuda":
-        impls["ours_pdl"] = with_pdl(impls["ours"])
     table = []
     for n in fp8_rows:
         x = torch.randn(n, 2 * d_fp8, device=dev, dtype=torch.float16)
@@ -117,8 +96,6 @@ def main(argv=None) -> int:
     liger = load_liger_silu_mul() if dev == "cuda" else None
     if liger:
         impls["liger"] = liger
-    if dev == "cuda":
-        impls["ours_pdl"] = with_pdl(impls["ours"])
     table = []
     for n in mul_rows:
         g = torch.randn(n, d_mul, device=dev, dtype=torch.bfloat16)

@@ -30,7 +30,6 @@
 
 #include "activation.cuh"
 #include "gpu_launchers.h"
-#include "launch.cuh"
 #include "ptx.cuh"
 #include "vec_io.cuh"
 
@@ -143,8 +142,6 @@ __global__ void __launch_bounds__(kMaxThreads)
   using In = Pack<T, VEC>;
   using O = OutVec<Out, VEC>;
   constexpr bool kFp8 = std::is_same_v<Out, Fp8>;
-  pdl_wait_primary();  // launch.cuh: no-ops unless launched as a programmatic dependent
-  pdl_launch_dependents();
   // The scale is read from device memory (no host sync; a CUDA graph replays a new
   // scale). Issued first, and every load is ld_ordered (ptx.cuh), so all are in flight
   // before any arithmetic: at decode sizes the kernel is one memory latency long, not three.
@@ -183,8 +180,6 @@ __global__ void __launch_bounds__(256)
   using In = Pack<T, VEC>;
   using O = OutVec<Out, VEC>;
   constexpr bool kFp8 = std::is_same_v<Out, Fp8>;
-  pdl_wait_primary();
-  pdl_launch_dependents();
   float scale_in = kFp8 ? ld_ordered(scale) : 1.0f;
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   const int cc = min(c, nvec - 1);
@@ -249,23 +244,29 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
     grid = dim3(static_cast<unsigned>((nvec + lt - 1) / lt), static_cast<unsigned>(a.rows));
     block = dim3(lt);
   }
-  const bool pdl = pdl_requested();
   auto run = [&](auto kernel) {
-    return launch_kernel(kernel, grid, block, stream, pdl, static_cast<Out*>(a.out.ptr), a.out.stride,
-                         static_cast<const T*>(a.gate.ptr), a.gate.stride, static_cast<const T*>(a.up.ptr),
-                         a.up.stride, scale, a.rows, static_cast<int>(nvec));
+    kernel<<<grid, block, 0, stream>>>(static_cast<Out*>(a.out.ptr), a.out.stride,
+                                       static_cast<const T*>(a.gate.ptr), a.gate.stride,
+                                       static_cast<const T*>(a.up.ptr), a.up.stride, scale, a.rows,
+                                       static_cast<int>(nvec));
   };
   constexpr int k16 = 16 / sizeof(T), k8 = 8 / sizeof(T), k4 = 4 / sizeof(T);
   if (lean) {  // width: k4, k8 or (forced) k16, at least 2 elements
     if constexpr (k4 > 1) {
-      if (width == k4) return run(silu_mul_lean<T, Out, k4, MUL>);
+      if (width == k4) {
+        run(silu_mul_lean<T, Out, k4, MUL>);
+        return cudaSuccess;
+      }
     }
-    return width == k8 ? run(silu_mul_lean<T, Out, k8, MUL>) : run(silu_mul_lean<T, Out, k16, MUL>);
+    if (width == k8) run(silu_mul_lean<T, Out, k8, MUL>);
+    else run(silu_mul_lean<T, Out, k16, MUL>);
+    return cudaSuccess;
   }
-  if (width == k16) return run(silu_mul_kernel<T, Out, k16, MUL>);
-  if (width == k8) return run(silu_mul_kernel<T, Out, k8, MUL>);
-  if (width == k4) return run(silu_mul_kernel<T, Out, k4, MUL>);
-  return run(silu_mul_kernel<T, Out, 1, MUL>);
+  if (width == k16) run(silu_mul_kernel<T, Out, k16, MUL>);
+  else if (width == k8) run(silu_mul_kernel<T, Out, k8, MUL>);
+  else if (width == k4) run(silu_mul_kernel<T, Out, k4, MUL>);
+  else run(silu_mul_kernel<T, Out, 1, MUL>);
+  return cudaSuccess;
 }
 
 template <typename T>

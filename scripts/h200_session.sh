@@ -28,9 +28,8 @@
 #   tuneonly: the norm layout sweep alone (no package build)
 #   cuda_tests: every CUDA test case (tests_gpu), nothing else
 #   swiglu_lean: the lean SwiGLU kernel up to 65535 rows (16-byte vectors past 8 MB): activation
-#           tests, the SwiGLU benchmark (with ours_pdl: IK_PDL=1, programmatic dependent
-#           launches), activation launches under compute-sanitizer, the sweep at 192-4096
-#           rows (two rounds)
+#           tests, the SwiGLU benchmark, activation launches under compute-sanitizer, the sweep
+#           at 192-4096 rows (two rounds)
 #   swiglu_tier: activation tests, the SwiGLU benchmark, SwiGLU's lean 4- and 8-byte shapes at
 #           4-32 rows with 256 input copies (two rounds), activation launches under compute-sanitizer
 #   fp8_final: the fp8 norm and activation tests, the add + RMSNorm + FP8 and SwiGLU benchmarks,
