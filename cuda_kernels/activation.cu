@@ -4,8 +4,8 @@
 // Element-wise, two kernels. Up to 65535 rows (fp32: and 8 MB of input) silu_mul_lean:
 // one vector a thread, column chunks on the grid's x and rows on y. Beyond,
 // silu_mul_kernel: a block covers `ty` rows and `tx` vectors of each (rows on x, column
-// chunks on y). Neither divides to
-// find a row, and each thread issues the loads of both inputs before it computes. A
+// chunks on y). Neither divides to find a row, and each thread issues the loads of
+// both inputs before it computes. A
 // thread moves one 4-, 8- or 16-byte vector of each input: launch picks the width from
 // the input's size, or the widest below it that every row of every operand is aligned
 // to (d a multiple of its width); any other layout takes the one-element path, so every
@@ -163,8 +163,8 @@ __global__ void __launch_bounds__(kMaxThreads)
 }
 
 // Up to 65535 rows (the grid's y): one vector a thread, column chunks on the grid's x
-// and rows on y, no loop and no exit before the loads (threads
-// past the row's end load its last vector again and store nothing), so the loads issue
+// and rows on y, no loop and no exit before the loads (threads past the row's end load
+// its last vector again and store nothing), so the loads issue
 // 22-31 instructions in, against 33-44 in the general kernel (its row and range checks
 // and exits, 64-bit row math; nvcc 13.0, sm_90a, fp16 in, fp8 out). silu_and_mul_fp8
 // fp16 against the general kernel (s28d, us): 1 x 13312 1.23 against 1.34, 32 rows 1.97
