@@ -7,12 +7,6 @@ Two tables, the shapes of the fused-kernels issue:
     `compile_scale` takes the scale tensor as our op does and forms 1 / scale itself;
   * silu_mul: gate, up [rows, 14336] bf16 (Llama-3-8B's MLP), against eager
     F.silu(g) * u, its torch.compile, and Liger's LigerSiLUMulFunction.
-On CUDA, `ours_pdl1` / `ours_pdl2` are ours launched as programmatic dependents (IK_PDL=1
-or 2, cuda_kernels/launch.cuh; an experiment): in the graph each call's blocks are placed
-while the call before it, also ours, runs, and let the next call launch at their start (1)
-or after their stores (2). torch.compile's kernels have no such launch. A third table
-(CUDA) puts each after a GEMM that makes its input, as in an MLP: the time of the pair
-less the GEMM's alone.
 Every implementation is checked against fp64 first. Times are medians of CUDA-graph
 replays over rotating input copies (harness.time_us); `floor` = inputs read once and
 outputs written once at the measured copy bandwidth.
@@ -23,7 +17,6 @@ outputs written once at the measured copy bandwidth.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -44,57 +37,6 @@ def silu_and_mul_fp8_eager(x, inv_scale):
 
 def silu_mul_eager(g, u):
     return F.silu(g) * u
-
-
-def with_pdl(f, mode):
-    """f with IK_PDL=mode while it launches (read by the launcher at each launch)."""
-    def g(*args):
-        before = os.environ.get("IK_PDL")
-        os.environ["IK_PDL"] = mode
-        try:
-            return f(*args)
-        finally:
-            if before is None:
-                del os.environ["IK_PDL"]
-            else:
-                os.environ["IK_PDL"] = before
-    return g
-
-
-def add_pdl(impls, dev):
-    if dev == "cuda":
-        impls["ours_pdl1"] = with_pdl(impls["ours"], "1")
-        impls["ours_pdl2"] = with_pdl(impls["ours"], "2")
-
-
-def after_gemm(k, dev, md, rows, rounds=2):
-    """silu_and_mul bf16 after the GEMM that makes its input (x [rows, 2048] @ w [16384,
-    2048].T, a Llama-3.2-1B-shaped gate_up projection, 64 MB of weight): the pair's time
-    less the GEMM's alone, for ours plain and as a programmatic dependent, and for
-    torch.compile's kernel. Two rounds, each implementation timed in turn."""
-    hidden, inter = 2048, 8192
-    w = torch.randn(2 * inter, hidden, device=dev, dtype=torch.bfloat16) / hidden ** 0.5
-    acts = {"ours": k.silu_and_mul, "compile": torch.compile(
-        lambda y: F.silu(y[..., :inter]) * y[..., inter:], dynamic=False)}
-    add_pdl(acts, dev)
-    table = []
-    for n in rows:
-        xs = [torch.randn(n, hidden, device=dev, dtype=torch.bfloat16) for _ in range(8)]
-        y = xs[0] @ w.T
-        want = F.silu(y.double()[..., :inter]) * y.double()[..., inter:]
-        for name, f in acts.items():
-            err = harness.rel_err(f(y), want)
-            if err > 2e-2:
-                raise SystemExit(f"after_gemm: {name} rel err {err:.1e} at {n} rows")
-        for r in range(rounds):
-            t_mm = harness.time_us(lambda i: xs[i] @ w.T, len(xs), device=dev).us
-            row = [n, r + 1, f"{t_mm:.2f}"]
-            for name, f in acts.items():
-                t = harness.time_us(lambda i, f=f: f(xs[i] @ w.T), len(xs), device=dev).us
-                row.append(f"{t - t_mm:.2f}")
-            table.append(row)
-    harness.print_table(["rows", "round", "gemm us"] + [f"+{k} us" for k in acts], table,
-                        f"silu_and_mul bf16 {2 * inter} -> {inter} after its GEMM ({hidden} -> {2 * inter})", md)
 
 
 def load_liger_silu_mul():
@@ -133,7 +75,6 @@ def main(argv=None) -> int:
         "compile": torch.compile(lambda x: silu_and_mul_fp8_eager(x, inv), dynamic=False),
         "compile_scale": torch.compile(lambda x: silu_and_mul_fp8_eager(x, 1.0 / scale), dynamic=False),
     }
-    add_pdl(impls, dev)
     table = []
     for n in fp8_rows:
         x = torch.randn(n, 2 * d_fp8, device=dev, dtype=torch.float16)
@@ -155,7 +96,6 @@ def main(argv=None) -> int:
     liger = load_liger_silu_mul() if dev == "cuda" else None
     if liger:
         impls["liger"] = liger
-    add_pdl(impls, dev)
     table = []
     for n in mul_rows:
         g = torch.randn(n, d_mul, device=dev, dtype=torch.bfloat16)
@@ -172,8 +112,6 @@ def main(argv=None) -> int:
                                         n, d_mul, torch.bfloat16, nbytes, n_rot, bw, dev, results))
         del gs, us
     harness.print_table(harness.table_headers(list(impls)), table, f"silu_mul, {d_mul} bf16", md)
-    if dev == "cuda":
-        after_gemm(k, dev, md, [1, 32] if args.quick else [1, 8, 32, 128, 512])
     print(f"wrote {md}")
     return 0
 

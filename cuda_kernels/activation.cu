@@ -30,7 +30,6 @@
 
 #include "activation.cuh"
 #include "gpu_launchers.h"
-#include "launch.cuh"
 #include "ptx.cuh"
 #include "vec_io.cuh"
 
@@ -173,8 +172,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 // at one row (s28a). Past 8 MB, with 16-byte vectors, it beat the general kernel's loop
 // too (s38a, us): 512 x 13312 fp8 5.60-5.67 against 5.82, 2048 rows 17.4 against 17.75;
 // silu_mul bf16 512 x 14336 11.2 against 11.41, 4096 rows 82.1 against 85.8.
-// PDL (launch.cuh): a separate instantiation for programmatic dependent launches.
-template <typename T, typename Out, int VEC, bool MUL, int PDL = kPdlOff>
+template <typename T, typename Out, int VEC, bool MUL>
 __global__ void __launch_bounds__(256)
     silu_mul_lean(Out* __restrict__ out, int64_t out_stride, const T* __restrict__ gate,
                   int64_t gate_stride, const T* __restrict__ up, int64_t up_stride,
@@ -182,7 +180,6 @@ __global__ void __launch_bounds__(256)
   using In = Pack<T, VEC>;
   using O = OutVec<Out, VEC>;
   constexpr bool kFp8 = std::is_same_v<Out, Fp8>;
-  pdl_begin<PDL>();
   float scale_in = kFp8 ? ld_ordered(scale) : 1.0f;
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   const int cc = min(c, nvec - 1);
@@ -193,7 +190,6 @@ __global__ void __launch_bounds__(256)
   const float s = after_loads(scale_in);
   const O y = swiglu_scaled<T, Out, VEC, MUL>(gv, uv, s);
   if (c < nvec) reinterpret_cast<O*>(out + r * out_stride)[c] = y;
-  pdl_end<PDL>();
 }
 
 template <typename T, typename Out, bool MUL>
@@ -248,31 +244,29 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
     grid = dim3(static_cast<unsigned>((nvec + lt - 1) / lt), static_cast<unsigned>(a.rows));
     block = dim3(lt);
   }
-  // IK_PDL (launch.cuh, an experiment): the lean kernel only; the general kernel's grids
-  // (past 65535 rows, fp32 past 8 MB) launch plainly.
-  const PdlMode pdl = lean ? pdl_requested() : kPdlOff;
   auto run = [&](auto kernel) {
-    return launch_kernel(kernel, grid, block, stream, pdl != kPdlOff, static_cast<Out*>(a.out.ptr),
-                         a.out.stride, static_cast<const T*>(a.gate.ptr), a.gate.stride,
-                         static_cast<const T*>(a.up.ptr), a.up.stride, scale, a.rows, static_cast<int>(nvec));
+    kernel<<<grid, block, 0, stream>>>(static_cast<Out*>(a.out.ptr), a.out.stride,
+                                       static_cast<const T*>(a.gate.ptr), a.gate.stride,
+                                       static_cast<const T*>(a.up.ptr), a.up.stride, scale, a.rows,
+                                       static_cast<int>(nvec));
   };
   constexpr int k16 = 16 / sizeof(T), k8 = 8 / sizeof(T), k4 = 4 / sizeof(T);
   if (lean) {  // width: k4, k8 or (forced) k16, at least 2 elements
-    auto run_lean = [&](auto pdl_mode) {
-      constexpr int P = decltype(pdl_mode)::value;
-      if constexpr (k4 > 1) {
-        if (width == k4) return run(silu_mul_lean<T, Out, k4, MUL, P>);
+    if constexpr (k4 > 1) {
+      if (width == k4) {
+        run(silu_mul_lean<T, Out, k4, MUL>);
+        return cudaSuccess;
       }
-      return width == k8 ? run(silu_mul_lean<T, Out, k8, MUL, P>) : run(silu_mul_lean<T, Out, k16, MUL, P>);
-    };
-    if (pdl == kPdlEarly) return run_lean(std::integral_constant<int, kPdlEarly>{});
-    if (pdl == kPdlLate) return run_lean(std::integral_constant<int, kPdlLate>{});
-    return run_lean(std::integral_constant<int, kPdlOff>{});
+    }
+    if (width == k8) run(silu_mul_lean<T, Out, k8, MUL>);
+    else run(silu_mul_lean<T, Out, k16, MUL>);
+    return cudaSuccess;
   }
-  if (width == k16) return run(silu_mul_kernel<T, Out, k16, MUL>);
-  if (width == k8) return run(silu_mul_kernel<T, Out, k8, MUL>);
-  if (width == k4) return run(silu_mul_kernel<T, Out, k4, MUL>);
-  return run(silu_mul_kernel<T, Out, 1, MUL>);
+  if (width == k16) run(silu_mul_kernel<T, Out, k16, MUL>);
+  else if (width == k8) run(silu_mul_kernel<T, Out, k8, MUL>);
+  else if (width == k4) run(silu_mul_kernel<T, Out, k4, MUL>);
+  else run(silu_mul_kernel<T, Out, 1, MUL>);
+  return cudaSuccess;
 }
 
 template <typename T>

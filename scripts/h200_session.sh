@@ -30,9 +30,6 @@
 #   swiglu_lean: the lean SwiGLU kernel up to 65535 rows (16-byte vectors past 8 MB): activation
 #           tests, the SwiGLU benchmark, activation launches under compute-sanitizer, the sweep
 #           at 192-4096 rows (two rounds)
-#   swiglu_pdl: activation tests, the SwiGLU benchmark (ours_pdl1 / ours_pdl2: IK_PDL=1 / 2,
-#           programmatic dependent launches; and SwiGLU after its GEMM), activation launches
-#           under compute-sanitizer (IK_PDL=1 and 2 included)
 #   swiglu_tier: activation tests, the SwiGLU benchmark, SwiGLU's lean 4- and 8-byte shapes at
 #           4-32 rows with 256 input copies (two rounds), activation launches under compute-sanitizer
 #   fp8_final: the fp8 norm and activation tests, the add + RMSNorm + FP8 and SwiGLU benchmarks,
@@ -813,12 +810,6 @@ case "$MODE" in
             timeout 100 /tmp/tune_norms --max-copies 256 --only "$(printf 'silu_and_mul_fp8 fp16 %sx13312,' 4 8 16 32)silu_mul bf16 8x14336" \
               | grep -E "default|lean t(128|256) v(4|8) " || status=1
           done 2>&1 | tee "$OUT/silu_tier.log"; pack
-          sanitize act --only-activations ;;
-  swiglu_pdl) step "activation tests"
-          python3 -m pytest tests/test_activation.py -q -rfE -p no:cacheprovider 2>&1 \
-            | tee "$OUT/pytest_activation.log" | tail -3; [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
-          step "SwiGLU benchmark"
-          timeout 330 python3 benchmarks/bench_swiglu.py 2>&1 | tee "$OUT/bench_swiglu.log" | tail -45; pack
           sanitize act --only-activations ;;
   swiglu_lean) step "activation tests"
           python3 -m pytest tests/test_activation.py -q -rfE -p no:cacheprovider 2>&1 \

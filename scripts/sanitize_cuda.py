@@ -207,11 +207,6 @@ def main():
             for rows, hidden in [(64, 4104), (320, 4104), (700, 4104), (65543, 72), (1, 1), (3, 3), (5, 127),
                                  (7, 6656), (3, 16385)]:
                 n += activations(ik, rows, hidden, dtype, dev)
-        for mode in ("1", "2"):  # programmatic dependent launches (cuda_kernels/launch.cuh)
-            os.environ["IK_PDL"] = mode
-            for rows, hidden in [(1, 6656), (700, 4104), (65543, 72), (5, 127)]:
-                n += activations(ik, rows, hidden, torch.float16, dev)
-        del os.environ["IK_PDL"]
         torch.cuda.synchronize()
         print(f"sanitize_cuda: {n} SwiGLU / silu launches done")
         return 0

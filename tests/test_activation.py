@@ -137,43 +137,6 @@ def test_3d_and_allocated_out(ik, device, dtype):
     assert q.shape == (2, 5, 1408) and q.dtype == FP8
 
 
-@pytest.mark.parametrize("mode", ["1", "2"])
-@pytest.mark.parametrize("rows", [1, 3000])
-def test_programmatic_dependent_launch(ik, device, monkeypatch, rows, mode):
-    """IK_PDL=1 or 2 (cuda_kernels/launch.cuh, an experiment): each SwiGLU kernel launches
-    while the one before runs and must wait for its output. A chain of ops each reading the
-    previous one's output, eagerly and replayed from a CUDA graph, equals the chain without
-    it, bit for bit; one and many waves of blocks."""
-    if device == "cpu":
-        pytest.skip("a CUDA launch attribute")
-    x = rand((rows, 2 * 4104), torch.float16, device)
-    scale = torch.tensor([0.05], device=device)
-
-    def chain():
-        y = ik.silu_and_mul(x)
-        y = ik.silu_mul(y, ik.silu(y))
-        y = ik.silu_and_mul(torch.cat([y, y], -1))
-        return ik.silu_and_mul_fp8(torch.cat([y, x[:, :4104]], -1), scale).view(torch.uint8)
-
-    monkeypatch.setenv("IK_PDL", "0")
-    want = chain()
-    monkeypatch.setenv("IK_PDL", mode)
-    assert torch.equal(chain(), want)
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        chain()  # allocator warm-up on the capture stream
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        got = chain()
-    for _ in range(3):
-        got.fill_(0xFF)
-        graph.replay()
-        torch.cuda.synchronize()
-        assert torch.equal(got, want)
-
-
 def test_more_work_than_one_grid(ik, device):
     """More (row, element) pairs than the CUDA launch's largest grid (65536 blocks of 256
     threads): the grid-stride loop must cover the rest. Odd sizes: the one-element path."""
