@@ -177,12 +177,13 @@ def tune_sweep(k, shapes, ms, bw, dev, md, results, configs=None):
 
 PATHS = {"default": ([], None), "cvt1": ([0, 0, 0, 1], None), "cvt2": ([0, 0, 0, 2], None),
          "cvt3": ([0, 0, 0, 3], None), "cvt3 no PDL": ([0, 0, 0, 3], "0"), "cvt4": ([0, 0, 0, 4], None),
-         "cvt6": ([0, 0, 0, 6], None)}
+         "cvt6": ([0, 0, 0, 6], None), "default unstaged": ([], "stage0")}
 CVT4_MAX_M = 32  # convert 4 and 6 (the fp8 warpgroup MMA) take at most 32 rows
 
 
-def paths_sweep(k, shapes, ms, bw, dev, md, results):
+def paths_sweep(k, shapes, ms, bw, dev, md, results, names=None):
     import os
+    paths = {name: PATHS[name] for name in (names or PATHS)}
     sa = torch.tensor([SA], device=dev)
     sb = torch.tensor([SB], device=dev)
     for n, kk, ws in each_weight(shapes, dev):
@@ -192,19 +193,20 @@ def paths_sweep(k, shapes, ms, bw, dev, md, results):
             a, out, ref = fp8_case(m, ws[0], dev)
             log = {"errors": [], "notes": []}
             row = [m]
-            for name, (cfg, pdl) in PATHS.items():
+            for name, (cfg, pdl) in paths.items():
                 if cfg[3:] in ([4], [6]) and (m > CVT4_MAX_M or dev != "cuda"):
                     row.append("-")
                     continue
+                env = "IK_GEMM_STAGE" if pdl == "stage0" else "IK_SKINNY_GEMM_PDL"
                 if pdl is not None:
-                    os.environ["IK_SKINNY_GEMM_PDL"] = pdl  # read at launch (graph capture)
+                    os.environ[env] = pdl[-1]  # read at launch (graph capture)
                 try:
                     k.ops.skinny_gemm_fp8(out, a, ws[0], sa, sb, None, cfg)
                     err = worst_row_err(out, ref)
                     t = harness.measure(name, lambda i, cfg=cfg: k.ops.skinny_gemm_fp8(
                         out, a, ws[i], sa, sb, None, cfg), n_rot, dev, log) if err <= 1e-2 else None
                 finally:
-                    os.environ.pop("IK_SKINNY_GEMM_PDL", None)
+                    os.environ.pop(env, None)
                 row.append(harness.fmt_us(t) + ("" if err <= 1e-2 else f" FAIL {err:.1e}"))
                 results.append({"op": "skinny_gemm_fp8_paths", "path": name, "M": m, "N": n, "K": kk,
                                 "config": cfg, "us": t.us if t else None, "worst_row_rel_err": err, **log})
@@ -213,7 +215,7 @@ def paths_sweep(k, shapes, ms, bw, dev, md, results):
             results.append({"op": "skinny_gemm_fp8_paths", "path": "_scaled_mm", "M": m, "N": n, "K": kk,
                             "us": t.us if t else None, **log})
             rows.append(row)
-        harness.print_table(["rows"] + [f"{p} us" for p in PATHS] + ["_scaled_mm us", "floor us"], rows,
+        harness.print_table(["rows"] + [f"{p} us" for p in paths] + ["_scaled_mm us", "floor us"], rows,
                             f"activation paths: N={n}, K={kk}", md)
 
 
@@ -340,6 +342,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=None, help="result folder ($OUT or benchmarks/out)")
     p.add_argument("--shapes", default=None, help="NxK,NxK,...: these weights only (CUDA)")
     p.add_argument("--ms", default=None, help="M,M,...: these activation row counts only (CUDA)")
+    p.add_argument("--path-names", default=None, help="name,name,...: --paths times these paths only")
     p.add_argument("--configs", default=None,
                    help="rb,kw,cluster,convert;...: --tune sweeps these configs instead of its own")
     args = p.parse_args(argv)
@@ -367,7 +370,8 @@ def main(argv=None) -> int:
     if args.paths:
         cuda = dev == "cuda"
         paths_sweep(k, shapes if not cuda or args.shapes else shapes[:3],
-                    ms if not cuda or args.ms else [1, 8, 16, 24, 32], bw, dev, md, results)
+                    ms if not cuda or args.ms else [1, 8, 16, 24, 32], bw, dev, md, results,
+                    args.path_names.split(",") if args.path_names else None)
     elif args.tune:
         cuda = dev == "cuda"
         configs = [[int(v) for v in c.split(",")] for c in args.configs.split(";")] if args.configs else None

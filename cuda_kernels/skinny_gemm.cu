@@ -892,7 +892,7 @@ __host__ __device__ constexpr int tma_smem_bytes(int nn, int c) {
 // the sums stays (0 + p0) + p1, as the chain's.
 enum TmaEpilogue { kTmaByElement = 0, kTmaByRow = 1, kTmaDirect = 2, kTmaPush = 3, kTmaSwap = 4 };  // config warps_per_tile - 1
 
-template <typename OutT, int NN, int C, int kEpi>
+template <typename OutT, int NN, int C, int kEpi, bool STAGE = true>
 __global__ void __launch_bounds__(128 * (C + 1), 1)
     skinny_gemm_tma_kernel(const __grid_constant__ CUtensorMap tw, const __grid_constant__ CUtensorMap tx,
                            SkinnyGemmParams p, int pps) {
@@ -918,6 +918,11 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
   // kTmaPush / kTmaSwap: the barrier the other rank's sums arrive on, after the partials.
   const uint32_t recv = smem_addr(partials) + kMaxM * 64 * C * 4;
   constexpr bool kSends = kEpi == kTmaPush || kEpi == kTmaSwap;
+  // Outputs staged through shared memory (M > 8: NN >= 16), a warp's [NN][16] in its own
+  // part of the partials: for kTmaSwap the slots its lanes received the peer's sums in
+  // (32 H floats), else 64 NN bytes a warp (kTmaPush's slots; kTmaDirect has no other use).
+  constexpr bool kStaged = STAGE && (kEpi == kTmaDirect || kSends) && NN >= 16;
+  constexpr int kStageStride = kEpi == kTmaSwap ? 32 * (NN / 4) * 4 : 64 * NN;
   if (kSends && threadIdx.x == 0) mbar_init(recv, 1);
   mbar_ring_init(full, empty, kTmaS, 4 * C);  // empty: lane 0 of every consumer warp
   // kTmaPush / kTmaSwap: every rank's barrier is set (fenced in mbar_ring_init) before another rank
@@ -1045,6 +1050,10 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
           continue;  // one tile a block: the loop ends
         }
       }
+      // kStaged: the warp's outputs go through shared memory (below); else each thread
+      // stores its own.
+      OutT* stage = reinterpret_cast<OutT*>(reinterpret_cast<uint8_t*>(partials) + ((threadIdx.x - 128) / 32) * kStageStride);
+      if constexpr (kStaged) __syncwarp();  // every lane has read its received sums there
 #pragma unroll
       for (int j = 0; j < NN / 8; ++j) {
 #pragma unroll
@@ -1054,15 +1063,41 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
             // As the sums over ranks: 0 + x (-0 becomes +0), times the scale, plus the bias.
             const int64_t n = tile * kTmaRows + r;
             const bool mine = kEpi != kTmaSwap || ((4 * j + e < H) == (rank == 0));
-            if (mine && m < p.M && n < p.N) {
-              float y = (kSends ? acc[4 * j + e] : 0.0f + acc[4 * j + e]) * sr[e / 2];
-              if (p.bias) y += br[e / 2];
-              static_cast<OutT*>(p.out)[m * p.ldo + n] = from_float<OutT>(y);
+            auto y = [&] {
+              float v = (kSends ? acc[4 * j + e] : 0.0f + acc[4 * j + e]) * sr[e / 2];
+              return from_float<OutT>(p.bias ? v + br[e / 2] : v);
+            };
+            if constexpr (kStaged) {
+              if (mine) stage[m * 16 + g + 8 * (e / 2)] = y();
+            } else if (mine && m < p.M && n < p.N) {
+              static_cast<OutT*>(p.out)[m * p.ldo + n] = y();
             }
           } else {
             if (m < p.M) partials[m * kTmaRows + r] = acc[4 * j + e];
           }
         }
+      }
+      if constexpr (kStaged) {
+        // The warp's [NN][16] tile, row m's 16 weight rows one 32-byte sector of out: two
+        // lanes a row, 16 bytes each, where four rows took each two-byte store before.
+        __syncwarp();
+        const int64_t nw = tile * kTmaRows + 64 * c + 16 * w;
+        const bool vec = p.ldo % 8 == 0 && (reinterpret_cast<uintptr_t>(p.out) & 15) == 0;
+#pragma unroll
+        for (int v = lane; v < 2 * NN; v += 32) {
+          const int m = v / 2, half = v % 2;
+          const bool mine = kEpi != kTmaSwap || ((4 * (m / 8) + 2 * half + m % 2 < H) == (rank == 0));
+          const int64_t n0 = nw + 8 * half;
+          if (!mine || m >= p.M || n0 >= p.N) continue;
+          OutT* o = static_cast<OutT*>(p.out) + m * p.ldo + n0;
+          const OutT* src = stage + m * 16 + 8 * half;
+          if (vec && n0 + 8 <= p.N) {
+            *reinterpret_cast<uint4*>(o) = *reinterpret_cast<const uint4*>(src);
+          } else {
+            for (int q = 0; q < 8 && n0 + q < p.N; ++q) o[q] = src[q];
+          }
+        }
+        __syncwarp();  // the next tile (a persistent block) writes the stage again
       }
     }
   }
@@ -1426,11 +1461,21 @@ int launch_tma(const SkinnyGemmParams& p, cudaStream_t stream) {
   if (!tma_ready(p)) return cudaErrorInvalidValue;
   constexpr auto push = skinny_gemm_tma_kernel<OutT, NN, C, kTmaPush>;
   constexpr auto swap = skinny_gemm_tma_kernel<OutT, NN, C, kTmaSwap>;
+  // EXPERIMENT: IK_GEMM_STAGE=0 stores each thread's outputs itself, as before the staged
+  // epilogue (an A/B in one process: read at each launch).
+  constexpr auto direct_u = skinny_gemm_tma_kernel<OutT, NN, C, kTmaDirect, false>;
+  constexpr auto push_u = skinny_gemm_tma_kernel<OutT, NN, C, kTmaPush, false>;
+  constexpr auto swap_u = skinny_gemm_tma_kernel<OutT, NN, C, kTmaSwap, false>;
+  const char* stage_env = std::getenv("IK_GEMM_STAGE");
+  const bool unstaged = stage_env && stage_env[0] == '0';
   cudaError_t e = max_dynamic_smem_once<by_element>(smem);
   if (e == cudaSuccess) e = max_dynamic_smem_once<by_row>(smem);
   if (e == cudaSuccess) e = max_dynamic_smem_once<direct>(smem);
   if (e == cudaSuccess) e = max_dynamic_smem_once<push>(smem);
   if (e == cudaSuccess) e = max_dynamic_smem_once<swap>(smem);
+  if (e == cudaSuccess) e = max_dynamic_smem_once<direct_u>(smem);
+  if (e == cudaSuccess) e = max_dynamic_smem_once<push_u>(smem);
+  if (e == cudaSuccess) e = max_dynamic_smem_once<swap_u>(smem);
   if (e != cudaSuccess) return e;
   CUtensorMap tw, tx;
   // L2 promotion (the sectors L2 fetches around a request) off from 32 MiB of weight, else
@@ -1493,6 +1538,9 @@ int launch_tma(const SkinnyGemmParams& p, cudaStream_t stream) {
   cudaLaunchAttribute attr[1];
   cudaLaunchConfig_t cfg = cluster_launch(blocks, kTmaThreads, size_t(smem), stream, nc, attr);
   if (nc == 1) cfg.numAttrs = 0;  // no cluster: a plain launch
+  if (unstaged && (epi == kTmaSwap || epi == kTmaPush || epi == kTmaDirect)) {
+    return cudaLaunchKernelEx(&cfg, epi == kTmaSwap ? swap_u : epi == kTmaPush ? push_u : direct_u, tw, tx, p, int(pps));
+  }
   return cudaLaunchKernelEx(&cfg, epi == kTmaSwap ? swap : epi == kTmaPush ? push : epi == kTmaDirect ? direct : epi == kTmaByRow ? by_row : by_element,
                             tw, tx, p, int(pps));
 }
