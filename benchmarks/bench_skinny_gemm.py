@@ -177,7 +177,7 @@ def tune_sweep(k, shapes, ms, bw, dev, md, results, configs=None):
 
 PATHS = {"default": ([], None), "cvt1": ([0, 0, 0, 1], None), "cvt2": ([0, 0, 0, 2], None),
          "cvt3": ([0, 0, 0, 3], None), "cvt3 no PDL": ([0, 0, 0, 3], "0"), "cvt4": ([0, 0, 0, 4], None),
-         "cvt6": ([0, 0, 0, 6], None), "default unstaged": ([], "stage0")}
+         "cvt6": ([0, 0, 0, 6], None)}
 CVT4_MAX_M = 32  # convert 4 and 6 (the fp8 warpgroup MMA) take at most 32 rows
 
 
@@ -197,16 +197,15 @@ def paths_sweep(k, shapes, ms, bw, dev, md, results, names=None):
                 if cfg[3:] in ([4], [6]) and (m > CVT4_MAX_M or dev != "cuda"):
                     row.append("-")
                     continue
-                env = "IK_GEMM_STAGE" if pdl == "stage0" else "IK_SKINNY_GEMM_PDL"
                 if pdl is not None:
-                    os.environ[env] = pdl[-1]  # read at launch (graph capture)
+                    os.environ["IK_SKINNY_GEMM_PDL"] = pdl  # read at launch (graph capture)
                 try:
                     k.ops.skinny_gemm_fp8(out, a, ws[0], sa, sb, None, cfg)
                     err = worst_row_err(out, ref)
                     t = harness.measure(name, lambda i, cfg=cfg: k.ops.skinny_gemm_fp8(
                         out, a, ws[i], sa, sb, None, cfg), n_rot, dev, log) if err <= 1e-2 else None
                 finally:
-                    os.environ.pop(env, None)
+                    os.environ.pop("IK_SKINNY_GEMM_PDL", None)
                 row.append(harness.fmt_us(t) + ("" if err <= 1e-2 else f" FAIL {err:.1e}"))
                 results.append({"op": "skinny_gemm_fp8_paths", "path": name, "M": m, "N": n, "K": kk,
                                 "config": cfg, "us": t.us if t else None, "worst_row_rel_err": err, **log})

@@ -892,7 +892,7 @@ __host__ __device__ constexpr int tma_smem_bytes(int nn, int c) {
 // the sums stays (0 + p0) + p1, as the chain's.
 enum TmaEpilogue { kTmaByElement = 0, kTmaByRow = 1, kTmaDirect = 2, kTmaPush = 3, kTmaSwap = 4 };  // config warps_per_tile - 1
 
-template <typename OutT, int NN, int C, int kEpi, bool STAGE = true>
+template <typename OutT, int NN, int C, int kEpi>
 __global__ void __launch_bounds__(128 * (C + 1), 1)
     skinny_gemm_tma_kernel(const __grid_constant__ CUtensorMap tw, const __grid_constant__ CUtensorMap tx,
                            SkinnyGemmParams p, int pps) {
@@ -921,7 +921,14 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
   // Outputs staged through shared memory (M > 8: NN >= 16), a warp's [NN][16] in its own
   // part of the partials: for kTmaSwap the slots its lanes received the peer's sums in
   // (32 H floats), else 64 NN bytes a warp (kTmaPush's slots; kTmaDirect has no other use).
-  constexpr bool kStaged = STAGE && (kEpi == kTmaDirect || kSends) && NN >= 16;
+  // Each row of the warp's tile is then one 32-byte sector of out, stored by two lanes 16
+  // bytes each, where each thread's two-byte stores touched four rows' 16 bytes apiece.
+  // Against those stores in one process (s39c, IK_GEMM_STAGE=0 at 72e0bd1, us, M 16 / 32):
+  // 4096 x 4096 6.86 / 7.15 against 7.08 / 7.52 (_scaled_mm 7.28 / 7.33), 6144 x 4096
+  // 8.70 / 8.86 against 8.93 / 9.25, 7168 x 8192 16.74 / 17.61 against 17.10 / 18.05,
+  // 16384 x 6656 28.06 / 28.54 against 28.27 / 28.96; level at M = 1 (the same kernels)
+  // and where the partials are summed by element (split 4: 2304 x 16384, 1024 x 8192).
+  constexpr bool kStaged = (kEpi == kTmaDirect || kSends) && NN >= 16;
   constexpr int kStageStride = kEpi == kTmaSwap ? 32 * (NN / 4) * 4 : 64 * NN;
   if (kSends && threadIdx.x == 0) mbar_init(recv, 1);
   mbar_ring_init(full, empty, kTmaS, 4 * C);  // empty: lane 0 of every consumer warp
@@ -1461,21 +1468,11 @@ int launch_tma(const SkinnyGemmParams& p, cudaStream_t stream) {
   if (!tma_ready(p)) return cudaErrorInvalidValue;
   constexpr auto push = skinny_gemm_tma_kernel<OutT, NN, C, kTmaPush>;
   constexpr auto swap = skinny_gemm_tma_kernel<OutT, NN, C, kTmaSwap>;
-  // EXPERIMENT: IK_GEMM_STAGE=0 stores each thread's outputs itself, as before the staged
-  // epilogue (an A/B in one process: read at each launch).
-  constexpr auto direct_u = skinny_gemm_tma_kernel<OutT, NN, C, kTmaDirect, false>;
-  constexpr auto push_u = skinny_gemm_tma_kernel<OutT, NN, C, kTmaPush, false>;
-  constexpr auto swap_u = skinny_gemm_tma_kernel<OutT, NN, C, kTmaSwap, false>;
-  const char* stage_env = std::getenv("IK_GEMM_STAGE");
-  const bool unstaged = stage_env && stage_env[0] == '0';
   cudaError_t e = max_dynamic_smem_once<by_element>(smem);
   if (e == cudaSuccess) e = max_dynamic_smem_once<by_row>(smem);
   if (e == cudaSuccess) e = max_dynamic_smem_once<direct>(smem);
   if (e == cudaSuccess) e = max_dynamic_smem_once<push>(smem);
   if (e == cudaSuccess) e = max_dynamic_smem_once<swap>(smem);
-  if (e == cudaSuccess) e = max_dynamic_smem_once<direct_u>(smem);
-  if (e == cudaSuccess) e = max_dynamic_smem_once<push_u>(smem);
-  if (e == cudaSuccess) e = max_dynamic_smem_once<swap_u>(smem);
   if (e != cudaSuccess) return e;
   CUtensorMap tw, tx;
   // L2 promotion (the sectors L2 fetches around a request) off from 32 MiB of weight, else
@@ -1538,9 +1535,6 @@ int launch_tma(const SkinnyGemmParams& p, cudaStream_t stream) {
   cudaLaunchAttribute attr[1];
   cudaLaunchConfig_t cfg = cluster_launch(blocks, kTmaThreads, size_t(smem), stream, nc, attr);
   if (nc == 1) cfg.numAttrs = 0;  // no cluster: a plain launch
-  if (unstaged && (epi == kTmaSwap || epi == kTmaPush || epi == kTmaDirect)) {
-    return cudaLaunchKernelEx(&cfg, epi == kTmaSwap ? swap_u : epi == kTmaPush ? push_u : direct_u, tw, tx, p, int(pps));
-  }
   return cudaLaunchKernelEx(&cfg, epi == kTmaSwap ? swap : epi == kTmaPush ? push : epi == kTmaDirect ? direct : epi == kTmaByRow ? by_row : by_element,
                             tw, tx, p, int(pps));
 }

@@ -30,9 +30,6 @@
 #   swiglu_lean: the lean SwiGLU kernel up to 65535 rows (16-byte vectors past 8 MB): activation
 #           tests, the SwiGLU benchmark, activation launches under compute-sanitizer, the sweep
 #           at 192-4096 rows (two rounds)
-#   gemm_stage: skinny GEMM tests; the GEMM under memcheck, racecheck, synccheck; convert 6's
-#           staged epilogue against IK_GEMM_STAGE=0 (--paths, 11 weights, M 1 / 16 / 24 / 32, 16
-#           and 32 twice); the quick GEMM benchmark
 #   swiglu_tier: activation tests, the SwiGLU benchmark, SwiGLU's lean 4- and 8-byte shapes at
 #           4-32 rows with 256 input copies (two rounds), activation launches under compute-sanitizer
 #   fp8_final: the fp8 norm and activation tests, the add + RMSNorm + FP8 and SwiGLU benchmarks,
@@ -909,14 +906,6 @@ case "$MODE" in
           bench_gemm ;;
   gemm_tma_bench) bench_gemm ;;
   gemm_tma_final) tests_gemm; pack; bench_gemm ;;
-  gemm_stage) tests_gemm; pack
-          sanitizers_gemm3
-          step "--paths: the default (staged epilogue) against IK_GEMM_STAGE=0, one process"
-          timeout 200 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --paths --name paths_stage --path-names "default,default unstaged" \
-            --shapes 2304x16384,13312x16384,16384x6656,6144x4096,4096x4096,28672x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584 \
-            --ms 1,16,24,32,16,32 2>&1 | tee "$OUT/paths_stage.log" | grep -vE "^  "
-          [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
-          bench_gemm --quick ;;
   swap_final) tests_gemm; pack
           sanitizers_gemm3
           step "--tune at M 16 / 32: two consumer warpgroups (swapped at a split of 2, direct, by element at 4), one at a split of 4"
