@@ -11,6 +11,7 @@
 //
 //   /tmp/tune_norms --quick     # skips hidden 8192 and the dynamic-fp8 shapes
 //   /tmp/tune_norms --only "silu_and_mul_fp8 fp16 512x13312,silu_mul bf16 4096x14336"
+//                          # exactly these shapes, any rows and hidden size (run_named)
 //   /tmp/tune_norms --rows-sweep  # RMSNorm at hidden 8192 and 16384 from 1 to 256 rows
 //   /tmp/tune_norms --check-only  # outputs only, odd rows of hidden 16384 and of SwiGLU (sanitizers)
 //   /tmp/tune_norms --defaults-only --only "..."  # the default layouts alone (A/B of two builds)
@@ -564,6 +565,38 @@ void rows_sweep() {
   }
 }
 
+// One --only name, as sweep prints it ("layer_norm bf16 768x16384", "rms+add+fp8 fp16
+// 512x16384", "silu_and_mul_fp8 fp16 512x13312", "silu_mul bf16 4096x14336"), at any row
+// count and hidden size; false if the name is none of those.
+bool run_named(const std::string& name) {
+  char op[32], dt[8];
+  long long rows = 0, d = 0;
+  if (std::sscanf(name.c_str(), "%31s %7s %lldx%lld", op, dt, &rows, &d) != 4 || rows <= 0 || d <= 0) return false;
+  const std::string o = op, t = dt;
+  const DType type = t == "fp16" ? DType::kFloat16 : t == "bf16" ? DType::kBFloat16 : DType::kFloat32;
+  const int esize = t == "fp32" ? 4 : 2;
+  if (t != "fp16" && t != "bf16" && t != "fp32") return false;
+  if (o == "layer_norm" && esize == 2) {
+    ln(type, rows, d);
+  } else if (o == "silu_and_mul_fp8" && t == "fp16" && d % 2 == 0) {
+    silu(rows, d / 2, true);
+  } else if (o == "silu_mul" && t == "bf16") {
+    silu(rows, d, false);
+  } else if (o.rfind("rms", 0) == 0) {
+    std::string rest = o.substr(3);
+    const bool fused = rest.rfind("+add", 0) == 0;
+    if (fused) rest = rest.substr(4);
+    const NormOut mode = rest.empty() ? NormOut::kSame
+                         : rest == "+fp8" ? NormOut::kFp8Static
+                         : rest == "+fp8dyn" ? NormOut::kFp8Dynamic : NormOut(-1);
+    if (mode == NormOut(-1)) return false;
+    rms(type, esize, rows, d, mode, fused);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 int main(int argc, char** argv) {
   CHECK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
   bool quick = false, explore_only = false, rows_only = false;
@@ -615,6 +648,12 @@ int main(int argc, char** argv) {
   }
   if (rows_only) {
     rows_sweep();
+    return 0;
+  }
+  if (!g_only.empty()) {  // exactly the named shapes, in order
+    for (const std::string& name : g_only) {
+      if (!run_named(name)) std::fprintf(stderr, "tune_norms: no such shape: %s\n", name.c_str());
+    }
     return 0;
   }
   for (int64_t rows : {1, 4, 8, 16, 32, 64, 128, 512, 2048}) silu(rows, 6656, true);

@@ -26,6 +26,7 @@
 #   tune  : norm/activation tests, the norm layout sweep (benchmarks/tune_norms.cu), quick SwiGLU and
 #           add+RMSNorm+FP8 benchmarks, the LayerNorm benchmark
 #   tuneonly: the norm layout sweep alone (no package build)
+#   ln_cross: (no package build) every LayerNorm layout at bf16 512-1024 x 16384, two rounds
 #   cuda_tests: every CUDA test case (tests_gpu), nothing else
 #   swiglu_lean: the lean SwiGLU kernel up to 65535 rows (16-byte vectors past 8 MB): activation
 #           tests, the SwiGLU benchmark, activation launches under compute-sanitizer, the sweep
@@ -611,6 +612,20 @@ if [ "$MODE" = split_tune ]; then
   echo "session status $status"; exit $status
 fi
 if [ "$MODE" = tuneonly ]; then tune; echo "session status $status"; exit $status; fi
+# ln_cross (no package build): LayerNorm bf16 at hidden 16384 between 512 and 1024 rows,
+# where the default turns from the piped fit to two rows a cluster; every layout, two rounds.
+if [ "$MODE" = ln_cross ]; then
+  step "build tune_norms"
+  tune_build_par > "$OUT/tune_build.log" 2>&1 || { tail -5 "$OUT/tune_build.log"; exit 1; }
+  step "tune_norms: layer_norm bf16 512-1024 x 16384, two rounds"
+  for r in 1 2; do
+    timeout 200 /tmp/tune_norms --only "$(printf 'layer_norm bf16 %sx16384,' 512 576 640 704 768 832 896 960 1024)" || status=1
+  done > "$OUT/ln_cross.log" 2>&1
+  grep -v "^  " "$OUT/ln_cross.log"
+  echo "--- the piped fit and two rows a cluster"
+  grep -E "piped|r2|MISMATCH" "$OUT/ln_cross.log"
+  echo "session status $status"; exit $status
+fi
 # fp8_tune (thirty-sixth session; no package build): the fp8 norm outputs a pair a cvt
 # against the build before it (ab_old/rms_norm.cu, untracked, which s36a made with
 # `git show c06a88e:cuda_kernels/rms_norm.cu > ab_old/rms_norm.cu`), defaults
