@@ -23,7 +23,7 @@
 //   * 16-bit hidden 16384 below 208 rows (fp16: up to 2048): a row split over a
 //     cluster of 4 or 8 blocks (row_split.cuh; layer_norm_split_exact), whose
 //     statistics meet by remote stores into each block's shared memory; in bf16
-//     from 1024 rows two rows a cluster (layer_norm_split_pair: weight and bias
+//     from 672 rows two rows a cluster (layer_norm_split_pair: weight and bias
 //     loaded once for both).
 // Rows that are 16-byte aligned (pointers and strides, weight and bias too) move in
 // 16-byte vectors (LDG.128/STG.128); any other row takes the scalar path, so every
@@ -644,12 +644,15 @@ cudaError_t launch_cached(const LayerNormParams& p, const RowConfig& c, bool pic
 //   9.84 against 10.01 at 512, 19.07 against 20.23 at 1024, 35.07 against the flat 36.75
 //   at 2048; 4096 not measured, so the piped fit stays there). The bounds 144 and 208
 //   are midpoints between measured rows;
-// - bf16 hidden 16384 from 1024 rows: two rows a cluster of 4 x 128 x 4
+// - bf16 hidden 16384 from 672 rows: two rows a cluster of 4 x 128 x 4
 //   (layer_norm_split_pair; thirty-fifth session, us): 19.61 against the piped fit's
 //   20.46 at 1024 rows, 35.52 against 37.83 at 2048, 67.42 against 71.77 at 4096 (s35d;
-//   more rows unmeasured, the same regime); at 512 rows 10.43 against 10.21 and at 384
-//   8.52 against 8.35, so the piped fit keeps 384-1023 (at 768, measured after the rule
-//   was set and not yet taken, the pair took 14.91 against 15.58: s35e). fp16 at 2048
+//   more rows unmeasured, the same regime); at 384 rows 8.52 against 8.35. Between 512
+//   and 1024 (s39d, two rounds, us, pair against piped): 512 10.41-10.42 against
+//   10.21-10.23, 576 11.66-11.70 against 11.79-11.88, 640 12.99-13.02 against
+//   12.46-12.50, 704 13.96-13.97 against 14.78, 768 14.93-14.94 against 15.45-15.48,
+//   832 16.12-16.16 against 17.20-17.33, 896 17.26-17.29 against 17.98-18.03, 960
+//   18.43-18.47 against 19.92-20.05; the bound is the midpoint of 640 and 704. fp16 at 2048
 //   rows 35.08 / 34.90 against the one-row split's 35.27 / 35.13 (s35d / s35e), within
 //   1%, and 19.33 against 19.12 at 1024: fp16 keeps the one-row split;
 // - longer rows the cached block, then streaming.
@@ -683,7 +686,7 @@ inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool exact16, bool bf16
       c.cluster = rows <= 64 ? 8 : 4;
       c.tx = rows <= 64 ? 128 : (rows < 144 ? 256 : 128);
       c.items = rows < 144 ? 2 : 4;
-    } else if (nvec == 2048 && bf16 && rows >= 1024) {  // two rows a cluster
+    } else if (nvec == 2048 && bf16 && rows >= 672) {  // two rows a cluster
       c.stages = 0;
       c.cluster = 4;
       c.tx = 128;
