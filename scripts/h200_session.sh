@@ -26,6 +26,7 @@
 #   tune  : norm/activation tests, the norm layout sweep (benchmarks/tune_norms.cu), quick SwiGLU and
 #           add+RMSNorm+FP8 benchmarks, the LayerNorm benchmark
 #   tuneonly: the norm layout sweep alone (no package build)
+#   rule_sweep: (no package build) the norm layouts between the rows their rules were set at
 #   ln_cross: (no package build) every LayerNorm layout at bf16 512-1024 x 16384, two rounds
 #   cuda_tests: every CUDA test case (tests_gpu), nothing else
 #   swiglu_lean: the lean SwiGLU kernel up to 65535 rows (16-byte vectors past 8 MB): activation
@@ -612,6 +613,19 @@ if [ "$MODE" = split_tune ]; then
   echo "session status $status"; exit $status
 fi
 if [ "$MODE" = tuneonly ]; then tune; echo "session status $status"; exit $status; fi
+# rule_sweep (no package build): the norm layouts between the row counts the rules were set
+# at: RMSNorm and add + RMSNorm bf16 at hidden 8192, 256-768 rows (split below 128 and from
+# 1024); add + RMSNorm + FP8 at hidden 8192 (fp8 unmeasured there); LayerNorm fp16 at hidden
+# 16384 past 2048 rows (4096 unmeasured); one round.
+if [ "$MODE" = rule_sweep ]; then
+  step "build tune_norms"
+  tune_build_par > "$OUT/tune_build.log" 2>&1 || { tail -5 "$OUT/tune_build.log"; exit 1; }
+  step "tune_norms"
+  timeout 240 /tmp/tune_norms --only "$(printf 'rms bf16 %sx8192,rms+add bf16 %sx8192,' 256 256 512 512 768 768)$(printf 'rms+add+fp8 fp16 %sx8192,' 1 64 256 1024)$(printf 'layer_norm fp16 %sx16384,' 2560 3072 4096)" \
+    > "$OUT/rule_sweep.log" 2>&1 || status=1
+  grep -v "^  " "$OUT/rule_sweep.log"
+  echo "session status $status"; exit $status
+fi
 # ln_cross (no package build): LayerNorm bf16 at hidden 16384 between 512 and 1024 rows,
 # where the default turns from the piped fit to two rows a cluster; every layout, two rounds.
 if [ "$MODE" = ln_cross ]; then
