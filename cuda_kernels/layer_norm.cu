@@ -18,13 +18,13 @@
 //   * exact fits (RowConfig::exact, 16-bit rows of exactly 4 x tx vectors, tx a
 //     power of two from 32 to 512: hidden 1024 to 16384): the flat kernel with the
 //     block size fixed at compile time (layer_norm_flat_exact; at hidden 1024 as 64
-//     threads of 2 vectors), and at hidden 16384 (bf16 384-1023 rows, fp16 past
-//     2048) the piped layout of rms_norm's exact fit (layer_norm_piped_exact);
+//     threads of 2 vectors), and at hidden 16384 (bf16 384-671 rows) the piped
+//     layout of rms_norm's exact fit (layer_norm_piped_exact);
 //   * 16-bit hidden 16384 below 208 rows (fp16: up to 2048): a row split over a
 //     cluster of 4 or 8 blocks (row_split.cuh; layer_norm_split_exact), whose
-//     statistics meet by remote stores into each block's shared memory; in bf16
-//     from 672 rows two rows a cluster (layer_norm_split_pair: weight and bias
-//     loaded once for both).
+//     statistics meet by remote stores into each block's shared memory; two rows
+//     a cluster in bf16 from 672 rows and in fp16 past 2048 (layer_norm_split_pair:
+//     weight and bias loaded once for both).
 // Rows that are 16-byte aligned (pointers and strides, weight and bias too) move in
 // 16-byte vectors (LDG.128/STG.128); any other row takes the scalar path, so every
 // size and stride the checks accept is handled.
@@ -421,8 +421,8 @@ __global__ void __launch_bounds__(TX, pair_blocks(TX)) layer_norm_split_pair(Lay
 }
 
 // The piped layout (row_pipe.cuh, as rms_norm_piped_exact) for LayerNorm rows of exactly
-// ITEMS x kTx 16-byte vectors (kTx = piped_threads(ITEMS); 16-bit hidden 16384, 384-1023
-// rows in bf16, past 2048 in fp16): persistent blocks keep the next row on the way by
+// ITEMS x kTx 16-byte vectors (kTx = piped_threads(ITEMS); 16-bit hidden 16384, 384-671
+// rows in bf16): persistent blocks keep the next row on the way by
 // cp.async into a 2-stage ring (the stage is the row's parity), the reductions alternate
 // between two shared arrays by the same parity, so one barrier a reduction still suffices
 // from one row to the next. The arithmetic is layer_norm_flat's in the same order (the
@@ -642,7 +642,7 @@ cudaError_t launch_cached(const LayerNormParams& p, const RowConfig& c, bool pic
 //   s34e) and ahead from 263 (6.52 against 7.04); in fp16 the split stays level or
 //   ahead to 2048 rows (6.31 against 6.24-6.32 at 263, 8.09 against the piped 8.03 at 384,
 //   9.84 against 10.01 at 512, 19.07 against 20.23 at 1024, 35.07 against the flat 36.75
-//   at 2048; 4096 not measured, so the piped fit stays there). The bounds 144 and 208
+//   at 2048; past 2048 the pair, below). The bounds 144 and 208
 //   are midpoints between measured rows;
 // - bf16 hidden 16384 from 672 rows: two rows a cluster of 4 x 128 x 4
 //   (layer_norm_split_pair; thirty-fifth session, us): 19.61 against the piped fit's
@@ -654,7 +654,9 @@ cudaError_t launch_cached(const LayerNormParams& p, const RowConfig& c, bool pic
 //   832 16.12-16.16 against 17.20-17.33, 896 17.26-17.29 against 17.98-18.03, 960
 //   18.43-18.47 against 19.92-20.05; the bound is the midpoint of 640 and 704. fp16 at 2048
 //   rows 35.08 / 34.90 against the one-row split's 35.27 / 35.13 (s35d / s35e), within
-//   1%, and 19.33 against 19.12 at 1024: fp16 keeps the one-row split;
+//   1%, and 19.33 against 19.12 at 1024: fp16 keeps the one-row split to 2048 rows and
+//   takes the pair past it, where the piped fit ran before (s39f, one round, us: 2560
+//   rows 42.75 against 45.77, 3072 50.62 against 54.51, 4096 66.75 against 71.73);
 // - longer rows the cached block, then streaming.
 inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool exact16, bool bf16) {
   constexpr int kItems = 4;
@@ -686,7 +688,7 @@ inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool exact16, bool bf16
       c.cluster = rows <= 64 ? 8 : 4;
       c.tx = rows <= 64 ? 128 : (rows < 144 ? 256 : 128);
       c.items = rows < 144 ? 2 : 4;
-    } else if (nvec == 2048 && bf16 && rows >= 672) {  // two rows a cluster
+    } else if (nvec == 2048 && (!bf16 || rows >= 672)) {  // two rows a cluster (fp16: past the split)
       c.stages = 0;
       c.cluster = 4;
       c.tx = 128;

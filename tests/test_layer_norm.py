@@ -100,12 +100,15 @@ def test_layer_norm_large_mean(ik, device):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("rows", [3, 100, 200, 600, 673, 1025])
+@pytest.mark.parametrize("rows", [3, 100, 200, 600, 673, 1025, 2049])
 def test_layer_norm_large_mean_split_rows(ik, device, dtype, rows):
     """|mean| >> std at 16-bit hidden 16384 (the split rows: up to 143 rows each slice's
     mean and M2 merged by the pairwise update, from 144 the mean, then the squared
     deviations about it; bf16 at 600 rows the piped fit, from 672 two rows a cluster,
-    at 673 and 1025 the last cluster one): as accurate as the reference's rounding allows."""
+    fp16 two rows a cluster past 2048; at 673, 1025 and 2049 the last cluster one): as
+    accurate as the reference's rounding allows."""
+    if device == "cpu" and rows in (673, 2049):
+        pytest.skip("the CUDA layouts' bounds (7 s a case on the CPU)")
     x = (torch.randn(rows, 16384, device=device) * 0.5 + 100.0).to(dtype)
     w, b = affine("weight+bias", 16384, dtype, device)
     out = poisoned_like(x)
