@@ -26,8 +26,8 @@
 #   tune  : norm/activation tests, the norm layout sweep (benchmarks/tune_norms.cu), quick SwiGLU and
 #           add+RMSNorm+FP8 benchmarks, the LayerNorm benchmark
 #   tuneonly: the norm layout sweep alone (no package build)
-#   rule_sweep: (no package build) the norm layouts between the rows their rules were set at
-#   ln_cross: (no package build) every LayerNorm layout at bf16 512-1024 x 16384, two rounds
+#   shapes: (no package build) every layout of the shapes in SHAPES="name,name" (tune_norms
+#           --only), ROUNDS times (2)
 #   cuda_tests: every CUDA test case (tests_gpu), nothing else
 #   swiglu_lean: the lean SwiGLU kernel up to 65535 rows (16-byte vectors past 8 MB): activation
 #           tests, the SwiGLU benchmark, activation launches under compute-sanitizer, the sweep
@@ -613,31 +613,18 @@ if [ "$MODE" = split_tune ]; then
   echo "session status $status"; exit $status
 fi
 if [ "$MODE" = tuneonly ]; then tune; echo "session status $status"; exit $status; fi
-# rule_sweep (no package build): the norm layouts between the row counts the rules were set
-# at: RMSNorm and add + RMSNorm bf16 at hidden 8192, 256-768 rows (split below 128 and from
-# 1024); add + RMSNorm + FP8 at hidden 8192 (fp8 unmeasured there); LayerNorm fp16 at hidden
-# 16384 past 2048 rows (4096 unmeasured); one round.
-if [ "$MODE" = rule_sweep ]; then
+# shapes (no package build): every layout of the norm and SwiGLU shapes named in SHAPES
+# (tune_norms --only, any rows and hidden size), ROUNDS times (default 2). The thirty-ninth
+# session's calls: s39d, LayerNorm bf16 512-1024 x 16384 ("ln_cross"); s39f, RMSNorm and
+# add + RMSNorm (+ FP8) at hidden 8192, LayerNorm fp16 2560-4096 x 16384 ("rule_sweep").
+if [ "$MODE" = shapes ]; then
   step "build tune_norms"
   tune_build_par > "$OUT/tune_build.log" 2>&1 || { tail -5 "$OUT/tune_build.log"; exit 1; }
-  step "tune_norms"
-  timeout 240 /tmp/tune_norms --only "$(printf 'rms bf16 %sx8192,rms+add bf16 %sx8192,' 256 256 512 512 768 768)$(printf 'rms+add+fp8 fp16 %sx8192,' 1 64 256 1024)$(printf 'layer_norm fp16 %sx16384,' 2560 3072 4096)" \
-    > "$OUT/rule_sweep.log" 2>&1 || status=1
-  grep -v "^  " "$OUT/rule_sweep.log"
-  echo "session status $status"; exit $status
-fi
-# ln_cross (no package build): LayerNorm bf16 at hidden 16384 between 512 and 1024 rows,
-# where the default turns from the piped fit to two rows a cluster; every layout, two rounds.
-if [ "$MODE" = ln_cross ]; then
-  step "build tune_norms"
-  tune_build_par > "$OUT/tune_build.log" 2>&1 || { tail -5 "$OUT/tune_build.log"; exit 1; }
-  step "tune_norms: layer_norm bf16 512-1024 x 16384, two rounds"
-  for r in 1 2; do
-    timeout 200 /tmp/tune_norms --only "$(printf 'layer_norm bf16 %sx16384,' 512 576 640 704 768 832 896 960 1024)" || status=1
-  done > "$OUT/ln_cross.log" 2>&1
-  grep -v "^  " "$OUT/ln_cross.log"
-  echo "--- the piped fit and two rows a cluster"
-  grep -E "piped|r2|MISMATCH" "$OUT/ln_cross.log"
+  step "tune_norms --only \"$SHAPES\", ${ROUNDS:-2} rounds"
+  for r in $(seq "${ROUNDS:-2}"); do
+    timeout 240 /tmp/tune_norms --only "$SHAPES" || status=1
+  done > "$OUT/shapes.log" 2>&1
+  grep -v "^  " "$OUT/shapes.log"
   echo "session status $status"; exit $status
 fi
 # fp8_tune (thirty-sixth session; no package build): the fp8 norm outputs a pair a cvt
