@@ -10,7 +10,8 @@
 //   * split (row_split.cuh): a cluster of 2 to 8 blocks shares each row, every block a
 //     slice in registers, and the sums meet by remote stores counted on mbarriers: 16-bit
 //     hidden 16384 at every row count (the dynamic fp8 scale excepted), and 8192 with
-//     16-bit output below 128 rows and from 1024;
+//     16-bit output below 128 rows and from 1024; two rows a cluster
+//     (rms_norm_split_pair) is a forced layout only, not yet measured;
 //   * cluster (row_kernel.cuh): for a few long rows (<= 32 rows of >= 2048 vectors,
 //     elsewhere than the split rows) a cluster of up to 8 blocks shares each row, held
 //     in registers, so the row is pulled through 8 SMs, with a cluster barrier a
