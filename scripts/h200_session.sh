@@ -752,7 +752,7 @@ layout_check() {
 }
 ln_check() { layout_check ln "$1"; }
 # ln_split: the sweep's binary builds beside the package.
-case "$MODE" in ln_split|ln_pair|fp8_verify|fp8_final|swiglu_tier|swiglu_lean) tune_build_par > "$OUT/tune_build.log" 2>&1 & tune_pid=$! ;; esac
+case "$MODE" in ln_split|ln_pair|pair_verify|fp8_verify|fp8_final|swiglu_tier|swiglu_lean) tune_build_par > "$OUT/tune_build.log" 2>&1 & tune_pid=$! ;; esac
 build
 case "$MODE" in
   check)  tests; error_paths; sass; sanitizers; example; bench_quick ;;
@@ -838,6 +838,20 @@ case "$MODE" in
             timeout 150 /tmp/tune_norms --only "$(printf 'silu_and_mul_fp8 fp16 %sx13312,' 192 256 384 512 1024 2048)$(printf 'silu_mul bf16 %sx14336,' 256 1024 4096)" \
               | grep -E "default|(silu|lean) t(128|256) v16" || status=1
           done 2>&1 | tee "$OUT/silu_lean.log" ;;
+  # pair_verify (fortieth session): the LayerNorm fp16 pair past 2048 rows (landed untested in
+  # s39f) and the RMSNorm pair (forced only, r2) under the tests and sanitizers, then, if the
+  # call has time left, the pair against the defaults at PAIR_SHAPES.
+  pair_verify) tests_norms; pack
+          sanitize layernorm --only-layernorm; pack
+          sanitize rms --only-rmsnorm; pack
+          wait $tune_pid || { tail -5 "$OUT/tune_build.log"; status=1; }
+          layout_check fp8 "$(printf 'rms+add+fp8 fp16 %sx16384,rms fp16 %sx16384,rms+add bf16 %sx16384,' 1 1 1 3 3 3 133 133 133)"
+          step "the pair's shapes, one round a time while the call has time ($SECONDS s so far)"
+          for r in 1 2; do
+            [ $SECONDS -lt 430 ] || { echo "skipped round $r at $SECONDS s"; continue; }
+            timeout 120 /tmp/tune_norms --only "${PAIR_SHAPES:-$(printf 'rms+add+fp8 fp16 %sx16384,' 512 1024 2048)rms+add bf16 1024x16384,rms bf16 1024x16384}" || status=1
+          done > "$OUT/pair_shapes.log" 2>&1
+          grep -v "^  " "$OUT/pair_shapes.log"; grep -E "default|split.* r2|r2 " "$OUT/pair_shapes.log" | head -80 ;;
   fp8_verify) sanitize rms --only-rmsnorm; pack
           sanitize act --only-activations; pack
           wait $tune_pid || { tail -5 "$OUT/tune_build.log"; status=1; }
