@@ -10,8 +10,7 @@
 //   * split (row_split.cuh): a cluster of 2 to 8 blocks shares each row, every block a
 //     slice in registers, and the sums meet by remote stores counted on mbarriers: 16-bit
 //     hidden 16384 at every row count (the dynamic fp8 scale excepted), and 8192 with
-//     16-bit output below 128 rows and from 1024; two rows a cluster
-//     (rms_norm_split_pair) is a forced layout only, not yet measured;
+//     16-bit output below 128 rows and from 1024;
 //   * cluster (row_kernel.cuh): for a few long rows (<= 32 rows of >= 2048 vectors,
 //     elsewhere than the split rows) a cluster of up to 8 blocks shares each row, held
 //     in registers, so the row is pulled through 8 SMs, with a cluster barrier a
@@ -393,7 +392,7 @@ __global__ void __launch_bounds__(kFlatThreads) rms_norm_flat(NormParams p) {
 // The exact fits' row start (rms_norm_flat_exact, rms_norm_split_exact): this thread's
 // ITEMS vectors of x at first + k * TX (plus the residual, the rounded sum written
 // back) and its weight vectors.
-template <typename T, int VEC, int ITEMS, int TX, bool FUSED, bool LOADW = true>
+template <typename T, int VEC, int ITEMS, int TX, bool FUSED>
 __device__ __forceinline__ void load_exact(const NormParams& p, int64_t row, int first, Pack<T, VEC> (&a)[ITEMS],
                                            Pack<T, VEC> (&g)[ITEMS]) {
   using P = Pack<T, VEC>;
@@ -412,10 +411,8 @@ __device__ __forceinline__ void load_exact(const NormParams& p, int64_t row, int
       rr[k * TX] = a[k];
     }
   }
-  if constexpr (LOADW) {
 #pragma unroll
-    for (int k = 0; k < ITEMS; ++k) g[k] = w[k * TX];
-  }
+  for (int k = 0; k < ITEMS; ++k) g[k] = w[k * TX];
 }
 
 // The sum of the squares of a's elements, with f their fp32 values.
@@ -482,46 +479,6 @@ __global__ void __launch_bounds__(TX) rms_norm_split_exact(NormParams p) {
   store_row_with<T, VEC, ITEMS, MODE, kPairs>(
       p, row, a, g, inv_rms, scale_in, first, TX, [](int) { return true; },
       [&ss = s, rank](float v) { return split_reduce<Max>(ss, 1, v, rank); }, f);
-}
-
-// Two rows a cluster (RowConfig rows_per_block 2 with cluster > 1): a forced layout only,
-// not yet measured (tune_norms sweeps it as "r2"). LayerNorm's pair (layer_norm_split_pair)
-// ran 4-9% faster than the piped fit at 704-4096 rows of 16384 (s39d, s39f); here the
-// weight is the one array that two rows can share. As rms_norm_split_exact, but each
-// block holds its slice of rows 2c and 2c + 1, loads the weight once for both, and one
-// exchange carries both rows' sums of squares, in the same trees and rank order: the
-// same bits. The last cluster of an odd row count normalises its one row twice and
-// stores it (and its residual) once. No dynamic scale (its absmax exchange a row).
-template <typename T, int VEC, int ITEMS, int TX, int CL, bool FUSED, NormOut MODE>
-__global__ void __launch_bounds__(TX) rms_norm_split_pair(NormParams p) {
-  static_assert(sizeof(T) == 2 && MODE != NormOut::kFp8Dynamic, "16-bit rows, no dynamic scale");
-  using P = Pack<T, VEC>;
-  constexpr float kD = float(CL * ITEMS * TX * VEC);
-  constexpr bool kPairs = MODE == NormOut::kSame;
-  __shared__ SplitRow<TX, CL, 1, 2> s;
-  const float scale_in = MODE == NormOut::kFp8Static ? __ldg(p.scale) : 1.0f;
-  const unsigned rank = cluster_rank();
-  const int64_t row0 = blockIdx.x / CL * 2;
-  const bool two = row0 + 1 < p.rows;
-  const int first = static_cast<int>(rank) * ITEMS * TX + static_cast<int>(threadIdx.x);
-  P a0[ITEMS], a1[ITEMS], g[ITEMS];
-  load_exact<T, VEC, ITEMS, TX, FUSED>(p, row0, first, a0, g);
-  if (two) {
-    load_exact<T, VEC, ITEMS, TX, FUSED, false>(p, row0 + 1, first, a1, g);
-  } else {
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) a1[k] = a0[k];
-  }
-  split_start(s);
-  float f0[ITEMS][VEC], f1[ITEMS][VEC];
-  const float sq0 = sum_squares(a0, f0), sq1 = sum_squares(a1, f1);
-  float t0, t1;
-  split_sum2(s, 0, sq0, sq1, rank, t0, t1);
-  const float inv0 = rsqrtf(t0 / kD + p.eps), inv1 = rsqrtf(t1 / kD + p.eps);
-  auto all = [](int) { return true; };
-  auto no_max = [](float v) { return v; };  // the row's absmax: the dynamic scale's only
-  store_row_with<T, VEC, ITEMS, MODE, kPairs>(p, row0, a0, g, inv0, scale_in, first, TX, all, no_max, f0);
-  if (two) store_row_with<T, VEC, ITEMS, MODE, kPairs>(p, row0 + 1, a1, g, inv1, scale_in, first, TX, all, no_max, f1);
 }
 
 // The piped layout (row_pipe.cuh): the flat kernel's rows, in persistent blocks that
@@ -773,18 +730,7 @@ cudaError_t launch_split(const NormParams& p, const RowConfig& c, cudaStream_t s
   if constexpr (MODE == NormOut::kFp8Dynamic) {
     return cudaErrorInvalidConfiguration;
   } else {
-    if (c.stages != 0 || c.items != 2 || (c.rows_per_block != 1 && c.rows_per_block != 2) ||
-        int64_t{c.tx} * c.items * c.cluster != p.d / VEC) {
-      return cudaErrorInvalidConfiguration;
-    }
-    if (c.rows_per_block == 2) {  // two rows a cluster (forced only): a grid of row pairs
-      RowConfig one = c;
-      one.rows_per_block = 1;
-      const int64_t pairs = (p.rows + 1) / 2;
-      if (c.cluster == 4 && c.tx == 256) return launch_rows(rms_norm_split_pair<T, VEC, 2, 256, 4, FUSED, MODE>, p, one, pairs, stream);
-      if (c.cluster == 8 && c.tx == 128) return launch_rows(rms_norm_split_pair<T, VEC, 2, 128, 8, FUSED, MODE>, p, one, pairs, stream);
-      if (c.cluster == 2 && c.tx == 256) return launch_rows(rms_norm_split_pair<T, VEC, 2, 256, 2, FUSED, MODE>, p, one, pairs, stream);
-      if (c.cluster == 4 && c.tx == 128) return launch_rows(rms_norm_split_pair<T, VEC, 2, 128, 4, FUSED, MODE>, p, one, pairs, stream);
+    if (c.stages != 0 || c.items != 2 || c.rows_per_block != 1 || int64_t{c.tx} * c.items * c.cluster != p.d / VEC) {
       return cudaErrorInvalidConfiguration;
     }
     if (c.cluster == 4 && c.tx == 256) return launch_rows(rms_norm_split_exact<T, VEC, 2, 256, 4, FUSED, MODE>, p, c, p.rows, stream);
