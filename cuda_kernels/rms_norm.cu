@@ -9,8 +9,8 @@
 //     row's absmax;
 //   * split (row_split.cuh): a cluster of 2 to 8 blocks shares each row, every block a
 //     slice in registers, and the sums meet by remote stores counted on mbarriers: 16-bit
-//     hidden 16384 at every row count (the dynamic fp8 scale excepted), and 8192 with
-//     16-bit output below 128 rows and from 1024;
+//     hidden 16384 at every row count (the dynamic fp8 scale excepted), and 8192 below
+//     128 rows and from 512-1024 (pick_layout says which modes where);
 //   * cluster (row_kernel.cuh): for a few long rows (<= 32 rows of >= 2048 vectors,
 //     elsewhere than the split rows) a cluster of up to 8 blocks shares each row, held
 //     in registers, so the row is pulled through 8 SMs, with a cluster barrier a
@@ -790,14 +790,22 @@ cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t 
 //   the residual and static fp8 2.00 against 2.97 at 1 row, 16.40 against 17.16 at 512,
 //   31.76 against 33.80 at 1024, 60.04 against 61.21 at 2048. Static fp8 without the
 //   residual takes the same rule unmeasured;
-// - 16-bit rows of exactly 1024 vectors (hidden 8192), 16-bit output, below 128 rows and
-//   from 1024: the split rows too, 4 blocks of 128 a row, RMSNorm alone from 1024 rows 2
-//   of 256 (thirty-second session, bf16, against the flat exact fit: 1.59 against 1.83
-//   us at 1 row, 1.66 against 1.97 at 16, 34.21 against 34.56 at 4096; with the residual
-//   1.80 against 2.11 at 1 row, 66.64 against 67.78 at 4096; bench_rms_norm.py 8.87
-//   against 9.13 us at 1024 rows, 18.51 against 18.73 with the residual). At 256 rows they
-//   were slower (3.89 against 3.83 us alone, 5.96 against 5.88 with the residual), so 128
-//   to 1023 rows keep the flat exact fit, and fp8 output (unmeasured) the rules below;
+// - 16-bit rows of exactly 1024 vectors (hidden 8192): the split rows too, 4 blocks of
+//   128 a row, RMSNorm alone from 128 rows 2 of 256, below 128 rows and
+//   * 16-bit output: from 768 rows alone, from 512 with the residual (thirty-second
+//     session, bf16, against the flat exact fit: 1.59 against 1.83 us at 1 row, 1.66
+//     against 1.97 at 16, 34.21 against 34.56 at 4096; with the residual 1.80 against
+//     2.11 at 1 row, 66.64 against 67.78 at 4096; fortieth session, s40b: 7.16 against
+//     7.43-7.47 at 768 alone; with the residual 9.49-9.53 against 9.78-9.82 at 512,
+//     13.08-13.10 against 13.79-13.86 at 768). At 256 rows they were slower (3.89
+//     against 3.83 us alone, 5.96 against 5.88 with the residual), and at 384 (7.83
+//     against 7.72 with the residual) and 512 alone (5.32 against 5.18);
+//   * static fp8 (s40b, fp16): from 1024 rows with the residual only. With it, 1.84
+//     against 2.11 us at 1 row, 1.87 against 2.21 at 8, 2.88 against 2.97 at 32, 15.88
+//     against 16.51 at 1024, 30.74 against 31.44 at 2048; level or slower at 128-512 (4.09
+//     against 4.01 at 128). Without it 1.62 against 1.74 at 1 row, 1.84 against 1.93 at
+//     32; from 1024 rows 4 blocks were slower (9.64 against 8.00) and 2 of 256 level
+//     (7.92), so it keeps the rules below there;
 // - more than 256 rows of 513-2048 16-byte vectors (hidden 4104-16384 in 16-bit), every
 //   mode: the piped layout, one row ahead (2 stages; 3 and 4 measured slower), 2
 //   vectors a thread up to 1024 vectors, else 4: 37.94 against 50.23 us streaming at
@@ -871,8 +879,10 @@ inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool fused, NormOut mod
                               : nvec == 512 || nvec == 1024;
   RowConfig c;
   c.items = 0;
-  // At hidden 8192 only where it measured faster (below 128 rows and from 1024; fp8 unmeasured).
-  const bool split8192 = nvec == 1024 && mode == NormOut::kSame && (rows < 128 || rows >= 1024);
+  // At hidden 8192 only where it measured faster (the rule's comment above).
+  const bool split8192 =
+      nvec == 1024 && (mode == NormOut::kSame ? rows < 128 || rows >= (fused ? 512 : 768)
+                       : mode == NormOut::kFp8Static && (rows < 128 || (fused && rows >= 1024)));
   if (vec16 && half && (nvec == 2048 || split8192) && mode != NormOut::kFp8Dynamic) {
     // Slices of 8 KB (256 threads x 2) for RMSNorm alone from 128 rows, else 4 KB.
     const bool wide_slice = plain && rows >= 128;

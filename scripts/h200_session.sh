@@ -852,6 +852,20 @@ case "$MODE" in
             timeout 120 /tmp/tune_norms --only "${PAIR_SHAPES:-$(printf 'rms+add+fp8 fp16 %sx16384,' 512 1024 2048)rms+add bf16 1024x16384,rms bf16 1024x16384}" || status=1
           done > "$OUT/pair_shapes.log" 2>&1
           grep -v "^  " "$OUT/pair_shapes.log"; grep -E "default|split.* r2|r2 " "$OUT/pair_shapes.log" | head -80 ;;
+  # rms8192 (fortieth session): the split rows' new reach at hidden 8192 under the tests and
+  # sanitizers, then against torch.compile and Liger there.
+  rms8192) step "RMSNorm tests"
+          python3 -m pytest tests/test_rms_norm.py tests/test_rms_norm_fp8.py -q -rfE -p no:cacheprovider 2>&1 \
+            | tee "$OUT/pytest_rms.log" | tail -3; [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+          sanitize rms --only-rmsnorm; pack
+          step "add + RMSNorm + FP8 and RMSNorm + FP8, fp16, hidden 8192"
+          timeout 150 python3 benchmarks/bench_norm_fp8.py --hidden 8192 --rows 1 8 32 128 512 1024 2048 \
+            --name bench_norm_fp8_8192 2>&1 | tee "$OUT/bench_norm_fp8_8192.log" | grep -vi warn | tail -24
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+          step "RMSNorm and add + RMSNorm, bf16, hidden 8192"
+          timeout 200 python3 benchmarks/bench_rms_norm.py --hidden 8192 --rows 1 16 128 512 768 1024 4096 \
+            --fused-rows 1 16 128 384 512 768 1024 4096 --name bench_rms_8192 2>&1 | tee "$OUT/bench_rms_8192.log" | grep -vi warn | tail -30
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
   fp8_verify) sanitize rms --only-rmsnorm; pack
           sanitize act --only-activations; pack
           wait $tune_pid || { tail -5 "$OUT/tune_build.log"; status=1; }

@@ -133,11 +133,12 @@ def test_fused_add_rms_norm_strided(ik, device, dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("hidden,rows", [(h, r) for h in (2048, 4096, 8192) for r in (1, 3, 200, 300)]
-                         + [(8192, 1030), (16384, 3), (16384, 130), (16384, 300)])
+                         + [(8192, 600), (8192, 800), (8192, 1030), (16384, 3), (16384, 130), (16384, 300)])
 def test_exact_fit_views(ik, device, dtype, hidden, rows):
     """The flat exact fit (16-bit hidden 2048 and 4096, with the residual up to 512 rows;
-    8192 from 128 to 1023 rows) and, on CUDA, the split rows (16384: 8 blocks a row, 4 for
-    RMSNorm alone from 128 rows; 8192 below 128 rows and from 1024: 4 blocks, 2 for
+    8192 from 128 rows to 767 alone, to 511 with the residual) and, on CUDA, the split
+    rows (16384: 8 blocks a row, 4 for RMSNorm alone from 128 rows; 8192 below 128 rows
+    and from 768 alone, 512 with the residual (600, 800 and 1030 rows): 4 blocks, 2 for
     RMSNorm alone) on every other row of a tensor, on column views 16 bytes in, and in
     place."""
     w = rand((hidden,), dtype, device)

@@ -245,9 +245,9 @@ def test_fp8_errors(ik, device):
 @pytest.mark.parametrize("hidden", [4096, 8192])
 @pytest.mark.parametrize("rows", [1, 3, 600])
 def test_fp8_without_residual_exact_fit(ik, device, dtype, rows, hidden):
-    """Both fp8 ops without the residual at 16-bit hidden 4096 and 8192 (the flat exact
-    fit on CUDA at every row count), on every other row of a tensor, into a poisoned
-    view."""
+    """Both fp8 ops without the residual at 16-bit hidden 4096 and 8192 (on CUDA the flat
+    exact fit at every row count, but static fp8 at 8192 below 128 rows: the split rows),
+    on every other row of a tensor, into a poisoned view."""
     x = rand((2 * rows, hidden), dtype, device)[::2]
     w = rand((hidden,), dtype, device)
     y = rms_norm_rounded(x, w, EPS)
@@ -264,13 +264,13 @@ def test_fp8_without_residual_exact_fit(ik, device, dtype, rows, hidden):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("rows", [3, 130, 301])
-def test_fp8_split_rows(ik, device, dtype, rows):
-    """Both fp8 ops at 16-bit hidden 16384 (on CUDA, static fp8 takes the split rows: a
-    cluster of 8 blocks a row, their sums exchanged between blocks; the dynamic scale the
-    piped fit, and the cluster layout below 32 rows), with and without the residual, on
-    every other row of a tensor, into a poisoned view."""
-    hidden = 16384
+@pytest.mark.parametrize("hidden,rows", [(16384, 3), (16384, 130), (16384, 301), (8192, 40), (8192, 1030)])
+def test_fp8_split_rows(ik, device, dtype, hidden, rows):
+    """Both fp8 ops at 16-bit hidden 16384 and 8192 (on CUDA, static fp8 takes the split
+    rows: a cluster of 8 blocks a row at 16384, 4 at 8192 below 128 rows and, with the
+    residual, from 1024 rows; their sums exchanged between blocks; the dynamic scale the
+    piped or flat exact fit, and at 16384 the cluster layout below 32 rows), with and
+    without the residual, on every other row of a tensor, into a poisoned view."""
     x = rand((2 * rows, hidden), dtype, device)[::2]
     r = rand((rows, hidden), dtype, device)
     w = rand((hidden,), dtype, device)
