@@ -862,6 +862,16 @@ case "$MODE" in
           [ $SECONDS -lt ${BENCH_BY:-280} ] && { timeout 80 python3 benchmarks/bench_norm_fp8.py --hidden 8192 --rows 1 8 1024 \
             --name bench_norm_fp8_8192 2>&1 | tee "$OUT/bench_norm_fp8_8192.log" | grep -vi warn | tail -16; }
           true ;;
+  # bench8192: the RMSNorm family at hidden 8192 against torch.compile and Liger (the
+  # fortieth session's rule, whose benchmarks did not run in s40c).
+  bench8192) step "add + RMSNorm + FP8 and RMSNorm + FP8, fp16, hidden 8192"
+          timeout 200 python3 benchmarks/bench_norm_fp8.py --hidden 8192 --rows 1 8 32 128 512 1024 2048 \
+            --name bench_norm_fp8_8192 2>&1 | tee "$OUT/bench_norm_fp8_8192.log" | grep -vi warn | tail -24
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+          step "RMSNorm and add + RMSNorm, bf16, hidden 8192"
+          timeout 240 python3 benchmarks/bench_rms_norm.py --hidden 8192 --rows 1 16 128 512 768 1024 4096 \
+            --fused-rows 1 16 128 384 512 768 1024 4096 --name bench_rms_8192 2>&1 | tee "$OUT/bench_rms_8192.log" | grep -vi warn | tail -30
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
   fp8_verify) sanitize rms --only-rmsnorm; pack
           sanitize act --only-activations; pack
           wait $tune_pid || { tail -5 "$OUT/tune_build.log"; status=1; }
