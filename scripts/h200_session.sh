@@ -839,7 +839,7 @@ case "$MODE" in
               | grep -E "default|(silu|lean) t(128|256) v16" || status=1
           done 2>&1 | tee "$OUT/silu_lean.log" ;;
   # pair_verify (fortieth session): the LayerNorm fp16 pair past 2048 rows (landed untested in
-  # s39f) and the RMSNorm pair (forced only, r2) under the tests and sanitizers, then, if the
+  # s39f) and the RMSNorm pair (forced only, r2; removed in 96639ba after s40a) under the tests and sanitizers, then, if the
   # call has time left, the pair against the defaults at PAIR_SHAPES.
   pair_verify) tests_norms; pack
           sanitize layernorm --only-layernorm; pack
