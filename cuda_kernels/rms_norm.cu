@@ -790,8 +790,8 @@ cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t 
 //   the residual and static fp8 2.00 against 2.97 at 1 row, 16.40 against 17.16 at 512,
 //   31.76 against 33.80 at 1024, 60.04 against 61.21 at 2048. Static fp8 without the
 //   residual takes the same rule unmeasured;
-// - 16-bit rows of exactly 1024 vectors (hidden 8192): the split rows too, 4 blocks of
-//   128 a row, RMSNorm alone from 128 rows 2 of 256, below 128 rows and
+// - 16-bit rows of exactly 1024 vectors (hidden 8192): the split rows too (4 blocks of
+//   128 a row; RMSNorm alone from 768 rows, 2 of 256) below 128 rows, and
 //   * 16-bit output: from 768 rows alone, from 512 with the residual (thirty-second
 //     session, bf16, against the flat exact fit: 1.59 against 1.83 us at 1 row, 1.66
 //     against 1.97 at 16, 34.21 against 34.56 at 4096; with the residual 1.80 against
