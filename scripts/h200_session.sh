@@ -124,6 +124,8 @@
 #   gemm_epi_final: tma_epi_ab's tests and sanitizers, then the full GEMM benchmark
 #           row (warps_per_tile 1 / 2), 11 weights, M 8 / 12 / 16 / 24 / 32; compute-sanitizer
 #           (memcheck, racecheck, synccheck) on the GEMM; the full GEMM benchmark
+#   q4k_read: EXPERIMENT (issue 6): benchmarks/q4k_read_probe.cu, the tiled Q4_K weight read by every
+#     division of its bytes (CTAs a tile, warps, blocks in flight), no arithmetic
 #   q4k_imma: EXPERIMENT (issue 6): benchmarks/q4k_imma_probe.cu, the tiled Q4_K gemv's m = 1 loop
 #           with f16 MMAs (the landed arithmetic) against int8 MMAs on int8 x, in one skeleton;
 #           compute-sanitizer on its correctness checks first (no package build)
@@ -710,6 +712,16 @@ q4k_imma_probe() {
   grep -v "^ \{3,\}[0-9]* x" "$OUT/q4k_imma.log"
 }
 if [ "$MODE" = q4k_imma ]; then q4k_imma_probe; echo "session status $status"; exit $status; fi
+# q4k_read (forty-first session; no package build): benchmarks/q4k_read_probe.cu, the
+# tiled Q4_K weight read by every division of the bytes, no arithmetic.
+if [ "$MODE" = q4k_read ]; then
+  step "Q4_K reads by division of the bytes (benchmarks/q4k_read_probe.cu)"
+  nvcc -std=c++20 -O3 -gencode arch=compute_90a,code=sm_90a -Icommon -Icuda_kernels -Ibenchmarks \
+    benchmarks/q4k_read_probe.cu -o /tmp/q4k_read_probe > "$OUT/q4k_read_build.log" 2>&1 ||
+    { tail -20 "$OUT/q4k_read_build.log"; exit 1; }
+  for r in 1 2; do echo "--- round $r"; timeout 200 /tmp/q4k_read_probe || status=1; done 2>&1 | tee "$OUT/q4k_read.log"
+  echo "session status $status"; exit $status
+fi
 if [ "$MODE" = copy_probe ]; then
   step "copy probe (benchmarks/copy_probe.cu)"
   nvcc -std=c++20 -O3 -gencode arch=compute_90a,code=sm_90a -Xptxas -v -Icommon -Icuda_kernels benchmarks/copy_probe.cu \

@@ -1,0 +1,212 @@
+// EXPERIMENT (issue 6), not part of the package: does the way the tiled Q4_K gemv divides
+// its weight bytes hold it above a plain read? A plain read of the 33 MB at 14336 x 4096
+// takes 9.03 us (read_floor.py: 8064 programs of 4 KB, each loaded at once); the landed
+// gemv's loads alone, a CTA a 16-row tile whose warps stream K one block after another
+// with the next in flight, 10.4 (s15d). Goal: <= 10.4 with the arithmetic.
+//
+// Read-only kernels on random bytes in the tiled layout (a tile block: 2304 contiguous
+// bytes, a lane's five 16-byte loads as q4k.cu reads them), XORed, one word a CTA:
+//   plain   : CTAs of 128 threads, 4 KB each, every load issued at once (read_floor's best);
+//   stream  : a CTA a tile, W warps splitting K, each walking its blocks G at a time with
+//             the next G in flight (the landed shape at G = 1);
+//   oneshot : S CTAs a tile, W warps each, every warp's B blocks loaded at once; no
+//             reduction between the S CTAs (what a split over CTAs could reach at best);
+//   cluster : oneshot with the S CTAs of a tile in a cluster, rank 0 reading the others'
+//             words through distributed shared memory (what the reduction costs).
+// These kernels need 28-106 registers; the gemv's take 128, 16 warps an SM. Each variant
+// runs twice: as it is, and held to 16 warps an SM by dynamic shared memory ("@16w").
+// Build and run: scripts/h200_session.sh, mode q4k_read.
+#include <cooperative_groups.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "probe_util.cuh"
+
+namespace cg = cooperative_groups;
+
+constexpr int kBlockBytes = 2304;  // a tile block: 16 rows x 144 bytes
+
+struct Args {
+  const uint8_t* q;  // [tiles][nb][2304]
+  uint32_t* out;
+  int nb;  // blocks a tile row (k / 256)
+  int s;   // CTAs a tile
+};
+
+__device__ __forceinline__ uint4 ld16(const uint8_t* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+struct Blk {
+  uint4 c[5];
+};
+
+__device__ __forceinline__ void load(Blk& b, const uint8_t* blk, int lane) {
+#pragma unroll
+  for (int c = 0; c < 4; ++c) b.c[c] = ld16(blk + 512 * c + 16 * lane);
+  b.c[4] = ld16(blk + 2048 + 16 * (lane & 15));
+}
+
+__device__ __forceinline__ uint32_t fold(const Blk& b) {
+  uint32_t a = 0;
+#pragma unroll
+  for (int c = 0; c < 5; ++c) a ^= b.c[c].x ^ b.c[c].y ^ b.c[c].z ^ b.c[c].w;
+  return a;
+}
+
+// The warps' words met in shared memory; thread 0 returns the CTA's.
+__device__ __forceinline__ uint32_t cta_xor(uint32_t acc, uint32_t* sm) {
+#pragma unroll
+  for (int o = 16; o; o >>= 1) acc ^= __shfl_xor_sync(0xffffffffu, acc, o);
+  if (threadIdx.x % 32 == 0) sm[threadIdx.x / 32] = acc;
+  __syncthreads();
+  uint32_t r = 0;
+  if (threadIdx.x == 0)
+    for (int w = 0; w < int(blockDim.x / 32); ++w) r ^= sm[w];
+  return r;
+}
+
+// G blocks at a time; PF: the next G loaded before the current are folded.
+template <int G, bool PF, bool CLUSTER>
+__global__ void __launch_bounds__(512) tiles_read(Args a) {
+  __shared__ uint32_t sm[17];
+  const int warps = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int tile = blockIdx.x / a.s, s = blockIdx.x % a.s;
+  const int per = a.nb / (a.s * warps);
+  const uint8_t* p = a.q + (int64_t(tile) * a.nb + (s * warps + w) * per) * kBlockBytes;
+  uint32_t acc = 0;
+  Blk cur[G];
+#pragma unroll
+  for (int i = 0; i < G; ++i) load(cur[i], p + i * kBlockBytes, lane);
+  for (int j = G; j < per; j += G) {
+    if constexpr (PF) {
+      Blk nxt[G];
+#pragma unroll
+      for (int i = 0; i < G; ++i) load(nxt[i], p + (j + i) * kBlockBytes, lane);
+#pragma unroll
+      for (int i = 0; i < G; ++i) acc ^= fold(cur[i]), cur[i] = nxt[i];
+    } else {
+#pragma unroll
+      for (int i = 0; i < G; ++i) acc ^= fold(cur[i]);
+#pragma unroll
+      for (int i = 0; i < G; ++i) load(cur[i], p + (j + i) * kBlockBytes, lane);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < G; ++i) acc ^= fold(cur[i]);
+  uint32_t r = cta_xor(acc, sm);
+  if constexpr (CLUSTER) {
+    cg::cluster_group cl = cg::this_cluster();
+    if (threadIdx.x == 0) sm[16] = r;
+    cl.sync();
+    if (cl.block_rank() == 0 && threadIdx.x == 0)
+      for (unsigned i = 1; i < cl.num_blocks(); ++i) r ^= *cl.map_shared_rank(&sm[16], i);
+    cl.sync();  // the others stay until rank 0 has read them
+    if (cl.block_rank() == 0 && threadIdx.x == 0) a.out[blockIdx.x / a.s] = r;
+  } else if (threadIdx.x == 0) {
+    a.out[blockIdx.x] = r;
+  }
+}
+
+// read_floor.py's best at this size: 128 threads, two 16-byte loads each, 4 KB a CTA.
+__global__ void __launch_bounds__(128) plain_read(const uint8_t* q, uint32_t* out) {
+  __shared__ uint32_t sm[4];
+  const uint8_t* p = q + int64_t(blockIdx.x) * 4096 + 16 * threadIdx.x;
+  const uint4 u = ld16(p), v = ld16(p + 2048);
+  const uint32_t r = cta_xor(u.x ^ u.y ^ u.z ^ u.w ^ v.x ^ v.y ^ v.z ^ v.w, sm);
+  if (threadIdx.x == 0) out[blockIdx.x] = r;
+}
+
+using Kernel = void (*)(Args);
+
+template <int G, bool PF, bool CLUSTER>
+Kernel pick() {
+  return tiles_read<G, PF, CLUSTER>;
+}
+
+Kernel kernel_for(int g, bool pf, bool cluster) {
+  if (cluster) return g == 1 ? pick<1, false, true>() : g == 2 ? pick<2, false, true>() : pick<4, false, true>();
+  if (pf) return g == 1 ? pick<1, true, false>() : pick<2, true, false>();
+  return g == 1 ? pick<1, false, false>() : g == 2 ? pick<2, false, false>() : pick<4, false, false>();
+}
+
+int main() {
+  probe::print_device();
+  for (auto [n, k] : std::vector<std::pair<int, int>>{{14336, 4096}, {4096, 14336}, {4096, 4096}}) {
+    const int tiles = n / 16, nb = k / 256;
+    const size_t bytes = size_t(tiles) * nb * kBlockBytes;
+    const int copies = std::max<int>(8, int((400ull << 20) / bytes) + 1);
+    uint8_t* q;
+    uint32_t* out;
+    CK(cudaMalloc(&q, bytes * copies));
+    CK(cudaMalloc(&out, (bytes / 4096 + 1) * 4));
+    probe::fill<<<1024, 256>>>(q, int64_t(bytes) * copies, 5u);
+    CK(cudaDeviceSynchronize());
+    std::printf("\n%d x %d: %.2f MB, %d copies\n", n, k, bytes / 1e6, copies);
+    const float plain = probe::graph_time_us(copies, [&](int i, cudaStream_t st) {
+      plain_read<<<unsigned(bytes / 4096), 128, 0, st>>>(q + i * bytes, out);
+      return cudaGetLastError();
+    });
+    std::printf("  %-40s %7.2f us  %5.2f TB/s\n", "plain 4 KB x 128 threads", plain, bytes / plain / 1e6);
+    struct V {
+      std::string kind;
+      int s, w, g;
+      bool pf, cap = false;
+    };
+    std::vector<V> vs;
+    for (int w : {2, 4, 8})
+      for (int g : {1, 2})
+        if (nb % (w * g) == 0) vs.push_back({"stream", 1, w, g, true});
+    for (int w : {1, 2, 4, 8, 16})
+      for (int g : {1, 2, 4})
+        if (nb % (w * g) == 0 && nb / (w * g) <= 16) {
+          const int s = nb / (w * g);
+          vs.push_back({"oneshot", s, w, g, false});
+          if (s > 1 && s <= 8) vs.push_back({"cluster", s, w, g, false});
+        }
+    for (size_t i = 0, e = vs.size(); i < e; ++i) vs.push_back(vs[i]), vs.back().cap = true;
+    for (const V& v : vs) {
+      const bool cluster = v.kind == "cluster";
+      Kernel kern = kernel_for(v.g, v.pf, cluster);
+      cudaLaunchConfig_t cfg = {};
+      cudaLaunchAttribute attr[1];
+      cfg.gridDim = dim3(unsigned(tiles * v.s));
+      cfg.blockDim = dim3(unsigned(32 * v.w));
+      if (cluster) {
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = unsigned(v.s), attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+        cfg.attrs = attr, cfg.numAttrs = 1;
+      }
+      if (v.cap) {  // 16 / W CTAs an SM, each taking its share of the 228 KB
+        const int ctas = std::max(1, 16 / v.w);
+        cfg.dynamicSmemBytes = size_t(233472 / ctas - 1024 - 256);
+        CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(cfg.dynamicSmemBytes)));
+      }
+      auto launch = [&](int i, cudaStream_t st) {
+        cfg.stream = st;
+        return cudaLaunchKernelEx(&cfg, kern, Args{q + i * bytes, out, nb, v.s});
+      };
+      if (launch(0, nullptr) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
+        std::printf("  %-8s S%-2d W%-2d G%d%s: launch failed (%s)\n", v.kind.c_str(), v.s, v.w, v.g,
+                    v.cap ? " @16w" : "", cudaGetErrorString(cudaGetLastError()));
+        continue;
+      }
+      const float t = probe::graph_time_us(copies, launch);
+      char name[64];
+      std::snprintf(name, sizeof name, "%s S%d W%d G%d%s (%d blocks a warp)", v.kind.c_str(), v.s, v.w, v.g,
+                    v.cap ? " @16w" : "", nb / (v.s * v.w));
+      std::printf("  %-40s %7.2f us  %5.2f TB/s  %.2fx plain\n", name, t, bytes / t / 1e6, t / plain);
+    }
+    cudaFree(q), cudaFree(out);
+  }
+  return 0;
+}
