@@ -12,7 +12,10 @@
 //   oneshot : S CTAs a tile, W warps each, every warp's B blocks loaded at once; no
 //             reduction between the S CTAs (what a split over CTAs could reach at best);
 //   cluster : oneshot with the S CTAs of a tile in a cluster, rank 0 reading the others'
-//             words through distributed shared memory (what the reduction costs).
+//             words through distributed shared memory (what the reduction costs);
+//   ticket  : the S CTAs of a tile without a cluster: each writes its word to a global
+//             workspace, and the last to take a ticket (atomicInc wrapping at S, so the
+//             counters return to zero by themselves) reads the S words in rank order.
 // These kernels need 28-106 registers; the gemv's take 128, 16 warps an SM. Each variant
 // runs twice: as it is, and held to 16 warps an SM by dynamic shared memory ("@16w").
 // Build and run: scripts/h200_session.sh, mode q4k_read.
@@ -34,6 +37,8 @@ constexpr int kBlockBytes = 2304;  // a tile block: 16 rows x 144 bytes
 struct Args {
   const uint8_t* q;  // [tiles][nb][2304]
   uint32_t* out;
+  uint32_t* work;     // ticket: [tiles * S] words
+  unsigned* tickets;  // ticket: [tiles], zero at allocation
   int nb;  // blocks a tile row (k / 256)
   int s;   // CTAs a tile
 };
@@ -76,7 +81,7 @@ __device__ __forceinline__ uint32_t cta_xor(uint32_t acc, uint32_t* sm) {
 }
 
 // G blocks at a time; PF: the next G loaded before the current are folded.
-template <int G, bool PF, bool CLUSTER>
+template <int G, bool PF, bool CLUSTER, bool TICKET = false>
 __global__ void __launch_bounds__(512) tiles_read(Args a) {
   __shared__ uint32_t sm[17];
   const int warps = blockDim.x / 32, w = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -112,6 +117,18 @@ __global__ void __launch_bounds__(512) tiles_read(Args a) {
       for (unsigned i = 1; i < cl.num_blocks(); ++i) r ^= *cl.map_shared_rank(&sm[16], i);
     cl.sync();  // the others stay until rank 0 has read them
     if (cl.block_rank() == 0 && threadIdx.x == 0) a.out[blockIdx.x / a.s] = r;
+  } else if (TICKET) {
+    if (threadIdx.x == 0) {
+      const int tile = blockIdx.x / a.s;
+      a.work[blockIdx.x] = r;
+      __threadfence();
+      if (atomicInc(&a.tickets[tile], unsigned(a.s - 1)) == unsigned(a.s - 1)) {
+        __threadfence();
+        uint32_t t = 0;
+        for (int i = 0; i < a.s; ++i) t ^= __ldcg(&a.work[tile * a.s + i]);
+        a.out[tile] = t;
+      }
+    }
   } else if (threadIdx.x == 0) {
     a.out[blockIdx.x] = r;
   }
@@ -128,12 +145,14 @@ __global__ void __launch_bounds__(128) plain_read(const uint8_t* q, uint32_t* ou
 
 using Kernel = void (*)(Args);
 
-template <int G, bool PF, bool CLUSTER>
+template <int G, bool PF, bool CLUSTER, bool TICKET = false>
 Kernel pick() {
-  return tiles_read<G, PF, CLUSTER>;
+  return tiles_read<G, PF, CLUSTER, TICKET>;
 }
 
-Kernel kernel_for(int g, bool pf, bool cluster) {
+Kernel kernel_for(int g, bool pf, bool cluster, bool ticket = false) {
+  if (ticket) return g == 1 ? pick<1, true, false, true>() : g == 2 ? pick<2, true, false, true>() : pick<4, false, false, true>();
+  if (cluster && pf) return g == 1 ? pick<1, true, true>() : pick<2, true, true>();
   if (cluster) return g == 1 ? pick<1, false, true>() : g == 2 ? pick<2, false, true>() : pick<4, false, true>();
   if (pf) return g == 1 ? pick<1, true, false>() : pick<2, true, false>();
   return g == 1 ? pick<1, false, false>() : g == 2 ? pick<2, false, false>() : pick<4, false, false>();
@@ -141,17 +160,31 @@ Kernel kernel_for(int g, bool pf, bool cluster) {
 
 int main() {
   probe::print_device();
-  for (auto [n, k] : std::vector<std::pair<int, int>>{{14336, 4096}, {4096, 14336}, {4096, 4096}}) {
-    const int tiles = n / 16, nb = k / 256;
+  // Last, the FP8 GEMM's 2304 x 16384 as its TMA kernel divides it (37 MB; 36 tiles of 64
+  // rows, K split over the blocks of a cluster): 448 chunks of 2304 bytes a tile, each
+  // warp streaming its share, with (cluster) and without (stream Sn) the clusters.
+  struct Case {
+    int n, k, tiles, nb;
+    bool gemm;
+  };
+  for (Case cs : std::vector<Case>{{14336, 4096, 896, 16, false}, {4096, 14336, 256, 56, false},
+                                   {4096, 4096, 256, 16, false}, {2304, 16384, 36, 448, true}}) {
+    const int n = cs.n, k = cs.k, tiles = cs.tiles, nb = cs.nb;
     const size_t bytes = size_t(tiles) * nb * kBlockBytes;
     const int copies = std::max<int>(8, int((400ull << 20) / bytes) + 1);
     uint8_t* q;
     uint32_t* out;
     CK(cudaMalloc(&q, bytes * copies));
     CK(cudaMalloc(&out, (bytes / 4096 + 1) * 4));
+    uint32_t* work;
+    unsigned* tickets;
+    CK(cudaMalloc(&work, size_t(tiles) * 16 * 4));
+    CK(cudaMalloc(&tickets, size_t(tiles) * 4));
+    CK(cudaMemset(tickets, 0, size_t(tiles) * 4));
     probe::fill<<<1024, 256>>>(q, int64_t(bytes) * copies, 5u);
     CK(cudaDeviceSynchronize());
-    std::printf("\n%d x %d: %.2f MB, %d copies\n", n, k, bytes / 1e6, copies);
+    std::printf("\n%d x %d%s: %.2f MB, %d copies\n", n, k, cs.gemm ? " (fp8 GEMM: 36 tiles x 448 chunks)" : "",
+                bytes / 1e6, copies);
     const float plain = probe::graph_time_us(copies, [&](int i, cudaStream_t st) {
       plain_read<<<unsigned(bytes / 4096), 128, 0, st>>>(q + i * bytes, out);
       return cudaGetLastError();
@@ -165,18 +198,26 @@ int main() {
     std::vector<V> vs;
     for (int w : {2, 4, 8})
       for (int g : {1, 2})
-        if (nb % (w * g) == 0) vs.push_back({"stream", 1, w, g, true});
+        if (!cs.gemm && nb % (w * g) == 0) vs.push_back({"stream", 1, w, g, true});
+    for (int sp : {1, 2, 4, 8})
+      for (int w : {4, 8})
+        for (int g : {1, 2})
+          if (cs.gemm && (nb / (sp * w)) % g == 0) {
+            vs.push_back({"stream", sp, w, g, true});
+            if (sp > 1) vs.push_back({"cluster", sp, w, g, true}), vs.push_back({"ticket", sp, w, g, true});
+          }
     for (int w : {1, 2, 4, 8, 16})
       for (int g : {1, 2, 4})
-        if (nb % (w * g) == 0 && nb / (w * g) <= 16) {
+        if (!cs.gemm && nb % (w * g) == 0 && nb / (w * g) <= 16) {
           const int s = nb / (w * g);
           vs.push_back({"oneshot", s, w, g, false});
           if (s > 1 && s <= 8) vs.push_back({"cluster", s, w, g, false});
+          if (s > 1) vs.push_back({"ticket", s, w, g, false});
         }
     for (size_t i = 0, e = vs.size(); i < e; ++i) vs.push_back(vs[i]), vs.back().cap = true;
     for (const V& v : vs) {
       const bool cluster = v.kind == "cluster";
-      Kernel kern = kernel_for(v.g, v.pf, cluster);
+      Kernel kern = kernel_for(v.g, v.pf, cluster, v.kind == "ticket");
       cudaLaunchConfig_t cfg = {};
       cudaLaunchAttribute attr[1];
       cfg.gridDim = dim3(unsigned(tiles * v.s));
@@ -193,7 +234,7 @@ int main() {
       }
       auto launch = [&](int i, cudaStream_t st) {
         cfg.stream = st;
-        return cudaLaunchKernelEx(&cfg, kern, Args{q + i * bytes, out, nb, v.s});
+        return cudaLaunchKernelEx(&cfg, kern, Args{q + i * bytes, out, work, tickets, nb, v.s});
       };
       if (launch(0, nullptr) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
         std::printf("  %-8s S%-2d W%-2d G%d%s: launch failed (%s)\n", v.kind.c_str(), v.s, v.w, v.g,
@@ -206,7 +247,7 @@ int main() {
                     v.cap ? " @16w" : "", nb / (v.s * v.w));
       std::printf("  %-40s %7.2f us  %5.2f TB/s  %.2fx plain\n", name, t, bytes / t / 1e6, t / plain);
     }
-    cudaFree(q), cudaFree(out);
+    cudaFree(q), cudaFree(out), cudaFree(work), cudaFree(tickets);
   }
   return 0;
 }
