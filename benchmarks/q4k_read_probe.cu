@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,16 @@ __device__ __forceinline__ uint4 ld16(const uint8_t* p) {
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
+  return v;
+}
+
+// An empty volatile asm on a loaded vector: it is ordered after the (volatile) loads, and
+// what uses the vector waits for it, so no arithmetic is scheduled between the loads.
+__device__ __forceinline__ void pin(uint4& v) { asm volatile("" : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)); }
+
+__device__ __forceinline__ uint4 ld16ca(const uint8_t* p) {
+  uint4 v;
+  asm volatile("ld.global.ca.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
 }
 
@@ -134,6 +145,37 @@ __global__ void __launch_bounds__(512) tiles_read(Args a) {
   }
 }
 
+// The FP8 GEMM at M = 1 with no split of K between blocks: a block takes R whole rows of
+// the [N, K] weight (T threads x V 16-byte vectors a row, all loaded at once) with the
+// matching 16 bytes of x (one activation row, through L1), and reduces in shared memory.
+template <int R, int V>
+__global__ void __launch_bounds__(256, 1) rows_read(const uint8_t* w, const uint8_t* x, uint32_t* out, int k) {
+  __shared__ uint32_t sm[8];
+  const uint8_t* row = w + int64_t(blockIdx.x) * R * k;
+  uint4 a[R][V], b[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const int off = 16 * (threadIdx.x + j * blockDim.x);
+#pragma unroll
+    for (int r = 0; r < R; ++r) a[r][j] = ld16(row + int64_t(r) * k + off);
+    b[j] = ld16ca(x + off);
+  }
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    pin(b[j]);
+#pragma unroll
+    for (int r = 0; r < R; ++r) pin(a[r][j]);
+  }
+  uint32_t acc = 0;
+#pragma unroll
+  for (int j = 0; j < V; ++j)
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      acc ^= (a[r][j].x + b[j].x) ^ (a[r][j].y + b[j].y) ^ (a[r][j].z + b[j].z) ^ (a[r][j].w + b[j].w);
+  const uint32_t t = cta_xor(acc, sm);
+  if (threadIdx.x == 0) out[blockIdx.x] = t;
+}
+
 // read_floor.py's best at this size: 128 threads, two 16-byte loads each, 4 KB a CTA.
 __global__ void __launch_bounds__(128) plain_read(const uint8_t* q, uint32_t* out) {
   __shared__ uint32_t sm[4];
@@ -170,6 +212,7 @@ int main() {
   for (Case cs : std::vector<Case>{{14336, 4096, 896, 16, false}, {4096, 14336, 256, 56, false},
                                    {4096, 4096, 256, 16, false}, {2304, 16384, 36, 448, true}}) {
     const int n = cs.n, k = cs.k, tiles = cs.tiles, nb = cs.nb;
+    if (std::getenv("PROBE_GEMM_ONLY") && !cs.gemm) continue;
     const size_t bytes = size_t(tiles) * nb * kBlockBytes;
     const int copies = std::max<int>(8, int((400ull << 20) / bytes) + 1);
     uint8_t* q;
@@ -246,6 +289,25 @@ int main() {
       std::snprintf(name, sizeof name, "%s S%d W%d G%d%s (%d blocks a warp)", v.kind.c_str(), v.s, v.w, v.g,
                     v.cap ? " @16w" : "", nb / (v.s * v.w));
       std::printf("  %-40s %7.2f us  %5.2f TB/s  %.2fx plain\n", name, t, bytes / t / 1e6, t / plain);
+    }
+    if (cs.gemm) {  // [2304, 16384] fp8 read as rows (bytes: 36 x 448 x 2304 = 2268 rows of 16384)
+      uint8_t* xa;
+      CK(cudaMalloc(&xa, size_t(k)));
+      CK(cudaMemset(xa, 1, size_t(k)));
+      const int rows = int(bytes / size_t(k));
+      auto rows_variant = [&](const char* name, auto kern, int r, int threads) {
+        const float t = probe::graph_time_us(copies, [&](int i, cudaStream_t st) {
+          kern<<<unsigned(rows / r), unsigned(threads), 0, st>>>(q + i * bytes, xa, out, k);
+          return cudaGetLastError();
+        });
+        std::printf("  %-40s %7.2f us  %5.2f TB/s  %.2fx plain\n", name, t, bytes / t / 1e6, t / plain);
+      };
+      rows_variant("rows R1 x 256 threads x 4 vectors", rows_read<1, 4>, 1, 256);
+      rows_variant("rows R1 x 128 threads x 8 vectors", rows_read<1, 8>, 1, 128);
+      rows_variant("rows R2 x 256 threads x 4 vectors", rows_read<2, 4>, 2, 256);
+      rows_variant("rows R2 x 128 threads x 8 vectors", rows_read<2, 8>, 2, 128);
+      rows_variant("rows R4 x 256 threads x 4 vectors", rows_read<4, 4>, 4, 256);
+      cudaFree(xa);
     }
     cudaFree(q), cudaFree(out), cudaFree(work), cudaFree(tickets);
   }
