@@ -175,9 +175,15 @@ def tune_sweep(k, shapes, ms, bw, dev, md, results, configs=None):
                                 rows, f"tune: M={m}, N={n}, K={kk}", md)
 
 
+# name: (config, environment the launcher reads at each launch, or None)
 PATHS = {"default": ([], None), "cvt1": ([0, 0, 0, 1], None), "cvt2": ([0, 0, 0, 2], None),
-         "cvt3": ([0, 0, 0, 3], None), "cvt3 no PDL": ([0, 0, 0, 3], "0"), "cvt4": ([0, 0, 0, 4], None),
-         "cvt6": ([0, 0, 0, 6], None)}
+         "cvt3": ([0, 0, 0, 3], None), "cvt3 no PDL": ([0, 0, 0, 3], {"IK_SKINNY_GEMM_PDL": "0"}),
+         "cvt4": ([0, 0, 0, 4], None), "cvt6": ([0, 0, 0, 6], None),
+         # convert 7 (M = 1): rows a block (r), segments a thread in flight (v), fp32 sums
+         "cvt7": ([0, 0, 0, 7], None), "cvt7 r1": ([1, 0, 0, 7], None), "cvt7 r4": ([4, 0, 0, 7], None),
+         "cvt7 v1": ([0, 1, 0, 7], None), "cvt7 v2": ([0, 2, 0, 7], None), "cvt7 r1 v2": ([1, 2, 0, 7], None),
+         "cvt7 f32": ([0, 0, 0, 7], {"IK_SKINNY_GEMM_ROWS_F32": "1"}),
+         "cvt7 r1 f32": ([1, 0, 0, 7], {"IK_SKINNY_GEMM_ROWS_F32": "1"})}
 CVT4_MAX_M = 32  # convert 4 and 6 (the fp8 warpgroup MMA) take at most 32 rows
 
 
@@ -193,19 +199,19 @@ def paths_sweep(k, shapes, ms, bw, dev, md, results, names=None):
             a, out, ref = fp8_case(m, ws[0], dev)
             log = {"errors": [], "notes": []}
             row = [m]
-            for name, (cfg, pdl) in paths.items():
-                if cfg[3:] in ([4], [6]) and (m > CVT4_MAX_M or dev != "cuda"):
+            for name, (cfg, env) in paths.items():
+                if (cfg[3:] in ([4], [6]) and (m > CVT4_MAX_M or dev != "cuda")) or (cfg[3:] == [7] and m != 1):
                     row.append("-")
                     continue
-                if pdl is not None:
-                    os.environ["IK_SKINNY_GEMM_PDL"] = pdl  # read at launch (graph capture)
+                os.environ.update(env or {})  # read at launch (graph capture)
                 try:
                     k.ops.skinny_gemm_fp8(out, a, ws[0], sa, sb, None, cfg)
                     err = worst_row_err(out, ref)
                     t = harness.measure(name, lambda i, cfg=cfg: k.ops.skinny_gemm_fp8(
                         out, a, ws[i], sa, sb, None, cfg), n_rot, dev, log) if err <= 1e-2 else None
                 finally:
-                    os.environ.pop("IK_SKINNY_GEMM_PDL", None)
+                    for key in env or {}:
+                        os.environ.pop(key, None)
                 row.append(harness.fmt_us(t) + ("" if err <= 1e-2 else f" FAIL {err:.1e}"))
                 results.append({"op": "skinny_gemm_fp8_paths", "path": name, "M": m, "N": n, "K": kk,
                                 "config": cfg, "us": t.us if t else None, "worst_row_rel_err": err, **log})

@@ -131,7 +131,9 @@ struct SkinnyGemmParams {
   // every 8 chunks of 64 K bytes), 5 as 4 in persistent clusters, the weights through a
   // cp.async ring, 6 none: the same MMAs with both operands copied to shared memory by the
   // tensor memory accelerator (sm_90a, M <= 32; sums into fp32 every 256 K bytes; the
-  // default at N >= 1024). 0 = the launcher's choice; skinny_gemm.cu's convert_for has the
+  // default at N >= 1024), 7 (M = 1) no tensor cores: whole weight rows a block, no split of
+  // K between blocks, products exact in f16 with a scaled by 2^-8, summed 16 at a time in
+  // f16, then in fp32. 0 = the launcher's choice; skinny_gemm.cu's convert_for has the
   // rules and their measurements.
   int convert;
   // Workspace of skinny_gemm_fp8_workspace_bytes(p) bytes (16-byte aligned), or null

@@ -151,7 +151,7 @@ __device__ __forceinline__ F16x8 to_f16_div256(const uint4& v) {
 // per warp through the conversion instruction (kCvt) or integer operations (kIntOps), or
 // once, by a pre-pass writing an f16 copy of `a` that the warps load as ready B fragments
 // (kF16Copy; that path also streams the weight through a cp.async ring, see the kernel).
-enum Convert : int { kCvt = 1, kIntOps = 2, kF16Copy = 3, kWgmma = 4, kWgmmaRing = 5, kTma = 6 };
+enum Convert : int { kCvt = 1, kIntOps = 2, kF16Copy = 3, kWgmma = 4, kWgmmaRing = 5, kTma = 6, kRows = 7 };
 
 // kF16Copy: chunks of weight in each warp's cp.async ring (S - 1 in flight while one is
 // computed): 4 x 2 KB per warp, 64 KB for a block of 8 warps, two blocks per SM.
@@ -460,6 +460,119 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32, kMinBlocks)
     static_cast<OutT*>(p.out)[m * p.ldo + n] = from_float<OutT>(y);
   }
   if (nc > 1) cluster.sync();  // keep this block's shared memory alive until all have read it
+}
+
+// convert 7 (M = 1): whole weight rows a block, no split of K between blocks. Every split
+// of K over blocks ends in a reduction that waits for the block of its tile that finishes
+// last; at 2304 x 16384 that wait cost 0.9-1.5 us whether the blocks met in a cluster or
+// through a global workspace and a ticket, on top of the loads alone (10.6-10.7 us; read
+// probe, benchmarks/q4k_read_probe.cu, s41). Blocks of R rows x all of K, each thread
+// kRowsThreads apart with V 16-byte segments of every row in flight (and x's, through L1,
+// where the SM's blocks share it), read the same 37 MB in 9.9-10.1 us: as many blocks as
+// rows / R, refilled by the hardware as they end.
+// Arithmetic (tensor cores need 16 rows a warp): x's segment to f16 (exact) and times
+// 2^-8 (exact: e4m3's smallest value becomes an f16 subnormal with its bits), so that
+// no product of two e4m3 values, at most 448 * 448 / 256, overflows f16; each product is
+// exact in f16 down to 2^-24 (below that, products of two near-subnormal values round). F32
+// = false: a segment's 8 pairs summed by HFMA2 in f16 (16 values, at most 12544:
+// rounding 2^-11 relative to a sum of 8), then in fp32; F32 = true: every product in fp32.
+constexpr int kRowsThreads = 256;
+
+__device__ __forceinline__ uint32_t hmul2_u(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+__device__ __forceinline__ uint32_t hfma2_u(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+__device__ __forceinline__ float2 f16x2_to_float2(uint32_t h) {
+  return __half22float2(*reinterpret_cast<const __half2*>(&h));
+}
+// The vector's four words, opaque to the compiler from here on: ptxas then keeps every
+// load of a step ahead of the arithmetic instead of interleaving them (ptx.cuh's
+// after_loads, for vectors).
+__device__ __forceinline__ void after_loads4(uint4& v) {
+  asm volatile("" : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w));
+}
+
+template <typename OutT, int R, int V, bool F32>
+__global__ void __launch_bounds__(kRowsThreads, 1) skinny_gemm_rows_kernel(const SkinnyGemmParams p) {
+  __shared__ float part[kRowsThreads / 32][R];
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+  const int64_t n0 = int64_t(blockIdx.x) * R;
+  const auto* a = static_cast<const uint8_t*>(p.a);
+  const uint8_t* brow[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) brow[r] = static_cast<const uint8_t*>(p.b) + std::min<int64_t>(n0 + r, p.N - 1) * p.ldb;
+  constexpr uint32_t kTwoM8 = 0x1C001C00u;  // 2^-8 in both f16 halves
+  float acc[R] = {};
+  for (int64_t k0 = int64_t(t) * 16; k0 < p.K; k0 += int64_t(kRowsThreads) * V * 16) {
+    uint4 x[V], w[R][V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const int64_t off = k0 + int64_t(j) * kRowsThreads * 16;
+      x[j] = load16<false>(a + off, p.K - off);
+#pragma unroll
+      for (int r = 0; r < R; ++r) w[r][j] = load16<true>(brow[r] + off, p.K - off);
+    }
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      after_loads4(x[j]);
+#pragma unroll
+      for (int r = 0; r < R; ++r) after_loads4(w[r][j]);
+    }
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      F16x8 xs = to_f16(x[j]);
+      if constexpr (F32) {
+        float2 xf[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) xf[i] = f16x2_to_float2(xs.f[i]);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const F16x8 wf = to_f16(w[r][j]);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) {
+            const float2 v = f16x2_to_float2(wf.f[i]);
+            acc[r] = fmaf(v.x, xf[i].x, acc[r]);
+            acc[r] = fmaf(v.y, xf[i].y, acc[r]);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) xs.f[i] = hmul2_u(xs.f[i], kTwoM8);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const F16x8 wf = to_f16(w[r][j]);
+          uint32_t h = hmul2_u(wf.f[0], xs.f[0]);
+#pragma unroll
+          for (int i = 1; i < 8; ++i) h = hfma2_u(wf.f[i], xs.f[i], h);
+          const float2 v = f16x2_to_float2(h);
+          acc[r] += v.x + v.y;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    float v = acc[r];
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+    if (lane == 0) part[warp][r] = v;
+  }
+  __syncthreads();
+  if (t < R && n0 + t < p.N) {
+    const int64_t n = n0 + t;
+    float sum = 0.0f;
+#pragma unroll
+    for (int q = 0; q < kRowsThreads / 32; ++q) sum += part[q][t];
+    float y = (F32 ? sum : sum * 256.0f) * (*p.scale_a * p.scale_b[p.scale_b_per_channel ? n : 0]);
+    if (p.bias) y += to_float(static_cast<const OutT*>(p.bias)[n]);
+    static_cast<OutT*>(p.out)[n] = from_float<OutT>(y);
+  }
 }
 
 // Any layout (rows not 16-byte aligned, K % 16 != 0): a warp per weight row, lanes
@@ -1715,6 +1828,43 @@ int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
   return e;
 }
 
+// convert 7: R = tiles_per_block rows a block (1, 2, 4; else 2), V = warps_per_tile
+// segments of every row a thread keeps in flight (1, 2, 4; else the fewest steps of K,
+// at most 4). IK_SKINNY_GEMM_ROWS_F32=1 (read at each launch; an experiment switch): every
+// product summed in fp32.
+bool rows_f32() {
+  const char* v = std::getenv("IK_SKINNY_GEMM_ROWS_F32");
+  return v && v[0] == '1';
+}
+
+template <typename OutT, bool F32>
+int launch_rows_with(const SkinnyGemmParams& p, int r, int v, cudaStream_t stream) {
+  const int64_t blocks = (p.N + r - 1) / r;
+  if (blocks > INT32_MAX) return cudaErrorInvalidValue;
+  auto go = [&](auto kernel) {
+    kernel<<<unsigned(blocks), kRowsThreads, 0, stream>>>(p);
+    return int(cudaSuccess);
+  };
+  const auto with_v = [&](auto rc) {
+    constexpr int R = decltype(rc)::value;
+    if (v == 1) return go(skinny_gemm_rows_kernel<OutT, R, 1, F32>);
+    if (v == 2) return go(skinny_gemm_rows_kernel<OutT, R, 2, F32>);
+    return go(skinny_gemm_rows_kernel<OutT, R, 4, F32>);
+  };
+  if (r == 1) return with_v(std::integral_constant<int, 1>{});
+  if (r == 2) return with_v(std::integral_constant<int, 2>{});
+  return with_v(std::integral_constant<int, 4>{});
+}
+
+template <typename OutT>
+int launch_rows(const SkinnyGemmParams& p, cudaStream_t stream) {
+  const int r = p.tiles_per_block ? p.tiles_per_block : 2;
+  const int v = p.warps_per_tile ? p.warps_per_tile : int(std::min<int64_t>(4, (p.K + 4095) / 4096));
+  if (p.M != 1 || p.cluster > 1 || (r != 1 && r != 2 && r != 4) || (v != 1 && v != 2 && v != 4))
+    return cudaErrorInvalidValue;  // the wrapper says so first
+  return rows_f32() ? launch_rows_with<OutT, true>(p, r, v, stream) : launch_rows_with<OutT, false>(p, r, v, stream);
+}
+
 template <typename OutT>
 int launch_out(const SkinnyGemmParams& p, cudaStream_t stream) {
   if (!vector_path(p)) {
@@ -1725,6 +1875,7 @@ int launch_out(const SkinnyGemmParams& p, cudaStream_t stream) {
     skinny_gemm_bytes_kernel<OutT><<<grid, kWarps * 32, 0, stream>>>(p);
     return cudaSuccess;
   }
+  if (convert_for(p, n_tiles(p.M)) == kRows) return launch_rows<OutT>(p, stream);
   switch (n_tiles(p.M)) {
     case 1: return launch<OutT, 1>(p, stream);
     case 2: return launch<OutT, 2>(p, stream);

@@ -21,7 +21,9 @@ using namespace inference_kernels;
 // 6 takes `cluster`, its K split, tiles_per_block, its consumer warpgroups a block, and
 // warps_per_tile, its epilogue: the partials by element (1) or by weight row (2), direct
 // (3: no K split, persistent blocks), pushed rank to rank (4; without a split, 3) or
-// swapped between two ranks (5; at splits other than 2, 4)). On
+// swapped between two ranks (5; at splits other than 2, 4)); 7 (M = 1) takes tiles_per_block,
+// its weight rows a block, and warps_per_tile, the 16-byte segments of each row a thread
+// keeps in flight. On
 // ROCm, warps_per_tile is the K splits across work items and cluster and convert are ignored.
 void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
                           const at::Tensor& scale_a, const at::Tensor& scale_b,
@@ -32,15 +34,21 @@ void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor
               "cluster, convert], got ", num(int64_t(config.size())));
   const auto field = [&](size_t i) { return i < config.size() ? config[i] : int64_t(0); };
   const int64_t rb = field(0), kw = field(1), nc = field(2), cvt = field(3);
-  // convert 6 reads both fields otherwise (its own check below)
-  TORCH_CHECK(rb >= 0 && kw >= 0 && (cvt == 6 || std::max<int64_t>(rb, 1) * std::max<int64_t>(kw, 1) <= 8),
+  // convert 6 and 7 read both fields otherwise (their own checks below)
+  TORCH_CHECK(rb >= 0 && kw >= 0 && (cvt >= 6 || std::max<int64_t>(rb, 1) * std::max<int64_t>(kw, 1) <= 8),
               "config: tiles_per_block * warps_per_tile must be at most 8 (0 = automatic), got ",
               num(rb), " and ", num(kw));
   TORCH_CHECK(nc >= 0 && nc <= 8, "config: cluster must be 0 (automatic) to 8, got ", num(nc));
-  TORCH_CHECK(cvt >= 0 && cvt <= 6, "config: convert must be 0 (automatic), 1, 2, 3, 4, 5 or 6, got ", num(cvt));
+  TORCH_CHECK(cvt >= 0 && cvt <= 7, "config: convert must be 0 (automatic), 1, 2, 3, 4, 5, 6 or 7, got ", num(cvt));
 #ifdef CUDA_KERNEL
-  TORCH_CHECK(cvt < 4 || p.M <= 32, "config: convert ", num(cvt), " (wgmma) takes at most 32 rows of a, got ",
+  TORCH_CHECK(cvt < 4 || cvt == 7 || p.M <= 32, "config: convert ", num(cvt), " (wgmma) takes at most 32 rows of a, got ",
               num(p.M));
+  TORCH_CHECK(cvt != 7 || p.M == 1, "config: convert 7 (whole weight rows a block) takes one row of a, got ", num(p.M));
+  TORCH_CHECK(cvt != 7 || ((rb == 0 || rb == 1 || rb == 2 || rb == 4) && (kw == 0 || kw == 1 || kw == 2 || kw == 4) &&
+                           nc <= 1),
+              "config: convert 7 takes tiles_per_block 0 (automatic), 1, 2 or 4 (weight rows a block), warps_per_tile ",
+              "0 (automatic), 1, 2 or 4 (16-byte segments of each row a thread keeps in flight) and cluster 0 or 1, ",
+              "got ", num(rb), ", ", num(kw), " and ", num(nc));
   TORCH_CHECK(cvt != 6 || (rb <= 2 && kw <= 5), "config: convert 6 takes tiles_per_block 0 (automatic), 1 or 2 ",
               "(consumer warpgroups of 64 weight rows a block) and warps_per_tile 0 (automatic), 1, 2, 3, 4 or 5 (the ",
               "epilogue: partials by element, by weight row, direct, pushed rank to rank, or swapped between two ",

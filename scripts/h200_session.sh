@@ -124,6 +124,7 @@
 #   gemm_epi_final: tma_epi_ab's tests and sanitizers, then the full GEMM benchmark
 #           row (warps_per_tile 1 / 2), 11 weights, M 8 / 12 / 16 / 24 / 32; compute-sanitizer
 #           (memcheck, racecheck, synccheck) on the GEMM; the full GEMM benchmark
+#   rows7: the skinny GEMM's convert 7 (M = 1): its tests, sanitizers, and --paths at M = 1
 #   q4k_read: EXPERIMENT (issue 6): benchmarks/q4k_read_probe.cu, the tiled Q4_K weight read by every
 #     division of its bytes (CTAs a tile, warps, blocks in flight), no arithmetic
 #   q4k_imma: EXPERIMENT (issue 6): benchmarks/q4k_imma_probe.cu, the tiled Q4_K gemv's m = 1 loop
@@ -876,6 +877,18 @@ case "$MODE" in
           true ;;
   # bench8192: the RMSNorm family at hidden 8192 against torch.compile and Liger (the
   # fortieth session's rule, whose benchmarks did not run in s40c).
+  # rows7: the skinny GEMM's convert 7 (M = 1, whole weight rows a block; forty-first session)
+  rows7) step "skinny GEMM tests: convert 7, NaN and extremes, config errors"
+          timeout 200 python3 -m pytest tests/test_skinny_gemm.py -q -rfE -p no:cacheprovider \
+            -k "rows_path or nan_and_extremes or rejects_bad_config" 2>&1 | tee "$OUT/pytest_rows7.log" | tail -6
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+          sanitize gemm_rows skinny_gemm_rows; pack
+          step "convert 7 against the default at M = 1"
+          timeout 280 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --ms 1 --out "$OUT" \
+            --shapes ${ROWS7_SHAPES:-2304x16384,13312x16384,16384x6656,4096x4096} \
+            --path-names "${ROWS7_PATHS:-default,cvt7,cvt7 r1,cvt7 r4,cvt7 v1,cvt7 v2,cvt7 r1 v2,cvt7 f32,cvt7 r1 f32}" \
+            2>&1 | tee "$OUT/bench_rows7.log" | grep -v "^ *$" | tail -40
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
   bench8192) step "add + RMSNorm + FP8 and RMSNorm + FP8, fp16, hidden 8192"
           timeout 200 python3 benchmarks/bench_norm_fp8.py --hidden 8192 --rows 1 8 32 128 512 1024 2048 \
             --name bench_norm_fp8_8192 2>&1 | tee "$OUT/bench_norm_fp8_8192.log" | grep -vi warn | tail -24

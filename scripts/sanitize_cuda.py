@@ -6,6 +6,7 @@
     ... scripts/sanitize_cuda.py --only-rmsnorm    # the RMSNorm ops alone, piped layouts included
     ... scripts/sanitize_cuda.py --only-activations  # SwiGLU and silu alone, every vector width
     ... python3 scripts/sanitize_cuda.py skinny_gemm    # only the FP8 GEMM's launches
+    ... python3 scripts/sanitize_cuda.py skinny_gemm_rows  # only its convert 7 (M = 1)
 
 Without the caching allocator every tensor is its own allocation, so an
 out-of-bounds access is caught instead of landing in a neighbour's block.
@@ -172,11 +173,41 @@ def skinny_gemms(ik, dev):
     return n_launch
 
 
+def rows_gemms(ik, dev):
+    """skinny_gemm_fp8's convert 7 (M = 1, whole weight rows a block): odd N (the last
+    block's rows past N), K tails (segments past K, K = 16), several steps of K, 1, 2 and 4
+    rows a block, 1, 2 and 4 segments a thread, f16 partial sums and fp32 ones, strided
+    rows, a misaligned row stride of out, bias and per-channel scales. Returns the launch
+    count."""
+    import os
+    fp8 = torch.float8_e4m3fn
+    n_launch = 0
+    for n, k in [(1, 16), (17, 80), (129, 1040), (2317, 272), (37, 6656 + 16), (5, 4096 * 5 + 48)]:
+        a = (torch.randn(1, k + 32, device=dev) * 3).to(fp8)
+        b = (torch.randn(n, k + 16, device=dev) * 3).to(fp8)[:, :k]
+        sa = torch.tensor([0.01], device=dev)
+        sb = torch.rand(n, device=dev) / 64
+        bias = torch.randn(n, device=dev).bfloat16()
+        out = torch.empty(1, n + 3, device=dev, dtype=torch.bfloat16)
+        for f32 in ("0", "1"):
+            os.environ["IK_SKINNY_GEMM_ROWS_F32"] = f32
+            for cfg in ([0, 0, 0, 7], [1, 1, 0, 7], [2, 2, 1, 7], [4, 4, 0, 7], [4, 1, 0, 7], [1, 4, 0, 7]):
+                ik.ops.skinny_gemm_fp8(out[:, 1:n + 1], a[:, :k], b, sa, sb, bias, cfg)
+                n_launch += 1
+        os.environ.pop("IK_SKINNY_GEMM_ROWS_F32")
+    return n_launch
+
+
 def main():
     ik = kernels.get_kernel("inference-kernels/inference-kernels", version=1)
     dev = "cuda"
+    if sys.argv[1:] == ["skinny_gemm_rows"]:
+        n = rows_gemms(ik, dev)
+        torch.cuda.synchronize()
+        print(f"sanitize_cuda: {n} skinny_gemm_fp8 convert 7 launches done")
+        return 0
     if sys.argv[1:] == ["skinny_gemm"]:
-        n = skinny_gemms(ik, dev)
+        n = skinny_gemms(ik, dev) + rows_gemms(ik, dev)
         torch.cuda.synchronize()
         print(f"sanitize_cuda: {n} skinny_gemm_fp8 launches done")
         return 0
@@ -238,7 +269,7 @@ def main():
         n += rms_norms(ik, x, w, wide)
         n += layer_norms(ik, x, w, wide)
         n += activations(ik, x.shape[0], x.shape[1], x.dtype, dev)
-    n += skinny_gemms(ik, dev)
+    n += skinny_gemms(ik, dev) + rows_gemms(ik, dev)
     torch.cuda.synchronize()
     print(f"sanitize_cuda: {n} launches done")
 

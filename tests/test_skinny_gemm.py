@@ -4,6 +4,8 @@ K tails, strided and misaligned operands, both output dtypes, per-tensor and
 per-channel weight scales, bias; the M > 32 route to torch._scaled_mm (CUDA); CUDA
 graphs; every error path."""
 
+import os
+
 import pytest
 import torch
 
@@ -353,6 +355,33 @@ def test_tma_path(ik, device, m, n, k):
             assert all(torch.equal(outs[0], o) for o in outs[1:])
 
 
+@pytest.mark.parametrize("f32", ["0", "1"])
+@pytest.mark.parametrize("n,k", [(1000, 64 * 37 + 16), (37, 6656), (2304 + 13, 1040), (130, 16), (129, 4096 * 3 + 48),
+                                 (301, 16384), (5, 20480)])
+def test_rows_path(ik, device, monkeypatch, n, k, f32):
+    """convert 7 (M = 1: whole weight rows a block, no K split between blocks) at 1, 2 and 4
+    rows a block and 1, 2 and 4 segments a thread in flight: odd N (the last block's rows
+    past N clamped, not stored), K tails (K % 4096 != 0: segments past K load zeros; K = 16:
+    one thread of 256 has work), several steps of K, strided rows of a and b, per-channel
+    scales, bias, both out dtypes; products summed 16 at a time in f16 (the default) or all
+    in fp32 (IK_SKINNY_GEMM_ROWS_F32=1). A row's sums run in the same order whatever the
+    rows a block, so those outputs are bitwise equal."""
+    cuda_only(device)
+    monkeypatch.setenv("IK_SKINNY_GEMM_ROWS_F32", f32)
+    a, b, sa, sb = strided_operands(1, n, k, device)
+    for dt in (torch.bfloat16, torch.float16):
+        bias = torch.randn(n, device=device).to(dt)
+        ref = reference(a, b, sa, sb, bias)
+        for kw in (0, 1, 2, 4):
+            outs = []
+            for rb in (0, 1, 2, 4):
+                out = poisoned(1, n, dt, device)
+                ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, [rb, kw, 0, 7])
+                assert_rows_close(out, ref, dt)
+                outs.append(out)
+            assert all(torch.equal(outs[0], o) for o in outs[1:])
+
+
 @pytest.mark.parametrize("m", [1, 13, 32])
 def test_tma_direct_persistent(ik, device, m):
     """convert 6's direct epilogue in persistent blocks, where blocks take several tiles
@@ -467,7 +496,7 @@ def test_f16_copy_matches_per_warp_conversion(ik, device, m, k):
 def test_fp8_nan_and_extremes(ik, device):
     """Saturated weights and activations (+-448) and subnormals: exact products in fp32.
     A NaN weight propagates; an activation NaN propagates on the CPU and, on CUDA, with
-    convert=1, 3, 4 and 6 (convert=2 reads it as 480: documented)."""
+    convert=1, 3, 4, 6 and 7 (convert=2 reads it as 480: documented)."""
     k = 256
     a = torch.full((2, k), 448.0, device=device).to(FP8)
     a[1] = torch.tensor(2.0 ** -9, device=device).to(FP8)  # the smallest subnormal
@@ -489,6 +518,19 @@ def test_fp8_nan_and_extremes(ik, device):
             out3 = poisoned(2, 16, torch.bfloat16, device)
             ik.ops.skinny_gemm_fp8(out3, a_nan, b, one, one, None, [0, 0, 0, cvt])
             assert torch.isnan(out3[0]).all() and not torch.isnan(out3[1]).any(), f"convert {cvt}"
+        for f32 in ("0", "1"):  # convert 7 (M = 1), f16 partial sums and fp32: exact here too
+            os.environ["IK_SKINNY_GEMM_ROWS_F32"] = f32
+            try:
+                for i in (0, 1):
+                    out7 = poisoned(1, 16, torch.bfloat16, device)
+                    ik.ops.skinny_gemm_fp8(out7, a[i:i + 1], b, one / 4096, one, None, [0, 0, 0, 7])
+                    assert torch.equal(out7.cpu(), reference(a[i:i + 1], b, one / 4096, one).cpu().to(torch.bfloat16))
+                ik.ops.skinny_gemm_fp8(out7, a_nan[:1], b_nan, one, one, None, [0, 0, 0, 7])
+                assert torch.isnan(out7).all()
+                ik.ops.skinny_gemm_fp8(out7, a[1:], b_nan, one, one, None, [0, 0, 0, 7])
+                assert torch.isnan(out7[0, 3]) and not torch.isnan(out7[0, :3]).any()
+            finally:
+                del os.environ["IK_SKINNY_GEMM_ROWS_F32"]
     else:
         out = ik.skinny_gemm_fp8(a_nan, b, one, one)
     assert torch.isnan(out[0]).all() and not torch.isnan(out[1]).any()
@@ -612,7 +654,7 @@ def test_rejects_bad_config(ik, device):
     out = torch.empty(4, 8, device=device, dtype=torch.bfloat16)
     for cfg, msg in (([3, 3], "tiles_per_block \\* warps_per_tile must be at most 8"),
                      ([1, 1, 9], "cluster must be 0 \\(automatic\\) to 8, got 9"),
-                     ([0, 0, 1, 7], "convert must be 0 \\(automatic\\), 1, 2, 3, 4, 5 or 6, got 7"),
+                     ([0, 0, 1, 8], "convert must be 0 \\(automatic\\), 1, 2, 3, 4, 5, 6 or 7, got 8"),
                      ([1, 1, 1, 1, 1], "config holds at most 4 values")):
         with pytest.raises(RuntimeError, match=msg):
             ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, cfg)
@@ -632,6 +674,15 @@ def test_rejects_bad_config(ik, device):
                                                "by weight row, direct, pushed rank to rank, or swapped between two "
                                                f"ranks\\), got {cfg[0]} and {cfg[1]}"):
             ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, cfg)
+    with pytest.raises(RuntimeError, match="convert 7 \\(whole weight rows a block\\) takes one row of a, got 4"):
+        ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, [0, 0, 0, 7])
+    a1, out1 = rand_fp8((1, 64), device), torch.empty(1, 8, device=device, dtype=torch.bfloat16)
+    for cfg in ([3, 0, 0, 7], [0, 3, 0, 7], [8, 0, 0, 7], [0, 0, 2, 7]):
+        with pytest.raises(RuntimeError, match="convert 7 takes tiles_per_block 0 \\(automatic\\), 1, 2 or 4 "
+                                               "\\(weight rows a block\\), warps_per_tile 0 \\(automatic\\), 1, 2 or 4 "
+                                               "\\(16-byte segments of each row a thread keeps in flight\\) and "
+                                               f"cluster 0 or 1, got {cfg[0]}, {cfg[1]} and {cfg[2]}"):
+            ik.ops.skinny_gemm_fp8(out1, a1, b, sa, sb, None, cfg)
     with pytest.raises(RuntimeError, match="convert 6's direct epilogue \\(warps_per_tile 3\\) takes no K split "
                                            "\\(cluster 0 or 1\\), got cluster 2"):
         ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, [0, 3, 2, 6])
