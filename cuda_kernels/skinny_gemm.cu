@@ -1348,6 +1348,16 @@ bool use_ring() {
   return v && v[0] == '1';
 }
 
+// convert 7 at M = 1 where convert 6 ran (N >= 1024), K >= 4096 and up to 40 MiB of
+// weight: no K split, so no reduction waiting at the end for the last block of a tile
+// (s41, us: 2304 x 16384 11.34 against convert 6's 11.84, 4096 x 4096 6.34 against
+// 6.66). Past that the split streams as well and convert 7's own arithmetic shows
+// (13312 x 16384 52.61 against 52.09, 16384 x 6656 27.72 against 26.81).
+bool rows_wins(const SkinnyGemmParams& p) {
+  return p.M == 1 && p.N >= 1024 && p.K >= 4096 && p.N * p.K <= 40 * kMiB && vector_path(p) && !p.tiles_per_block &&
+         !p.warps_per_tile && !p.cluster;
+}
+
 int convert_for(const SkinnyGemmParams& p, int nt) {
   if (p.convert > 0) return p.convert;
   const int64_t bytes = p.N * p.K;
@@ -1359,6 +1369,7 @@ int convert_for(const SkinnyGemmParams& p, int nt) {
       ring_min_cluster(p) > 0) {
     return kWgmmaRing;
   }
+  if (rows_wins(p)) return kRows;
   if (p.N >= 1024 && !p.tiles_per_block && !p.warps_per_tile && tma_ready(p)) return kTma;
   const bool wgmma_wins = (nt == 1 && bytes <= kLargeWeight && p.K <= 8192 && p.N <= p.K) ||
                           (p.M <= kMaxM && (small || (mid && (nt <= 3 || p.K <= 8192))));

@@ -125,6 +125,7 @@
 #           row (warps_per_tile 1 / 2), 11 weights, M 8 / 12 / 16 / 24 / 32; compute-sanitizer
 #           (memcheck, racecheck, synccheck) on the GEMM; the full GEMM benchmark
 #   rows7: the skinny GEMM's convert 7 (M = 1): its tests, sanitizers, and --paths at M = 1
+#   rows_final: every skinny GEMM test, then --paths at M = 1 on the 11 weights (default, convert 6, 7)
 #   q4k_read: EXPERIMENT (issue 6): benchmarks/q4k_read_probe.cu, the tiled Q4_K weight read by every
 #     division of its bytes (CTAs a tile, warps, blocks in flight), no arithmetic
 #   q4k_imma: EXPERIMENT (issue 6): benchmarks/q4k_imma_probe.cu, the tiled Q4_K gemv's m = 1 loop
@@ -888,6 +889,12 @@ case "$MODE" in
             --shapes ${ROWS7_SHAPES:-2304x16384,13312x16384,16384x6656,4096x4096} \
             --path-names "${ROWS7_PATHS:-default,cvt7,cvt7 r1,cvt7 r4,cvt7 v1,cvt7 v2,cvt7 r1 v2,cvt7 f32,cvt7 r1 f32}" \
             2>&1 | tee "$OUT/bench_rows7.log" | grep -v "^ *$" | tail -40
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+  # rows_final: convert 7 as the default at M = 1 (its rule in convert_for)
+  rows_final) tests_gemm; pack
+          step "M = 1 on the 11 weights: the default (convert 7 where its rule applies) against convert 6 and 7"
+          timeout 300 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --ms 1 --out "$OUT" \
+            --path-names "default,cvt6,cvt7" 2>&1 | tee "$OUT/bench_rows_final.log" | grep -v "^ *$" | tail -60
           [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
   bench8192) step "add + RMSNorm + FP8 and RMSNorm + FP8, fp16, hidden 8192"
           timeout 200 python3 benchmarks/bench_norm_fp8.py --hidden 8192 --rows 1 8 32 128 512 1024 2048 \

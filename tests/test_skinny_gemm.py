@@ -187,12 +187,12 @@ def test_large_m_goes_to_scaled_mm(ik, device, m):
         assert_rows_close(y, reference(a, b, sa, sb, bias.to(dtype)), dtype)
 
 
-@pytest.mark.parametrize("m", [8, 24])
+@pytest.mark.parametrize("m", [1, 8, 24])
 @pytest.mark.parametrize("cfg", [[], [0, 0, 0, 3]])
 def test_cuda_graph_replays_new_inputs(ik, device, m, cfg):
-    """The default (convert 6: its tensor maps are built at capture and name the same
-    buffers at every replay) and convert 3 (at M = 24 the f16 pre-pass, its workspace and
-    the programmatic dependent launch of the GEMM) captured into a graph."""
+    """The default (M = 1: convert 7; else convert 6: its tensor maps are built at capture
+    and name the same buffers at every replay) and convert 3 (at M = 24 the f16 pre-pass,
+    its workspace and the programmatic dependent launch of the GEMM) captured into a graph."""
     cuda_only(device)
     n, k = 2304 + 13, 4096
     a, b = rand_fp8((m, k), device), rand_fp8((n, k), device)
@@ -391,11 +391,11 @@ def test_tma_direct_persistent(ik, device, m):
     assert_configs_agree(ik, device, m, 64 * 300 + 37, 64 * 5 + 16, ([0, 1, 1, 6], [], [0, 3, 0, 6], [2, 3, 1, 6]))
 
 
-@pytest.mark.parametrize("m,n,k", [(1, 1024, 8192), (8, 2304, 16384), (16, 6144, 4096), (17, 4096 + 77, 4096),
+@pytest.mark.parametrize("m,n,k", [(2, 1024, 8192), (8, 2304, 16384), (16, 6144, 4096), (17, 4096 + 77, 4096),
                                    (24, 4096, 4096), (32, 1024, 8192), (32, 6144, 1040), (32, 16448, 4160),
                                    (16, 7168, 8192), (17, 7168, 8192)])
 def test_tma_is_the_default(ik, device, m, n, k):
-    """At M <= 32 and N >= 1024 the launcher runs convert 6 with its own K split (one
+    """At M <= 32 and N >= 1024 (M = 1: past convert 7's rule) the launcher runs convert 6 with its own K split (one
     consumer warpgroup a block, the split at most 4; from 32 MiB of weight, here 2304 x
     16384 and 16448 x 4160, tensor maps without L2 promotion; without a K split, e.g.
     6144 x 4096 and 7168 x 8192 at M 17, the direct epilogue; at a split of 2, e.g. 4096 x
@@ -417,6 +417,24 @@ def test_tma_is_the_default(ik, device, m, n, k):
     assert torch.equal(outs[0], outs[1]), "the default is not convert 6 here"
     if split:  # another split sums in another order: bitwise equal only at the same split
         assert torch.equal(outs[0], outs[2]), f"the default's K split is not {split} here"
+    assert_rows_close(outs[0], reference(a, b, sa, sb, bias), torch.bfloat16)
+
+
+@pytest.mark.parametrize("n,k,rows", [(1024, 8192, True), (2304, 16384, True), (4096 + 77, 4096, True),
+                                      (1024, 4096 - 16, False), (4096, 14336, False), (6144, 8192, False)])
+def test_rows_is_the_default_at_m1(ik, device, n, k, rows):
+    """At M = 1 the launcher runs convert 7 for N >= 1024, K >= 4096 and up to 40 MiB of
+    weight (bitwise the explicit convert 7's), convert 6 past any of those."""
+    cuda_only(device)
+    a, b = rand_fp8((1, k), device), rand_fp8((n, k), device)
+    sa, sb = scales(n, device, True)
+    bias = torch.randn(n, device=device).bfloat16()
+    outs = []
+    for cfg in ([], [0, 0, 0, 7 if rows else 6]):
+        out = poisoned(1, n, torch.bfloat16, device)
+        ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, cfg)
+        outs.append(out)
+    assert torch.equal(outs[0], outs[1]), f"the default is not convert {7 if rows else 6} here"
     assert_rows_close(outs[0], reference(a, b, sa, sb, bias), torch.bfloat16)
 
 
