@@ -1840,8 +1840,7 @@ int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
 }
 
 // convert 7: R = tiles_per_block rows a block (1, 2, 4; else 2), V = warps_per_tile
-// segments of every row a thread keeps in flight (1, 2, 4; else the fewest steps of K,
-// at most 4). IK_SKINNY_GEMM_ROWS_F32=1 (read at each launch; an experiment switch): every
+// segments of every row a thread keeps in flight (1, 2, 4; else by K, below). IK_SKINNY_GEMM_ROWS_F32=1 (read at each launch; an experiment switch): every
 // product summed in fp32.
 bool rows_f32() {
   const char* v = std::getenv("IK_SKINNY_GEMM_ROWS_F32");
@@ -1870,7 +1869,8 @@ int launch_rows_with(const SkinnyGemmParams& p, int r, int v, cudaStream_t strea
 template <typename OutT>
 int launch_rows(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int r = p.tiles_per_block ? p.tiles_per_block : 2;
-  const int v = p.warps_per_tile ? p.warps_per_tile : int(std::min<int64_t>(4, (p.K + 4095) / 4096));
+  // One step of K where it fits in 4, 8 or 16 KB a row (a block takes 4 KB a segment).
+  const int v = p.warps_per_tile ? p.warps_per_tile : p.K <= 4096 ? 1 : p.K <= 8192 ? 2 : 4;
   if (p.M != 1 || p.cluster > 1 || (r != 1 && r != 2 && r != 4) || (v != 1 && v != 2 && v != 4))
     return cudaErrorInvalidValue;  // the wrapper says so first
   return rows_f32() ? launch_rows_with<OutT, true>(p, r, v, stream) : launch_rows_with<OutT, false>(p, r, v, stream);

@@ -126,6 +126,7 @@
 #           (memcheck, racecheck, synccheck) on the GEMM; the full GEMM benchmark
 #   rows7: the skinny GEMM's convert 7 (M = 1): its tests, sanitizers, and --paths at M = 1
 #   rows_final: every skinny GEMM test, then --paths at M = 1 on the 11 weights (default, convert 6, 7)
+#   rows_verify: every skinny GEMM test, compute-sanitizer on convert 7's launches
 #   q4k_read: EXPERIMENT (issue 6): benchmarks/q4k_read_probe.cu, the tiled Q4_K weight read by every
 #     division of its bytes (CTAs a tile, warps, blocks in flight), no arithmetic
 #   q4k_imma: EXPERIMENT (issue 6): benchmarks/q4k_imma_probe.cu, the tiled Q4_K gemv's m = 1 loop
@@ -897,6 +898,7 @@ case "$MODE" in
             --shapes 2304x16384,13312x16384,16384x6656,6144x4096,4096x4096,28672x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584 \
             --path-names "default,cvt6,cvt7" 2>&1 | tee "$OUT/bench_rows_final.log" | grep -v "^ *$" | tail -60
           [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+  rows_verify) tests_gemm; pack; sanitize gemm_rows skinny_gemm_rows ;;
   bench8192) step "add + RMSNorm + FP8 and RMSNorm + FP8, fp16, hidden 8192"
           timeout 200 python3 benchmarks/bench_norm_fp8.py --hidden 8192 --rows 1 8 32 128 512 1024 2048 \
             --name bench_norm_fp8_8192 2>&1 | tee "$OUT/bench_norm_fp8_8192.log" | grep -vi warn | tail -24

@@ -182,7 +182,7 @@ def rows_gemms(ik, dev):
     import os
     fp8 = torch.float8_e4m3fn
     n_launch = 0
-    for n, k in [(1, 16), (17, 80), (129, 1040), (2317, 272), (37, 6656 + 16), (5, 4096 * 5 + 48)]:
+    for n, k in [(1, 16), (17, 80), (129, 1040), (2317, 272), (37, 6656 + 16), (1030, 8192 + 64), (5, 4096 * 5 + 48)]:
         a = (torch.randn(1, k + 32, device=dev) * 3).to(fp8)
         b = (torch.randn(n, k + 16, device=dev) * 3).to(fp8)[:, :k]
         sa = torch.tensor([0.01], device=dev)

@@ -356,13 +356,13 @@ def test_tma_path(ik, device, m, n, k):
 
 
 @pytest.mark.parametrize("f32", ["0", "1"])
-@pytest.mark.parametrize("n,k", [(1000, 64 * 37 + 16), (37, 6656), (2304 + 13, 1040), (130, 16), (129, 4096 * 3 + 48),
-                                 (301, 16384), (5, 20480)])
+@pytest.mark.parametrize("n,k", [(1000, 64 * 37 + 16), (37, 6656), (2304 + 13, 1040), (130, 16), (77, 8192 + 64),
+                                 (129, 4096 * 3 + 48), (301, 16384), (5, 20480)])
 def test_rows_path(ik, device, monkeypatch, n, k, f32):
     """convert 7 (M = 1: whole weight rows a block, no K split between blocks) at 1, 2 and 4
     rows a block and 1, 2 and 4 segments a thread in flight: odd N (the last block's rows
     past N clamped, not stored), K tails (K % 4096 != 0: segments past K load zeros; K = 16:
-    one thread of 256 has work), several steps of K, strided rows of a and b, per-channel
+    one thread of 256 has work; K = 8256: the automatic 4 segments a thread), several steps of K, strided rows of a and b, per-channel
     scales, bias, both out dtypes; products summed 16 at a time in f16 (the default) or all
     in fp32 (IK_SKINNY_GEMM_ROWS_F32=1). A row's sums run in the same order whatever the
     rows a block, so those outputs are bitwise equal."""
