@@ -464,12 +464,12 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32, kMinBlocks)
 
 // convert 7 (M = 1): whole weight rows a block, no split of K between blocks. Every split
 // of K over blocks ends in a reduction that waits for the block of its tile that finishes
-// last; at 2304 x 16384 that wait cost 0.9-1.5 us whether the blocks met in a cluster or
-// through a global workspace and a ticket, on top of the loads alone (10.6-10.7 us; read
-// probe, benchmarks/q4k_read_probe.cu, s41). Blocks of R rows x all of K, each thread
-// kRowsThreads apart with V 16-byte segments of every row in flight (and x's, through L1,
-// where the SM's blocks share it), read the same 37 MB in 9.9-10.1 us: as many blocks as
-// rows / R, refilled by the hardware as they end.
+// last; in a read-only model of 2304 x 16384 (benchmarks/q4k_read_probe.cu, s41c-s41e)
+// that wait cost 0.9-1.5 us whether the blocks met in a cluster or through a global
+// workspace and a ticket, on top of the loads alone (10.5-10.7 us). Blocks of R rows x all
+// of K, threads 16 bytes apart with V 16-byte segments of every row in flight (and x's,
+// through L1, where the SM's blocks share it), read the same 37 MB in 9.9-10.1 us: as many
+// blocks as rows / R, refilled by the hardware as they end.
 // Arithmetic (tensor cores need 16 rows a warp): x's segment to f16 (exact) and times
 // 2^-8 (exact: e4m3's smallest value becomes an f16 subnormal with its bits), so that
 // no product of two e4m3 values, at most 448 * 448 / 256, overflows f16; each product is
@@ -1350,9 +1350,11 @@ bool use_ring() {
 
 // convert 7 at M = 1 where convert 6 ran (N >= 1024), K >= 4096 and up to 40 MiB of
 // weight: no K split, so no reduction waiting at the end for the last block of a tile
-// (s41, us: 2304 x 16384 11.34 against convert 6's 11.84, 4096 x 4096 6.34 against
-// 6.66). Past that the split streams as well and convert 7's own arithmetic shows
-// (13312 x 16384 52.61 against 52.09, 16384 x 6656 27.72 against 26.81).
+// (s41g, us, against convert 6 in the same run: 2304 x 16384 11.37 / 11.90, 6144 x 4096
+// 8.25 / 8.78, 4096 x 4096 6.36 / 6.72, 1280 x 8192 4.58 / 6.04, 1024 x 8192 4.11 /
+// 5.90). Past 40 MiB the split streams as well and it is level or behind (s41f / s41g:
+// 13312 x 16384 52.61 / 52.09 and 52.58 / 53.14, 16384 x 6656 27.72 / 26.81 and 27.73 /
+// 27.23, 4096 x 14336 16.46 / 16.27; ahead at 7168 x 8192, 15.96 / 16.32, one run).
 bool rows_wins(const SkinnyGemmParams& p) {
   return p.M == 1 && p.N >= 1024 && p.K >= 4096 && p.N * p.K <= 40 * kMiB && vector_path(p) && !p.tiles_per_block &&
          !p.warps_per_tile && !p.cluster;
