@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "probe_util.cuh"
+#include "ptx.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -44,17 +45,8 @@ struct Args {
   int s;   // CTAs a tile
 };
 
-__device__ __forceinline__ uint4 ld16(const uint8_t* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
-// An empty volatile asm on a loaded vector: it is ordered after the (volatile) loads, and
-// what uses the vector waits for it, so no arithmetic is scheduled between the loads.
-__device__ __forceinline__ void pin(uint4& v) { asm volatile("" : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)); }
+using inference_kernels::cuda::after_loads;
+constexpr auto ld16 = inference_kernels::cuda::ld_stream16_ordered;
 
 __device__ __forceinline__ uint4 ld16ca(const uint8_t* p) {
   uint4 v;
@@ -162,9 +154,9 @@ __global__ void __launch_bounds__(256, 1) rows_read(const uint8_t* w, const uint
   }
 #pragma unroll
   for (int j = 0; j < V; ++j) {
-    pin(b[j]);
+    after_loads(b[j]);
 #pragma unroll
-    for (int r = 0; r < R; ++r) pin(a[r][j]);
+    for (int r = 0; r < R; ++r) after_loads(a[r][j]);
   }
   uint32_t acc = 0;
 #pragma unroll

@@ -33,17 +33,14 @@
 #include <vector>
 
 #include "probe_util.cuh"
+#include "ptx.cuh"
 
 namespace {
 
 constexpr int kChunk = 64;  // K bytes a step of the loop: 4 lanes x 16 bytes a row
 
 __device__ __forceinline__ uint4 ldg_stream(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
+  return inference_kernels::cuda::ld_stream16_ordered(static_cast<const uint8_t*>(p));
 }
 
 __device__ __forceinline__ uint64_t desc_of(uint32_t addr, uint32_t lbo, uint32_t sbo) {

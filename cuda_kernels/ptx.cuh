@@ -25,6 +25,17 @@ __device__ __forceinline__ uint2 ld_stream8(const uint8_t* p) {
   return v;
 }
 
+// ld_stream16 (without the L2 hint) in program order with the other asm volatile
+// statements: for loops that issue each load at a chosen point (a refill right after its
+// slot's MMA), and for the probes' reads.
+__device__ __forceinline__ uint4 ld_stream16_ordered(const uint8_t* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
 // A global load the compiler keeps in program order with the other asm volatile
 // statements (ld_ordered, after_loads): for latency-bound kernels whose loads must all
 // be in flight before any arithmetic that could stall (a slow-path call, a division).
@@ -64,6 +75,8 @@ __device__ __forceinline__ float after_loads(float v) {
   asm volatile("" : "+f"(v));
   return v;
 }
+// The same for a loaded vector's four words.
+__device__ __forceinline__ void after_loads(uint4& v) { asm volatile("" : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)); }
 
 // Hides a 16-byte vector's value from the compiler (an empty asm on its four words), so
 // that it keeps the packed vector live and converts it again in the next pass, rather

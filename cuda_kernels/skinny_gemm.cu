@@ -494,12 +494,6 @@ __device__ __forceinline__ uint32_t hfma2_u(uint32_t a, uint32_t b, uint32_t c) 
 __device__ __forceinline__ float2 f16x2_to_float2(uint32_t h) {
   return __half22float2(*reinterpret_cast<const __half2*>(&h));
 }
-// The vector's four words, opaque to the compiler from here on: ptxas then keeps every
-// load of a step ahead of the arithmetic instead of interleaving them (ptx.cuh's
-// after_loads, for vectors).
-__device__ __forceinline__ void after_loads4(uint4& v) {
-  asm volatile("" : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w));
-}
 
 template <typename OutT, int R, int V, bool F32>
 __global__ void __launch_bounds__(kRowsThreads, 1) skinny_gemm_rows_kernel(const SkinnyGemmParams p) {
@@ -523,9 +517,9 @@ __global__ void __launch_bounds__(kRowsThreads, 1) skinny_gemm_rows_kernel(const
     }
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      after_loads4(x[j]);
+      after_loads(x[j]);
 #pragma unroll
-      for (int r = 0; r < R; ++r) after_loads4(w[r][j]);
+      for (int r = 0; r < R; ++r) after_loads(w[r][j]);
     }
 #pragma unroll
     for (int j = 0; j < V; ++j) {

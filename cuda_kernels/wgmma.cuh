@@ -108,14 +108,4 @@ __device__ __forceinline__ void wgmma_e4m3(float (&d)[4 * NT], uint4 a, uint64_t
 #undef IK_WG_D8
 #undef IK_WG_A
 
-// 16 bytes read once (a weight), in program order with the other asm volatile statements:
-// the loop below relies on each refill being issued right after its slot's MMA is done.
-__device__ __forceinline__ uint4 ld_stream16_ordered(const uint8_t* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
 }  // namespace inference_kernels::cuda

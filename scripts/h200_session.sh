@@ -581,7 +581,7 @@ if [ -n "$PROBE" ]; then
   case "$MODE" in *_all) export PROBE_SHAPES="2304:16384,13312:16384,16384:6656,6144:4096,4096:4096,28672:4096,4096:14336,1280:8192,1024:8192,7168:8192,8192:3584" ;; esac
   if [ "$MODE" != "${PROBE}_probe" ]; then ( build ) > "$OUT/build_bg.log" 2>&1 & build_pid=$!; fi
   step "$PROBE probe"
-  nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -Xptxas -v "benchmarks/${PROBE}_probe.cu" -o "/tmp/${PROBE}_probe" \
+  nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -Xptxas -v -Icommon -Icuda_kernels "benchmarks/${PROBE}_probe.cu" -o "/tmp/${PROBE}_probe" \
     > "$OUT/${PROBE}_probe_build.log" 2>&1 || { tail -20 "$OUT/${PROBE}_probe_build.log"; status=1; }
   timeout 300 "/tmp/${PROBE}_probe" > "$OUT/${PROBE}_probe.log" 2>&1 || status=1
   grep -vE " (ok|bf16)$" "$OUT/${PROBE}_probe.log" | head -150; grep -cE " (ok|bf16)$" "$OUT/${PROBE}_probe.log"; pack
