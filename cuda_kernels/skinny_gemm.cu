@@ -468,8 +468,8 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32, kMinBlocks)
 // convert 7 (M = 1): whole weight rows a block, no split of K between blocks. Every split
 // of K over blocks ends in a reduction that waits for the block of its tile that finishes
 // last; in a read-only model of 2304 x 16384 (benchmarks/q4k_read_probe.cu, s41c-s41e)
-// that wait cost 0.9-1.5 us whether the blocks met in a cluster or through a global
-// workspace and a ticket, on top of the loads alone (10.5-10.7 us). Blocks of R rows x all
+// that wait cost 0.7-1.9 us where the blocks met in a cluster and 1.0-1.2 us through a
+// global workspace and a ticket, on top of the loads alone (10.5-10.8 us). Blocks of R rows x all
 // of K, threads 16 bytes apart with V 16-byte segments of every row in flight (and x's,
 // through L1, where the SM's blocks share it), read the same 37 MB in 9.9-10.1 us: as many
 // blocks as rows / R, refilled by the hardware as they end.
