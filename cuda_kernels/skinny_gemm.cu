@@ -469,10 +469,10 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32, kMinBlocks)
 // of K over blocks ends in a reduction that waits for the block of its tile that finishes
 // last; in a read-only model of 2304 x 16384 (benchmarks/q4k_read_probe.cu, s41c-s41e)
 // that wait cost 0.7-1.9 us where the blocks met in a cluster and 1.0-1.2 us through a
-// global workspace and a ticket, on top of the loads alone (10.5-10.8 us). Blocks of R rows x all
-// of K, threads 16 bytes apart with V 16-byte segments of every row in flight (and x's,
-// through L1, where the SM's blocks share it), read the same 37 MB in 9.9-10.1 us: as many
-// blocks as rows / R, refilled by the hardware as they end.
+// global workspace and a ticket, on top of the loads alone (10.5-10.8 us). Blocks of R
+// rows x all of K, threads 16 bytes apart with V 16-byte segments of every row in flight
+// (and x's, through L1, where the SM's blocks share it), read the same 37 MB in 9.9-10.1
+// us: as many blocks as rows / R, refilled by the hardware as they end.
 // Arithmetic (tensor cores need 16 rows a warp): x's segment to f16 (exact) and times
 // 2^-8 (exact: e4m3's smallest value becomes an f16 subnormal with its bits), so that
 // no product of two e4m3 values, at most 448 * 448 / 256, overflows f16; each product is
@@ -1839,8 +1839,9 @@ int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
 }
 
 // convert 7: R = tiles_per_block rows a block (1, 2, 4; else 2), V = warps_per_tile
-// segments of every row a thread keeps in flight (1, 2, 4; else by K, below). IK_SKINNY_GEMM_ROWS_F32=1 (read at each launch; an experiment switch): every
-// product summed in fp32.
+// segments of every row a thread keeps in flight (1, 2, 4; else by K, below).
+// IK_SKINNY_GEMM_ROWS_F32=1 (read at each launch; an experiment switch): every product
+// summed in fp32.
 bool rows_f32() {
   const char* v = std::getenv("IK_SKINNY_GEMM_ROWS_F32");
   return v && v[0] == '1';
