@@ -97,10 +97,10 @@ int kquant_gemv_launch(const KQuantGemvParams& p, void* stream);
 // a: float8_e4m3fn [M, K] (row stride lda bytes), b: float8_e4m3fn [N, K] (nn.Linear's
 // weight layout, row stride ldb bytes), products summed in fp32 (convert 7 below: 16 at a
 // time in f16 first); out [M, N] (row stride ldo elements) fp16 or bf16, bias (optional)
-// in out's dtype. Scales live in device
-// memory (read by the kernel: no host sync). Any M (the kernel is built for M <= 32; larger
-// M re-reads the weight once per 32 rows), any N and K, any alignment: rows that are
-// 16-byte aligned with K % 16 == 0 take the 16-byte-load path, anything else a byte path.
+// in out's dtype. Scales live in device memory (read by the kernel: no host sync). Any M
+// (the kernel is built for M <= 32; larger M re-reads the weight once per 32 rows), any N
+// and K, any alignment: rows that are 16-byte aligned with K % 16 == 0 take the
+// 16-byte-load path, anything else a byte path.
 struct SkinnyGemmParams {
   DType out_dtype;  // kFloat16 or kBFloat16
   void* out;

@@ -76,7 +76,9 @@ __device__ __forceinline__ float after_loads(float v) {
   return v;
 }
 // The same for a loaded vector's four words.
-__device__ __forceinline__ void after_loads(uint4& v) { asm volatile("" : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)); }
+__device__ __forceinline__ void after_loads(uint4& v) {
+  asm volatile("" : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w));
+}
 
 // Hides a 16-byte vector's value from the compiler (an empty asm on its four words), so
 // that it keeps the packed vector live and converts it again in the next pass, rather
