@@ -183,9 +183,7 @@ PATHS = {"default": ([], None), "cvt1": ([0, 0, 0, 1], None), "cvt2": ([0, 0, 0,
          "cvt7": ([0, 0, 0, 7], None), "cvt7 r1": ([1, 0, 0, 7], None), "cvt7 r4": ([4, 0, 0, 7], None),
          "cvt7 v1": ([0, 1, 0, 7], None), "cvt7 v2": ([0, 2, 0, 7], None), "cvt7 r1 v2": ([1, 2, 0, 7], None),
          "cvt7 f32": ([0, 0, 0, 7], {"IK_SKINNY_GEMM_ROWS_F32": "1"}),
-         "cvt7 r1 f32": ([1, 0, 0, 7], {"IK_SKINNY_GEMM_ROWS_F32": "1"}),
-         "cvt7 intw": ([0, 0, 0, 7], {"IK_SKINNY_GEMM_ROWS_INTW": "1"}),
-         "cvt7 v2 intw": ([0, 2, 0, 7], {"IK_SKINNY_GEMM_ROWS_INTW": "1"})}
+         "cvt7 r1 f32": ([1, 0, 0, 7], {"IK_SKINNY_GEMM_ROWS_F32": "1"})}
 CVT4_MAX_M = 32  # convert 4 and 6 (the fp8 warpgroup MMA) take at most 32 rows
 
 

@@ -479,9 +479,6 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32, kMinBlocks)
 // exact in f16 down to 2^-24 (below that, products of two near-subnormal values round). F32
 // = false: a segment's 8 pairs summed by HFMA2 in f16 (16 values, at most 12544:
 // rounding 2^-11 relative to a sum of 8), then in fp32; F32 = true: every product in fp32.
-// INTW (an experiment, F32 = false only): the weight, not x, takes the 2^-8, through
-// integer operations (to_f16_div256) instead of the conversion instruction; a NaN weight
-// then reads as 480.
 constexpr int kRowsThreads = 256;
 
 __device__ __forceinline__ uint32_t hmul2_u(uint32_t a, uint32_t b) {
@@ -498,7 +495,7 @@ __device__ __forceinline__ float2 f16x2_to_float2(uint32_t h) {
   return __half22float2(*reinterpret_cast<const __half2*>(&h));
 }
 
-template <typename OutT, int R, int V, bool F32, bool INTW = false>
+template <typename OutT, int R, int V, bool F32>
 __global__ void __launch_bounds__(kRowsThreads, 1) skinny_gemm_rows_kernel(const SkinnyGemmParams p) {
   __shared__ float part[kRowsThreads / 32][R];
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
@@ -542,13 +539,11 @@ __global__ void __launch_bounds__(kRowsThreads, 1) skinny_gemm_rows_kernel(const
           }
         }
       } else {
-        if constexpr (!INTW) {
 #pragma unroll
-          for (int i = 0; i < 8; ++i) xs.f[i] = hmul2_u(xs.f[i], kTwoM8);
-        }
+        for (int i = 0; i < 8; ++i) xs.f[i] = hmul2_u(xs.f[i], kTwoM8);
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-          const F16x8 wf = INTW ? to_f16_div256(w[r][j]) : to_f16(w[r][j]);
+          const F16x8 wf = to_f16(w[r][j]);
           uint32_t h = hmul2_u(wf.f[0], xs.f[0]);
 #pragma unroll
           for (int i = 1; i < 8; ++i) h = hfma2_u(wf.f[i], xs.f[i], h);
@@ -1847,18 +1842,12 @@ int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
 // segments of every row a thread keeps in flight (1, 2, 4; else by K, below).
 // IK_SKINNY_GEMM_ROWS_F32=1 (read at each launch; an experiment switch): every product
 // summed in fp32.
-// IK_SKINNY_GEMM_ROWS_INTW=1 (the same kind of switch; not with F32): the weight through
-// integer operations (the kernel's INTW).
 bool rows_f32() {
   const char* v = std::getenv("IK_SKINNY_GEMM_ROWS_F32");
   return v && v[0] == '1';
 }
-bool rows_intw() {
-  const char* v = std::getenv("IK_SKINNY_GEMM_ROWS_INTW");
-  return v && v[0] == '1';
-}
 
-template <typename OutT, bool F32, bool INTW = false>
+template <typename OutT, bool F32>
 int launch_rows_with(const SkinnyGemmParams& p, int r, int v, cudaStream_t stream) {
   const int64_t blocks = (p.N + r - 1) / r;
   if (blocks > INT32_MAX) return cudaErrorInvalidValue;
@@ -1868,9 +1857,9 @@ int launch_rows_with(const SkinnyGemmParams& p, int r, int v, cudaStream_t strea
   };
   const auto with_v = [&](auto rc) {
     constexpr int R = decltype(rc)::value;
-    if (v == 1) return go(skinny_gemm_rows_kernel<OutT, R, 1, F32, INTW>);
-    if (v == 2) return go(skinny_gemm_rows_kernel<OutT, R, 2, F32, INTW>);
-    return go(skinny_gemm_rows_kernel<OutT, R, 4, F32, INTW>);
+    if (v == 1) return go(skinny_gemm_rows_kernel<OutT, R, 1, F32>);
+    if (v == 2) return go(skinny_gemm_rows_kernel<OutT, R, 2, F32>);
+    return go(skinny_gemm_rows_kernel<OutT, R, 4, F32>);
   };
   if (r == 1) return with_v(std::integral_constant<int, 1>{});
   if (r == 2) return with_v(std::integral_constant<int, 2>{});
@@ -1884,8 +1873,7 @@ int launch_rows(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int v = p.warps_per_tile ? p.warps_per_tile : p.K <= 4096 ? 1 : p.K <= 8192 ? 2 : 4;
   if (p.M != 1 || p.cluster > 1 || (r != 1 && r != 2 && r != 4) || (v != 1 && v != 2 && v != 4))
     return cudaErrorInvalidValue;  // the wrapper says so first
-  if (rows_f32()) return launch_rows_with<OutT, true>(p, r, v, stream);
-  return rows_intw() ? launch_rows_with<OutT, false, true>(p, r, v, stream) : launch_rows_with<OutT, false>(p, r, v, stream);
+  return rows_f32() ? launch_rows_with<OutT, true>(p, r, v, stream) : launch_rows_with<OutT, false>(p, r, v, stream);
 }
 
 template <typename OutT>

@@ -127,7 +127,6 @@
 #   rows7: the skinny GEMM's convert 7 (M = 1): its tests, sanitizers, and --paths at M = 1
 #   rows_final: every skinny GEMM test, then --paths at M = 1 on the 11 weights (default, convert 6, 7)
 #   rows_verify: every skinny GEMM test, compute-sanitizer on convert 7's launches
-#   rows_intw: EXPERIMENT (issue 4): convert 7 with the weight through integer operations, M = 1, 3 weights
 #   q4k_read: EXPERIMENT (issue 6): benchmarks/q4k_read_probe.cu, the tiled Q4_K weight read by every
 #     division of its bytes (CTAs a tile, warps, blocks in flight), no arithmetic
 #   q4k_imma: EXPERIMENT (issue 6): benchmarks/q4k_imma_probe.cu, the tiled Q4_K gemv's m = 1 loop
@@ -900,12 +899,6 @@ case "$MODE" in
             --path-names "default,cvt6,cvt7" 2>&1 | tee "$OUT/bench_rows_final.log" | grep -v "^ *$" | tail -60
           [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
   rows_verify) tests_gemm; pack; sanitize gemm_rows skinny_gemm_rows ;;
-  # rows_intw: convert 7 with the weight through integer operations (an experiment switch)
-  rows_intw) step "convert 7, weight by integer operations, at M = 1"
-          timeout 150 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --ms 1 --out "$OUT" \
-            --shapes 2304x16384,4096x4096,1024x8192 --path-names "default,cvt7 intw,cvt7 v2 intw" \
-            2>&1 | tee "$OUT/bench_rows_intw.log" | grep -v "^ *$" | tail -20
-          [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
   bench8192) step "add + RMSNorm + FP8 and RMSNorm + FP8, fp16, hidden 8192"
           timeout 200 python3 benchmarks/bench_norm_fp8.py --hidden 8192 --rows 1 8 32 128 512 1024 2048 \
             --name bench_norm_fp8_8192 2>&1 | tee "$OUT/bench_norm_fp8_8192.log" | grep -vi warn | tail -24
