@@ -183,7 +183,10 @@ PATHS = {"default": ([], None), "cvt1": ([0, 0, 0, 1], None), "cvt2": ([0, 0, 0,
          "cvt7": ([0, 0, 0, 7], None), "cvt7 r1": ([1, 0, 0, 7], None), "cvt7 r4": ([4, 0, 0, 7], None),
          "cvt7 v1": ([0, 1, 0, 7], None), "cvt7 v2": ([0, 2, 0, 7], None), "cvt7 r1 v2": ([1, 2, 0, 7], None),
          "cvt7 f32": ([0, 0, 0, 7], {"IK_SKINNY_GEMM_ROWS_F32": "1"}),
-         "cvt7 r1 f32": ([1, 0, 0, 7], {"IK_SKINNY_GEMM_ROWS_F32": "1"})}
+         "cvt7 r1 f32": ([1, 0, 0, 7], {"IK_SKINNY_GEMM_ROWS_F32": "1"}),
+         # convert 8 (M = 1, sm_90a): warpgroups a block (w), chunks of 8 steps in flight (g)
+         "cvt8": ([0, 0, 0, 8], None), "cvt8 w2": ([2, 0, 0, 8], None), "cvt8 g1": ([0, 1, 0, 8], None),
+         "cvt8 w2 g1": ([2, 1, 0, 8], None)}
 CVT4_MAX_M = 32  # convert 4 and 6 (the fp8 warpgroup MMA) take at most 32 rows
 
 
@@ -200,7 +203,8 @@ def paths_sweep(k, shapes, ms, bw, dev, md, results, names=None):
             log = {"errors": [], "notes": []}
             row = [m]
             for name, (cfg, env) in paths.items():
-                if (cfg[3:] in ([4], [6]) and (m > CVT4_MAX_M or dev != "cuda")) or (cfg[3:] == [7] and m != 1):
+                if (cfg[3:] in ([4], [6]) and (m > CVT4_MAX_M or dev != "cuda")) or (cfg[3:] in ([7], [8]) and m != 1) \
+                        or (cfg[3:] == [8] and dev != "cuda"):
                     row.append("-")
                     continue
                 os.environ.update(env or {})  # read at launch (graph capture)

@@ -143,6 +143,9 @@ struct SkinnyGemmParams {
   void* workspace;
 };
 
+// Convert 8 keeps the activation's whole row in a block's shared memory: K up to this.
+constexpr int64_t kSkinnyGemmRowsWgmmaMaxK = 131072;
+
 // Bytes of workspace the launch needs for these operands and options (0: none), on the
 // current device (ROCm's split depends on its CU count).
 int64_t skinny_gemm_fp8_workspace_bytes(const SkinnyGemmParams& p);

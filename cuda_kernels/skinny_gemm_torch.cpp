@@ -23,7 +23,8 @@ using namespace inference_kernels;
 // (3: no K split, persistent blocks), pushed rank to rank (4; without a split, 3) or
 // swapped between two ranks (5; at splits other than 2, 4)); 7 (M = 1) takes tiles_per_block,
 // its weight rows a block, and warps_per_tile, the 16-byte segments of each row a thread
-// keeps in flight. On
+// keeps in flight; 8 (M = 1, sm_90a) takes tiles_per_block, its warpgroups a block, and
+// warps_per_tile, its chunks of 8 steps in flight a lane. On
 // ROCm, warps_per_tile is the K splits across work items and cluster and convert are ignored.
 void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
                           const at::Tensor& scale_a, const at::Tensor& scale_b,
@@ -39,9 +40,9 @@ void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor
               "config: tiles_per_block * warps_per_tile must be at most 8 (0 = automatic), got ",
               num(rb), " and ", num(kw));
   TORCH_CHECK(nc >= 0 && nc <= 8, "config: cluster must be 0 (automatic) to 8, got ", num(nc));
-  TORCH_CHECK(cvt >= 0 && cvt <= 7, "config: convert must be 0 (automatic), 1, 2, 3, 4, 5, 6 or 7, got ", num(cvt));
+  TORCH_CHECK(cvt >= 0 && cvt <= 8, "config: convert must be 0 (automatic) or 1 to 8, got ", num(cvt));
 #ifdef CUDA_KERNEL
-  TORCH_CHECK(cvt < 4 || cvt == 7 || p.M <= 32, "config: convert ", num(cvt), " (wgmma) takes at most 32 rows of a, got ",
+  TORCH_CHECK(cvt < 4 || cvt >= 7 || p.M <= 32, "config: convert ", num(cvt), " (wgmma) takes at most 32 rows of a, got ",
               num(p.M));
   TORCH_CHECK(cvt != 7 || p.M == 1, "config: convert 7 (whole weight rows a block) takes one row of a, got ", num(p.M));
   TORCH_CHECK(cvt != 7 || ((rb == 0 || rb == 1 || rb == 2 || rb == 4) && (kw == 0 || kw == 1 || kw == 2 || kw == 4) &&
@@ -49,6 +50,20 @@ void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor
               "config: convert 7 takes tiles_per_block 0 (automatic), 1, 2 or 4 (weight rows a block), warps_per_tile ",
               "0 (automatic), 1, 2 or 4 (16-byte segments of each row a thread keeps in flight) and cluster 0 or 1, ",
               "got ", num(rb), ", ", num(kw), " and ", num(nc));
+  TORCH_CHECK(cvt != 8 || p.M == 1, "config: convert 8 (whole weight rows an SM, wgmma) takes one row of a, got ",
+              num(p.M));
+  TORCH_CHECK(cvt != 8 || ((rb == 0 || rb == 2 || rb == 4) && kw <= 2 && nc <= 1),
+              "config: convert 8 takes tiles_per_block 0 (automatic), 2 or 4 (warpgroups a block), warps_per_tile 0 ",
+              "(automatic), 1 or 2 (chunks of 8 steps in flight a lane) and cluster 0 or 1, got ", num(rb), ", ",
+              num(kw), " and ", num(nc));
+  TORCH_CHECK(cvt != 8 || p.K <= kSkinnyGemmRowsWgmmaMaxK, "config: convert 8 keeps the row of a in shared memory: K ",
+              "at most ", num(kSkinnyGemmRowsWgmmaMaxK), ", got ", num(p.K));
+  if (cvt == 8) {
+    int major = 0;
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, a.get_device()));
+    TORCH_CHECK(major == 9, "config: convert 8 runs Hopper's warpgroup MMA (compute capability 9.x), got ",
+                num(int64_t(major)), ".x");
+  }
   TORCH_CHECK(cvt != 6 || (rb <= 2 && kw <= 5), "config: convert 6 takes tiles_per_block 0 (automatic), 1 or 2 ",
               "(consumer warpgroups of 64 weight rows a block) and warps_per_tile 0 (automatic), 1, 2, 3, 4 or 5 (the ",
               "epilogue: partials by element, by weight row, direct, pushed rank to rank, or swapped between two ",

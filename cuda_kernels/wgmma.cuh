@@ -68,8 +68,15 @@ __device__ __forceinline__ void fence_proxy_async_smem() {
 template <int NT, int ACC>
 __device__ __forceinline__ void wgmma_e4m3(float (&d)[4 * NT], uint4 a, uint64_t desc) {
 #if IK_WGMMA
-  static_assert(NT == 2 || NT == 4 || NT == 6 || NT == 8, "n = 16, 32, 48 or 64");
-  if constexpr (NT == 2) {
+  static_assert(NT == 1 || NT == 2 || NT == 4 || NT == 6 || NT == 8, "n = 8, 16, 32, 48 or 64");
+  if constexpr (NT == 1) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {"
+        "%0,%1,%2,%3"
+        "}, {%4,%5,%6,%7}, %8, %9, 1, 1;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : IK_WG_A);
+  } else if constexpr (NT == 2) {
     asm volatile(
         "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {"
         "%0,%1,%2,%3,%4,%5,%6,%7"

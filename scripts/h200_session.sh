@@ -127,6 +127,8 @@
 #   rows7: the skinny GEMM's convert 7 (M = 1): its tests, sanitizers, and --paths at M = 1
 #   rows_final: every skinny GEMM test, then --paths at M = 1 on the 11 weights (default, convert 6, 7)
 #   rows_verify: every skinny GEMM test, compute-sanitizer on convert 7's launches
+#   rows8: convert 8's tests, --paths at M = 1 (default, convert 6, convert 8's four forms),
+#          compute-sanitizer on convert 7 and 8's launches while time is left
 #   q4k_read: EXPERIMENT (issue 6): benchmarks/q4k_read_probe.cu, the tiled Q4_K weight read by every
 #     division of its bytes (CTAs a tile, warps, blocks in flight), no arithmetic
 #   q4k_imma: EXPERIMENT (issue 6): benchmarks/q4k_imma_probe.cu, the tiled Q4_K gemv's m = 1 loop
@@ -899,6 +901,19 @@ case "$MODE" in
             --path-names "default,cvt6,cvt7" 2>&1 | tee "$OUT/bench_rows_final.log" | grep -v "^ *$" | tail -60
           [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
   rows_verify) tests_gemm; pack; sanitize gemm_rows skinny_gemm_rows ;;
+  # rows8: the skinny GEMM's convert 8 (M = 1, wgmma with whole weight rows a warp; forty-second session)
+  rows8) step "skinny GEMM tests: convert 8, NaN and extremes, config errors"
+          timeout 200 python3 -m pytest tests/test_skinny_gemm.py -q -rfE -p no:cacheprovider \
+            -k "rows_wgmma or nan_and_extremes or rejects_bad_config" 2>&1 | tee "$OUT/pytest_rows8.log" | tail -6
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+          step "convert 8 against the default (7 or 6) at M = 1"
+          timeout 280 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --ms 1 --out "$OUT" \
+            --shapes ${ROWS8_SHAPES:-2304x16384,13312x16384,16384x6656,6144x4096,4096x4096,28672x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584,2304x16384} \
+            --path-names "${ROWS8_PATHS:-default,cvt6,cvt7,cvt8,cvt8 w2,cvt8 g1,cvt8 w2 g1}" \
+            2>&1 | tee "$OUT/bench_rows8.log" | grep -v "^ *$" | tail -60
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+          [ $SECONDS -lt ${SANITIZE_BY:-420} ] && sanitize gemm_rows skinny_gemm_rows
+          true ;;
   bench8192) step "add + RMSNorm + FP8 and RMSNorm + FP8, fp16, hidden 8192"
           timeout 200 python3 benchmarks/bench_norm_fp8.py --hidden 8192 --rows 1 8 32 128 512 1024 2048 \
             --name bench_norm_fp8_8192 2>&1 | tee "$OUT/bench_norm_fp8_8192.log" | grep -vi warn | tail -24

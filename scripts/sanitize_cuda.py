@@ -6,7 +6,7 @@
     ... scripts/sanitize_cuda.py --only-rmsnorm    # the RMSNorm ops alone, piped layouts included
     ... scripts/sanitize_cuda.py --only-activations  # SwiGLU and silu alone, every vector width
     ... python3 scripts/sanitize_cuda.py skinny_gemm    # only the FP8 GEMM's launches
-    ... python3 scripts/sanitize_cuda.py skinny_gemm_rows  # only its convert 7 (M = 1)
+    ... python3 scripts/sanitize_cuda.py skinny_gemm_rows  # only its convert 7 and 8 (M = 1)
 
 Without the caching allocator every tensor is its own allocation, so an
 out-of-bounds access is caught instead of landing in a neighbour's block.
@@ -174,7 +174,7 @@ def skinny_gemms(ik, dev):
 
 
 def rows_gemms(ik, dev):
-    """skinny_gemm_fp8's convert 7 (M = 1, whole weight rows a block): odd N (the last
+    """skinny_gemm_fp8's convert 7 and 8 (M = 1, whole weight rows a block): odd N (the last
     block's rows past N), K tails (segments past K, K = 16), several steps of K, 1, 2 and 4
     rows a block, 1, 2 and 4 segments a thread, f16 partial sums and fp32 ones, strided
     rows, a misaligned row stride of out, bias and per-channel scales. Returns the launch
@@ -195,6 +195,10 @@ def rows_gemms(ik, dev):
                 ik.ops.skinny_gemm_fp8(out[:, 1:n + 1], a[:, :k], b, sa, sb, bias, cfg)
                 n_launch += 1
         os.environ.pop("IK_SKINNY_GEMM_ROWS_F32")
+        if torch.cuda.get_device_capability()[0] == 9:  # convert 8: wgmma, whole rows an SM
+            for cfg in ([0, 0, 0, 8], [2, 1, 0, 8], [4, 1, 1, 8], [2, 2, 0, 8]):
+                ik.ops.skinny_gemm_fp8(out[:, 1:n + 1], a[:, :k], b, sa, sb, bias, cfg)
+                n_launch += 1
     return n_launch
 
 
@@ -204,7 +208,7 @@ def main():
     if sys.argv[1:] == ["skinny_gemm_rows"]:
         n = rows_gemms(ik, dev)
         torch.cuda.synchronize()
-        print(f"sanitize_cuda: {n} skinny_gemm_fp8 convert 7 launches done")
+        print(f"sanitize_cuda: {n} skinny_gemm_fp8 convert 7 and 8 launches done")
         return 0
     if sys.argv[1:] == ["skinny_gemm"]:
         n = skinny_gemms(ik, dev) + rows_gemms(ik, dev)
