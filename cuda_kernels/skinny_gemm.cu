@@ -828,134 +828,124 @@ __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyG
   wg_finish_tile<OutT, kRows, kThreads>(p, cluster, partials, nc, rank, tile);
 }
 
-// convert 8 (kRowsWgmma, M = 1, sm_90a): whole weight rows an SM, no split of K between
-// blocks, and convert 4's MMAs (no conversion: the weight is the wgmma's register
-// operand, a lane's 16-byte load the whole A fragment as it lies).
-// - Fragments: the 16 logical rows of a warp's MMA are one weight row cut into 8 slices
-//   of K. Lane group g takes the row's bytes 64 g + 16 t of each 512-byte step; B (the
-//   activation in shared memory) holds each slice in its own column: words {0, 2} of a
-//   lane's segment meet column g, words {1, 3} column 8 + g (n = 16). Only D[g][g] and
-//   D[g + 8][8 + g] are used: the tensor cores do 16x the needed work, which costs
-//   nothing next to the loads at M = 1. A warp's load is 512 contiguous bytes of its row.
-// - Division: one block an SM (WGS warpgroups; more blocks only past 256 rows a block),
-//   each block a contiguous range of rows, so SMs differ by at most one row (blocks of
-//   a few rows each, 4 or 5 an SM, left SMs a fifth apart: 11.5 against convert 7's 11.4
-//   us at 2304 x 16384). Warpgroup j takes the j-th of WGS ranges of K for every row of
-//   the block, its 4 warps 4 rows at a time (a row group); each row's WGS sums meet in
-//   shared memory at the end, in a fixed order.
-// - Pipeline: a warp's work is (row group, chunk of up to kWgU steps of its K range);
-//   G chunks in flight, each chunk's MMAs back to back from zero, then added to fp32 (the
-//   MMA's accumulator keeps fewer bits).
-constexpr int kRowsWgmmaMaxRows = 256;  // rows a block at most (its partial sums)
-
-__host__ __device__ constexpr int64_t rows_wgmma_smem(int64_t K, int wgs) {
-  return (K + 511) / 512 * 512 + int64_t(kRowsWgmmaMaxRows) * wgs * 4;
+// convert 8 (kRowsWgmma, M = 1, sm_90a): convert 7's division (whole weight rows a block,
+// no split of K between blocks, blocks refilled by the hardware as they end) with convert
+// 4's MMAs (no conversion: the weight is the wgmma's register operand, a lane's 16-byte
+// load the whole A fragment as it lies).
+// - Fragments: convert 4 gives a warp's 8 lane groups 8 weight rows, 32 rows a warpgroup:
+//   too few blocks to fill the GPU without a K split. Here a block (one warpgroup) takes
+//   4 / WPR rows, WPR warps a row, and the 64 logical rows of its MMA are those rows cut
+//   into slices of K: lane group g of warp w takes its row's bytes 512 (w % WPR) + 64 g +
+//   16 t of each step of 512 WPR bytes, and B (the activation in shared memory) holds each
+//   slice in its own column: words {0, 2} of a lane's segment meet column 8 (w % WPR) + g,
+//   words {1, 3} column 8 WPR + 8 (w % WPR) + g (n = 16 WPR). Only those entries of D are
+//   used: the tensor cores do n times the needed work, which the loads hide at M = 1. A
+//   warp's load is 512 contiguous bytes of its row.
+// - Why few rows a block: with one row a warp (WPR 1, 4 rows a block) 2304 x 16384 ran
+//   as one wave of 4 or 5 blocks an SM, SMs a fifth apart in work (11.5 us against
+//   convert 7's 11.4); one block an SM with every SM's rows in a contiguous range ran at
+//   14-15 us (s42b).
+// - Pipeline: as convert 4, G groups of kWgU steps a lane in flight, each group's MMAs
+//   back to back from zero, then added to fp32 (the MMA's accumulator keeps fewer bits).
+template <int WPR>
+__host__ __device__ constexpr int64_t rows_wgmma_smem(int64_t K) {
+  return (K + 512 * WPR - 1) / (512 * WPR) * (512 * WPR);
 }
 
-template <typename OutT, int WGS, int G>
-__global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_rows_wgmma_kernel(const SkinnyGemmParams p) {
-  constexpr int kThreads = 128 * WGS, kStep = 512;
+template <typename OutT, int WPR, int G>
+__global__ void __launch_bounds__(128, 1) skinny_gemm_rows_wgmma_kernel(const SkinnyGemmParams p) {
+  constexpr int NC = 16 * WPR, NT = NC / 8, kStep = 512 * WPR, kRowsBlock = 4 / WPR;
   extern __shared__ __align__(128) uint8_t wsm[];
+  __shared__ float part[4];
   const int64_t K = p.K, N = p.N;
-  const int64_t r0 = N * blockIdx.x / gridDim.x;
-  const int nrows = int(N * (blockIdx.x + 1) / gridDim.x - r0);  // at most kRowsWgmmaMaxRows (launcher)
-  if (nrows == 0) return;
   const int steps = int((K + kStep - 1) / kStep);  // the launcher bounds K
-  const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2,
-            t = lane & 3;
-  const int s0 = steps * wg / WGS, nst = steps * (wg + 1) / WGS - s0;  // this warpgroup's steps
-  const int nch = (nst + kWgU - 1) / kWgU, items = (nrows + 3) / 4 * nch;
-  const auto* b = static_cast<const uint8_t*>(p.b);
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, warp = threadIdx.x >> 5, wp = warp % WPR;
+  const int64_t row = int64_t(blockIdx.x) * kRowsBlock + warp / WPR;
+  const auto* row_base = static_cast<const uint8_t*>(p.b) + std::min(row, N - 1) * p.ldb;
+  const uint8_t* pw = row_base + 512 * wp + 64 * g + 16 * t;
+  // A segment past K reads the row's last 16 bytes instead: its activation bytes are
+  // zeros, so it adds nothing (and a NaN there is the row's own).
+  const uint8_t* last16 = row_base + K - 16;
+  const auto load = [&](int c) { return ld_stream16_ordered(std::min(pw + int64_t(c) * kStep, last16)); };
 
-  // Item it: row group it / nch, chunk it % nch. A warp past the block's rows loads
-  // nothing (its logical rows are never read); a segment past K reads the row's last 16
-  // bytes against zero activations (a NaN there is the row's own).
-  const auto load_item = [&](int it, uint4(&w)[kWgU]) {
-    const int i = it / nch, c = it % nch;
-    if (4 * i + warp >= nrows) return;
-    const uint8_t* base = b + (r0 + 4 * i + warp) * p.ldb;
-    const uint8_t* last16 = base + K - 16;
-    const uint8_t* pw = base + int64_t(s0 + c * kWgU) * kStep + 64 * g + 16 * t;
+  uint4 w[G * kWgU];
 #pragma unroll
-    for (int u = 0; u < kWgU; ++u) {
-      if (c * kWgU + u < nst) w[u] = ld_stream16_ordered(std::min(pw + u * kStep, last16));
-    }
-  };
-  uint4 w[G][kWgU];
-#pragma unroll
-  for (int h = 0; h < G; ++h) {
-    if (h < items) load_item(h, w[h]);
-  }
+  for (int u = 0; u < G * kWgU; ++u) w[u] = load(std::min(u, steps - 1));
 
-  // B: step c's 16 columns x 32 bytes of K (two 16-byte halves of two 8-column groups of
-  // 128 bytes). x's 16 bytes at 16 i are slice s = i / 4 % 8, lane t = i % 4 of step
-  // i / 32; word q goes to column s + 8 (q % 2), K half q / 2. Zeros past K.
+  // B: step c's NC columns x 32 bytes of K (two 16-byte halves of NT 8-column groups of
+  // 128 bytes). x's 16 bytes at 16 i are lane t = i % 4 of group s = i / 4 % 8 of warp
+  // part i / 32 % WPR of step i / (32 WPR); word q goes to column 8 WPR (q % 2) + 8 part
+  // + s, K half q / 2. Zeros past K.
   const uint32_t xsa = smem_addr(wsm);
-  float* psum = reinterpret_cast<float*>(wsm + int64_t(steps) * kStep);  // [row][WGS]
   const auto* a = static_cast<const uint8_t*>(p.a);
-  for (int i = threadIdx.x; i < steps * 32; i += kThreads) {
+  for (int i = threadIdx.x; i < steps * 32 * WPR; i += 128) {
     const int64_t off = int64_t(16) * i;
     const bool valid = off < K;
     const uint8_t* src = valid ? a + off : a;
-    const int c = i / 32, s = i / 4 % 8, tt = i % 4;
+    const int c = i / (32 * WPR), s = i / 4 % 8, tt = i % 4, col0 = 8 * (i / 32 % WPR) + s;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      cp_async4_zfill(xsa + c * 512 + ((q >> 1) * 2 + (q & 1)) * 128 + s * 16 + 4 * tt, src + 4 * q, valid);
+      const int col = col0 + (q & 1) * 8 * WPR;
+      cp_async4_zfill(xsa + c * (NC * 32) + ((q >> 1) * NT + (col >> 3)) * 128 + (col & 7) * 16 + 4 * tt, src + 4 * q,
+                      valid);
     }
   }
   cp_async_wait_all();
   fence_proxy_async_smem();
   __syncthreads();
 
-  float acc[8] = {}, part[8];
-  for (int it0 = 0; it0 < items; it0 += G) {
+  float acc[4 * NT] = {}, part_d[4 * NT];
+  for (int c0 = 0; c0 < steps; c0 += G * kWgU) {
 #pragma unroll
     for (int h = 0; h < G; ++h) {
-      const int it = it0 + h;
-      if (it >= items) break;  // warpgroup-uniform
-      const int i = it / nch, c = it % nch, left = nst - c * kWgU, n = left < kWgU ? left : kWgU;
+      const int cb = c0 + h * kWgU;
+      if (cb >= steps) break;  // block-uniform
 #pragma unroll
       for (int u = 0; u < kWgU; ++u) {
-        if (u >= n) break;
-        const uint64_t desc = wgmma_desc(xsa + (s0 + c * kWgU + u) * kStep, 256, 128);
+        if (cb + u >= steps) break;
+        const uint64_t desc = wgmma_desc(xsa + (cb + u) * (NC * 32), NT * 128, 128);
         if (u == 0) {
           wgmma_fence();
-          wgmma_e4m3<2, 0>(part, w[h][u], desc);
+          wgmma_e4m3<NT, 0>(part_d, w[h * kWgU + u], desc);
         } else {
-          wgmma_e4m3<2, 1>(part, w[h][u], desc);
+          wgmma_e4m3<NT, 1>(part_d, w[h * kWgU + u], desc);
         }
       }
       wgmma_commit();
       wgmma_wait_all();
-      if (it + G < items) load_item(it + G, w[h]);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) acc[e] += part[e];
-      if (c == nch - 1) {
-        // D's element e of this lane is logical row g + 8 (e / 2 % 2), column 8 (e / 4) +
-        // 2 t + e % 2: the row's slice g sits in column g (words 0, 2) or 8 + g (1, 3).
-        float v = 0.0f;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          if (2 * t + e % 2 == g && e / 4 == e / 2 % 2) v += acc[e];
-          acc[e] = 0.0f;
-        }
-#pragma unroll
-        for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-        if (lane == 0 && 4 * i + warp < nrows) psum[(4 * i + warp) * WGS + wg] = v;
+      for (int u = 0; u < kWgU; ++u) {
+        if (cb + u + G * kWgU < steps) w[h * kWgU + u] = load(cb + u + G * kWgU);
       }
+#pragma unroll
+      for (int i = 0; i < 4 * NT; ++i) acc[i] += part_d[i];
     }
   }
-  __syncthreads();
-  for (int r = threadIdx.x; r < nrows; r += kThreads) {
-    const int64_t row = r0 + r;
-    float sum = 0.0f;
+
+  // D's element i of this lane is logical row g + 8 (i / 2 % 2), column 8 (i / 4) + 2 t +
+  // i % 2; this warp's slice g sits in column 8 wp + g (words 0, 2) or 8 WPR + 8 wp + g.
+  float v = 0.0f;
 #pragma unroll
-    for (int j = 0; j < WGS; ++j) {
-      if (steps * (j + 1) / WGS > steps * j / WGS) sum += psum[r * WGS + j];  // warpgroups with steps
-    }
-    float y = sum * (*p.scale_a * p.scale_b[p.scale_b_per_channel ? row : 0]);
-    if (p.bias) y += to_float(static_cast<const OutT*>(p.bias)[row]);
-    static_cast<OutT*>(p.out)[row] = from_float<OutT>(y);
+  for (int i = 0; i < 4 * NT; ++i) {
+    if (8 * (i / 4) + 2 * t + i % 2 == (i / 2 % 2) * 8 * WPR + 8 * wp + g) v += acc[i];
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+  if constexpr (WPR > 1) {
+    if (lane == 0) part[warp] = v;
+    __syncthreads();
+    if (threadIdx.x >= kRowsBlock) return;
+    v = 0.0f;
+#pragma unroll
+    for (int q = 0; q < WPR; ++q) v += part[threadIdx.x * WPR + q];
+  } else if (lane != 0) {
+    return;
+  }
+  const int64_t n = int64_t(blockIdx.x) * kRowsBlock + (WPR > 1 ? threadIdx.x : warp);
+  if (n < N) {
+    float y = v * (*p.scale_a * p.scale_b[p.scale_b_per_channel ? n : 0]);
+    if (p.bias) y += to_float(static_cast<const OutT*>(p.bias)[n]);
+    static_cast<OutT*>(p.out)[n] = from_float<OutT>(y);
   }
 }
 
@@ -2007,29 +1997,33 @@ int launch_rows(const SkinnyGemmParams& p, cudaStream_t stream) {
   return rows_f32() ? launch_rows_with<OutT, true>(p, r, v, stream) : launch_rows_with<OutT, false>(p, r, v, stream);
 }
 
-// convert 8: WGS = tiles_per_block warpgroups a block (2, 4; else 4), G = warps_per_tile
-// chunks of kWgU steps a lane keeps in flight (1, 2; else 2). One block an SM where
-// the rows allow (WGS 2: two), so every SM takes the same number of rows, give or take one.
+// convert 8: WPR = tiles_per_block warps a weight row (1, 2, 4; else 2), G =
+// warps_per_tile groups of kWgU steps a lane keeps in flight (1, 2; else 1).
 template <typename OutT>
 int launch_rows_wgmma(const SkinnyGemmParams& p, cudaStream_t stream) {
-  const int wgs = p.tiles_per_block ? p.tiles_per_block : 4, g = p.warps_per_tile ? p.warps_per_tile : 2;
-  if (p.M != 1 || p.cluster > 1 || (wgs != 2 && wgs != 4) || (g != 1 && g != 2) || p.K > kSkinnyGemmRowsWgmmaMaxK ||
-      device_attribute_once<cudaDevAttrComputeCapabilityMajor>() != 9)
+  const int wpr = p.tiles_per_block ? p.tiles_per_block : 2, g = p.warps_per_tile ? p.warps_per_tile : 1;
+  if (p.M != 1 || p.cluster > 1 || (wpr != 1 && wpr != 2 && wpr != 4) || (g != 1 && g != 2) ||
+      p.K > kSkinnyGemmRowsWgmmaMaxK || device_attribute_once<cudaDevAttrComputeCapabilityMajor>() != 9)
     return cudaErrorInvalidValue;  // the wrapper says so first
-  const int64_t blocks = std::max<int64_t>(int64_t(sm_count()) * (4 / wgs),
-                                           (p.N + kRowsWgmmaMaxRows - 1) / kRowsWgmmaMaxRows);
+  const int64_t blocks = (p.N * wpr + 3) / 4;
   if (blocks > INT32_MAX) return cudaErrorInvalidValue;
-  const int64_t smem = rows_wgmma_smem(p.K, wgs);
-  const auto go = [&](auto kernel) {
+  const auto go = [&](auto wc, auto gc) {
+    constexpr int WPR = decltype(wc)::value;
+    constexpr auto kernel = skinny_gemm_rows_wgmma_kernel<OutT, WPR, decltype(gc)::value>;
+    const int64_t smem = rows_wgmma_smem<WPR>(p.K);
     if (smem > 48 * 1024) {
-      const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+      const cudaError_t e = max_dynamic_smem_once<kernel>(int(rows_wgmma_smem<WPR>(kSkinnyGemmRowsWgmmaMaxK)));
       if (e != cudaSuccess) return int(e);
     }
-    kernel<<<unsigned(blocks), 128 * wgs, size_t(smem), stream>>>(p);
+    kernel<<<unsigned(blocks), 128, size_t(smem), stream>>>(p);
     return int(cudaSuccess);
   };
-  if (wgs == 2) return g == 1 ? go(skinny_gemm_rows_wgmma_kernel<OutT, 2, 1>) : go(skinny_gemm_rows_wgmma_kernel<OutT, 2, 2>);
-  return g == 1 ? go(skinny_gemm_rows_wgmma_kernel<OutT, 4, 1>) : go(skinny_gemm_rows_wgmma_kernel<OutT, 4, 2>);
+  using One = std::integral_constant<int, 1>;
+  using Two = std::integral_constant<int, 2>;
+  using Four = std::integral_constant<int, 4>;
+  if (wpr == 1) return g == 1 ? go(One{}, One{}) : go(One{}, Two{});
+  if (wpr == 2) return g == 1 ? go(Two{}, One{}) : go(Two{}, Two{});
+  return g == 1 ? go(Four{}, One{}) : go(Four{}, Two{});
 }
 
 template <typename OutT>
