@@ -834,35 +834,46 @@ __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyG
 // load the whole A fragment as it lies).
 // - Fragments: convert 4 gives a warp's 8 lane groups 8 weight rows, 32 rows a warpgroup:
 //   too few blocks to fill the GPU without a K split. Here a block (one warpgroup) takes
-//   4 / WPR rows, WPR warps a row, and the 64 logical rows of its MMA are those rows cut
-//   into slices of K: lane group g of warp w takes its row's bytes 512 (w % WPR) + 64 g +
-//   16 t of each step of 512 WPR bytes, and B (the activation in shared memory) holds each
-//   slice in its own column: words {0, 2} of a lane's segment meet column 8 (w % WPR) + g,
-//   words {1, 3} column 8 WPR + 8 (w % WPR) + g (n = 16 WPR). Only those entries of D are
-//   used: the tensor cores do n times the needed work, which the loads hide at M = 1. A
-//   warp's load is 512 contiguous bytes of its row.
-// - Why few rows a block: with one row a warp (WPR 1, 4 rows a block) 2304 x 16384 ran
-//   as one wave of 4 or 5 blocks an SM, SMs a fifth apart in work (11.5 us against
-//   convert 7's 11.4); one block an SM with every SM's rows in a contiguous range ran at
-//   14-15 us (s42b).
+//   RB rows (8: two a warp; 4: one a warp; 2, 1: WPR = 4 / RB warps a row), and the 64
+//   logical rows of its MMA are those rows cut into SPR slices of K a step: slice s of a
+//   row is bytes 64 s + 16 t of each step of 64 SPR bytes, lane (g, t)'s, and B (the
+//   activation in shared memory) holds each slice in its own column: words {0, 2} of a
+//   lane's segment meet column s, words {1, 3} column SPR + s (n = 2 SPR: 8 to 64). Only
+//   those entries of D are used: the tensor cores do n times the needed work, which the
+//   loads hide at M = 1. A warp's load is 512 contiguous bytes of one row (256 of two at
+//   RB 8).
+// - Every group runs kWgU MMAs (B zero past K): a data-dependent count made ptxas wait
+//   for each MMA before the next (s42c).
 // - Pipeline: as convert 4, G groups of kWgU steps a lane in flight, each group's MMAs
 //   back to back from zero, then added to fp32 (the MMA's accumulator keeps fewer bits).
-template <int WPR>
-__host__ __device__ constexpr int64_t rows_wgmma_smem(int64_t K) {
-  return (K + 512 * WPR - 1) / (512 * WPR) * (512 * WPR);
-}
+template <int RB>
+struct RowsWgmma {
+  static constexpr int kLanesRow = RB == 8 ? 4 : 8;  // lane groups of a warp on one row
+  static constexpr int kWarpsRow = RB >= 4 ? 1 : 4 / RB;
+  static constexpr int kSlices = kLanesRow * kWarpsRow;  // SPR
+  static constexpr int kStep = 64 * kSlices, kCols = 2 * kSlices, kNT = kCols / 8;
+  // Shared memory: whole groups of steps, and 2 KB past them (compute-sanitizer takes a
+  // wgmma's B read as 2 KB from its start).
+  static constexpr int64_t smem(int64_t K) {
+    return (K + int64_t(kStep) * kWgU - 1) / (int64_t(kStep) * kWgU) * (int64_t(kStep) * kWgU) + 2048;
+  }
+};
 
-template <typename OutT, int WPR, int G>
+template <typename OutT, int RB, int G>
 __global__ void __launch_bounds__(128, 1) skinny_gemm_rows_wgmma_kernel(const SkinnyGemmParams p) {
-  constexpr int NC = 16 * WPR, NT = NC / 8, kStep = 512 * WPR, kRowsBlock = 4 / WPR;
+  using C = RowsWgmma<RB>;
+  constexpr int SPR = C::kSlices, NT = C::kNT, kStep = C::kStep;
   extern __shared__ __align__(128) uint8_t wsm[];
   __shared__ float part[4];
   const int64_t K = p.K, N = p.N;
   const int steps = int((K + kStep - 1) / kStep);  // the launcher bounds K
-  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, warp = threadIdx.x >> 5, wp = warp % WPR;
-  const int64_t row = int64_t(blockIdx.x) * kRowsBlock + warp / WPR;
+  const int spad = (steps + kWgU - 1) / kWgU * kWgU;
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, warp = threadIdx.x >> 5;
+  const int slice = RB == 8 ? g % 4 : 8 * (warp % C::kWarpsRow) + g;
+  const int rl = RB == 8 ? 2 * warp + g / 4 : warp / C::kWarpsRow;  // the lane's row in the block
+  const int64_t row = int64_t(blockIdx.x) * RB + rl;
   const auto* row_base = static_cast<const uint8_t*>(p.b) + std::min(row, N - 1) * p.ldb;
-  const uint8_t* pw = row_base + 512 * wp + 64 * g + 16 * t;
+  const uint8_t* pw = row_base + 64 * slice + 16 * t;
   // A segment past K reads the row's last 16 bytes instead: its activation bytes are
   // zeros, so it adds nothing (and a NaN there is the row's own).
   const uint8_t* last16 = row_base + K - 16;
@@ -872,76 +883,77 @@ __global__ void __launch_bounds__(128, 1) skinny_gemm_rows_wgmma_kernel(const Sk
 #pragma unroll
   for (int u = 0; u < G * kWgU; ++u) w[u] = load(std::min(u, steps - 1));
 
-  // B: step c's NC columns x 32 bytes of K (two 16-byte halves of NT 8-column groups of
-  // 128 bytes). x's 16 bytes at 16 i are lane t = i % 4 of group s = i / 4 % 8 of warp
-  // part i / 32 % WPR of step i / (32 WPR); word q goes to column 8 WPR (q % 2) + 8 part
-  // + s, K half q / 2. Zeros past K.
+  // B: step c's 2 SPR columns x 32 bytes of K (two 16-byte halves of NT 8-column groups of
+  // 128 bytes). x's 16 bytes at 16 i are lane t = i % 4 of slice s = i / 4 % SPR of step
+  // i / (4 SPR); word q goes to column s + SPR (q % 2), K half q / 2. Zeros past K.
   const uint32_t xsa = smem_addr(wsm);
   const auto* a = static_cast<const uint8_t*>(p.a);
-  for (int i = threadIdx.x; i < steps * 32 * WPR; i += 128) {
+  for (int i = threadIdx.x; i < spad * 4 * SPR; i += 128) {
     const int64_t off = int64_t(16) * i;
     const bool valid = off < K;
     const uint8_t* src = valid ? a + off : a;
-    const int c = i / (32 * WPR), s = i / 4 % 8, tt = i % 4, col0 = 8 * (i / 32 % WPR) + s;
+    const int c = i / (4 * SPR), s = i / 4 % SPR, tt = i % 4;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const int col = col0 + (q & 1) * 8 * WPR;
-      cp_async4_zfill(xsa + c * (NC * 32) + ((q >> 1) * NT + (col >> 3)) * 128 + (col & 7) * 16 + 4 * tt, src + 4 * q,
-                      valid);
+      const int col = s + SPR * (q & 1);
+      cp_async4_zfill(xsa + c * (2 * SPR * 32) + ((q >> 1) * NT + (col >> 3)) * 128 + (col & 7) * 16 + 4 * tt,
+                      src + 4 * q, valid);
     }
   }
   cp_async_wait_all();
   fence_proxy_async_smem();
   __syncthreads();
 
-  float acc[4 * NT] = {}, part_d[4 * NT];
-  for (int c0 = 0; c0 < steps; c0 += G * kWgU) {
+  float acc[4 * NT] = {}, d[4 * NT];
+  for (int c0 = 0; c0 < spad; c0 += G * kWgU) {
 #pragma unroll
     for (int h = 0; h < G; ++h) {
       const int cb = c0 + h * kWgU;
-      if (cb >= steps) break;  // block-uniform
+      if (cb >= spad) break;  // block-uniform
 #pragma unroll
       for (int u = 0; u < kWgU; ++u) {
-        if (cb + u >= steps) break;
-        const uint64_t desc = wgmma_desc(xsa + (cb + u) * (NC * 32), NT * 128, 128);
+        const uint64_t desc = wgmma_desc(xsa + (cb + u) * (2 * SPR * 32), NT * 128, 128);
         if (u == 0) {
           wgmma_fence();
-          wgmma_e4m3<NT, 0>(part_d, w[h * kWgU + u], desc);
+          wgmma_e4m3<NT, 0>(d, w[h * kWgU + u], desc);
         } else {
-          wgmma_e4m3<NT, 1>(part_d, w[h * kWgU + u], desc);
+          wgmma_e4m3<NT, 1>(d, w[h * kWgU + u], desc);
         }
       }
       wgmma_commit();
       wgmma_wait_all();
+      // Padding steps keep the group's old weights (the row's own) against zero activations.
 #pragma unroll
       for (int u = 0; u < kWgU; ++u) {
         if (cb + u + G * kWgU < steps) w[h * kWgU + u] = load(cb + u + G * kWgU);
       }
 #pragma unroll
-      for (int i = 0; i < 4 * NT; ++i) acc[i] += part_d[i];
+      for (int i = 0; i < 4 * NT; ++i) acc[i] += d[i];
     }
   }
 
   // D's element i of this lane is logical row g + 8 (i / 2 % 2), column 8 (i / 4) + 2 t +
-  // i % 2; this warp's slice g sits in column 8 wp + g (words 0, 2) or 8 WPR + 8 wp + g.
+  // i % 2; the lane's slice sits in column `slice` (words 0, 2) or SPR + slice (1, 3).
   float v = 0.0f;
 #pragma unroll
   for (int i = 0; i < 4 * NT; ++i) {
-    if (8 * (i / 4) + 2 * t + i % 2 == (i / 2 % 2) * 8 * WPR + 8 * wp + g) v += acc[i];
+    if (8 * (i / 4) + 2 * t + i % 2 == slice + SPR * (i / 2 % 2)) v += acc[i];
   }
 #pragma unroll
-  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-  if constexpr (WPR > 1) {
+  for (int o = 2 * C::kLanesRow; o > 0; o /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);  // the row's lanes
+  int r = rl;
+  if constexpr (C::kWarpsRow > 1) {
     if (lane == 0) part[warp] = v;
     __syncthreads();
-    if (threadIdx.x >= kRowsBlock) return;
+    if (threadIdx.x >= RB) return;
+    r = threadIdx.x;
     v = 0.0f;
 #pragma unroll
-    for (int q = 0; q < WPR; ++q) v += part[threadIdx.x * WPR + q];
-  } else if (lane != 0) {
+    for (int q = 0; q < C::kWarpsRow; ++q) v += part[r * C::kWarpsRow + q];
+  } else if (lane % (4 * C::kLanesRow) != 0) {
     return;
   }
-  const int64_t n = int64_t(blockIdx.x) * kRowsBlock + (WPR > 1 ? threadIdx.x : warp);
+  const int64_t n = int64_t(blockIdx.x) * RB + r;
   if (n < N) {
     float y = v * (*p.scale_a * p.scale_b[p.scale_b_per_channel ? n : 0]);
     if (p.bias) y += to_float(static_cast<const OutT*>(p.bias)[n]);
@@ -1997,33 +2009,34 @@ int launch_rows(const SkinnyGemmParams& p, cudaStream_t stream) {
   return rows_f32() ? launch_rows_with<OutT, true>(p, r, v, stream) : launch_rows_with<OutT, false>(p, r, v, stream);
 }
 
-// convert 8: WPR = tiles_per_block warps a weight row (1, 2, 4; else 2), G =
+// convert 8: RB = tiles_per_block weight rows a block (1, 2, 4, 8; else 4), G =
 // warps_per_tile groups of kWgU steps a lane keeps in flight (1, 2; else 1).
 template <typename OutT>
 int launch_rows_wgmma(const SkinnyGemmParams& p, cudaStream_t stream) {
-  const int wpr = p.tiles_per_block ? p.tiles_per_block : 2, g = p.warps_per_tile ? p.warps_per_tile : 1;
-  if (p.M != 1 || p.cluster > 1 || (wpr != 1 && wpr != 2 && wpr != 4) || (g != 1 && g != 2) ||
+  const int rb = p.tiles_per_block ? p.tiles_per_block : 4, g = p.warps_per_tile ? p.warps_per_tile : 1;
+  if (p.M != 1 || p.cluster > 1 || (rb != 1 && rb != 2 && rb != 4 && rb != 8) || (g != 1 && g != 2) ||
       p.K > kSkinnyGemmRowsWgmmaMaxK || device_attribute_once<cudaDevAttrComputeCapabilityMajor>() != 9)
     return cudaErrorInvalidValue;  // the wrapper says so first
-  const int64_t blocks = (p.N * wpr + 3) / 4;
+  const int64_t blocks = (p.N + rb - 1) / rb;
   if (blocks > INT32_MAX) return cudaErrorInvalidValue;
-  const auto go = [&](auto wc, auto gc) {
-    constexpr int WPR = decltype(wc)::value;
-    constexpr auto kernel = skinny_gemm_rows_wgmma_kernel<OutT, WPR, decltype(gc)::value>;
-    const int64_t smem = rows_wgmma_smem<WPR>(p.K);
+  const auto go = [&](auto rc, auto gc) {
+    using C = RowsWgmma<decltype(rc)::value>;
+    constexpr auto kernel = skinny_gemm_rows_wgmma_kernel<OutT, decltype(rc)::value, decltype(gc)::value>;
+    const int64_t smem = C::smem(p.K);
     if (smem > 48 * 1024) {
-      const cudaError_t e = max_dynamic_smem_once<kernel>(int(rows_wgmma_smem<WPR>(kSkinnyGemmRowsWgmmaMaxK)));
+      const cudaError_t e = max_dynamic_smem_once<kernel>(int(C::smem(kSkinnyGemmRowsWgmmaMaxK)));
       if (e != cudaSuccess) return int(e);
     }
     kernel<<<unsigned(blocks), 128, size_t(smem), stream>>>(p);
     return int(cudaSuccess);
   };
-  using One = std::integral_constant<int, 1>;
-  using Two = std::integral_constant<int, 2>;
-  using Four = std::integral_constant<int, 4>;
-  if (wpr == 1) return g == 1 ? go(One{}, One{}) : go(One{}, Two{});
-  if (wpr == 2) return g == 1 ? go(Two{}, One{}) : go(Two{}, Two{});
-  return g == 1 ? go(Four{}, One{}) : go(Four{}, Two{});
+  const auto with_g = [&](auto rc) {
+    return g == 1 ? go(rc, std::integral_constant<int, 1>{}) : go(rc, std::integral_constant<int, 2>{});
+  };
+  if (rb == 1) return with_g(std::integral_constant<int, 1>{});
+  if (rb == 2) return with_g(std::integral_constant<int, 2>{});
+  if (rb == 4) return with_g(std::integral_constant<int, 4>{});
+  return with_g(std::integral_constant<int, 8>{});
 }
 
 template <typename OutT>

@@ -23,7 +23,7 @@ using namespace inference_kernels;
 // (3: no K split, persistent blocks), pushed rank to rank (4; without a split, 3) or
 // swapped between two ranks (5; at splits other than 2, 4)); 7 (M = 1) takes tiles_per_block,
 // its weight rows a block, and warps_per_tile, the 16-byte segments of each row a thread
-// keeps in flight; 8 (M = 1, sm_90a) takes tiles_per_block, its warps a weight row, and
+// keeps in flight; 8 (M = 1, sm_90a) takes tiles_per_block, its weight rows a block, and
 // warps_per_tile, its groups of 8 steps in flight a lane. On
 // ROCm, warps_per_tile is the K splits across work items and cluster and convert are ignored.
 void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
@@ -52,8 +52,8 @@ void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor
               "got ", num(rb), ", ", num(kw), " and ", num(nc));
   TORCH_CHECK(cvt != 8 || p.M == 1, "config: convert 8 (whole weight rows a block, wgmma) takes one row of a, got ",
               num(p.M));
-  TORCH_CHECK(cvt != 8 || ((rb == 0 || rb == 1 || rb == 2 || rb == 4) && kw <= 2 && nc <= 1),
-              "config: convert 8 takes tiles_per_block 0 (automatic), 1, 2 or 4 (warps a weight row), warps_per_tile 0 ",
+  TORCH_CHECK(cvt != 8 || ((rb == 0 || rb == 1 || rb == 2 || rb == 4 || rb == 8) && kw <= 2 && nc <= 1),
+              "config: convert 8 takes tiles_per_block 0 (automatic), 1, 2, 4 or 8 (weight rows a block), warps_per_tile 0 ",
               "(automatic), 1 or 2 (groups of 8 steps in flight a lane) and cluster 0 or 1, got ", num(rb), ", ",
               num(kw), " and ", num(nc));
   TORCH_CHECK(cvt != 8 || p.K <= kSkinnyGemmRowsWgmmaMaxK, "config: convert 8 keeps the row of a in shared memory: K ",

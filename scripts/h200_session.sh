@@ -127,7 +127,7 @@
 #   rows7: the skinny GEMM's convert 7 (M = 1): its tests, sanitizers, and --paths at M = 1
 #   rows_final: every skinny GEMM test, then --paths at M = 1 on the 11 weights (default, convert 6, 7)
 #   rows_verify: every skinny GEMM test, compute-sanitizer on convert 7's launches
-#   rows8: convert 8's tests, --paths at M = 1 (default, convert 6, convert 8's six forms),
+#   rows8: convert 8's tests, --paths at M = 1 (default, convert 6, convert 8's seven forms),
 #          compute-sanitizer on convert 7 and 8's launches while time is left
 #   q4k_read: EXPERIMENT (issue 6): benchmarks/q4k_read_probe.cu, the tiled Q4_K weight read by every
 #     division of its bytes (CTAs a tile, warps, blocks in flight), no arithmetic
@@ -909,7 +909,7 @@ case "$MODE" in
           step "convert 8 against the default (7 or 6) at M = 1"
           timeout 280 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --ms 1 --out "$OUT" \
             --shapes ${ROWS8_SHAPES:-2304x16384,13312x16384,16384x6656,6144x4096,4096x4096,28672x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584,2304x16384} \
-            --path-names "${ROWS8_PATHS:-default,cvt6,cvt8,cvt8 p1,cvt8 p4,cvt8 g2,cvt8 p1 g2,cvt8 p4 g2}" \
+            --path-names "${ROWS8_PATHS:-default,cvt6,cvt8,cvt8 r1,cvt8 r2,cvt8 r8,cvt8 g2,cvt8 r2 g2,cvt8 r8 g2}" \
             2>&1 | tee "$OUT/bench_rows8.log" | grep -v "^ *$" | tail -60
           [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
           [ $SECONDS -lt ${SANITIZE_BY:-420} ] && sanitize gemm_rows skinny_gemm_rows

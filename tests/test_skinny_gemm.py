@@ -386,10 +386,10 @@ def test_rows_path(ik, device, monkeypatch, n, k, f32):
                                  (129, 4096 * 3 + 48), (301, 16384), (5, 20480), (9, 131072)])
 def test_rows_wgmma_path(ik, device, n, k):
     """convert 8 (M = 1, sm_90a: whole weight rows a block, the 64 logical rows of the MMA
-    its rows cut into K slices, the activation's slices in B's columns) at 1, 2 and 4 warps
-    a row and 1 and 2 groups of steps in flight: odd N (the last block's rows past N
+    its rows cut into K slices, the activation's slices in B's columns) at 1, 2, 4 and 8
+    rows a block and 1 and 2 groups of steps in flight: odd N (the last block's rows past N
     clamped, not stored), K tails (segments past K read the row's last 16 bytes against
-    zero activations; K = 16: one lane of 32 has work), partial groups, K at its limit (128
+    zero activations; K = 16: one lane of 32 has work), padding steps, K at its limit (128
     KB of shared memory), strided rows of a and b, per-channel scales, bias, both out
     dtypes. A row's sums run in the same order at 1 and 2 groups in flight, so those are
     bitwise equal."""
@@ -400,11 +400,11 @@ def test_rows_wgmma_path(ik, device, n, k):
     for dt in (torch.bfloat16, torch.float16):
         bias = torch.randn(n, device=device).to(dt)
         ref = reference(a, b, sa, sb, bias)
-        for wpr in (0, 1, 2, 4):
+        for rb in (0, 1, 2, 4, 8):
             outs = []
             for g in (0, 1, 2):
                 out = poisoned(1, n, dt, device)
-                ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, [wpr, g, 0, 8])
+                ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, [rb, g, 0, 8])
                 assert_rows_close(out, ref, dt)
                 outs.append(out)
             assert all(torch.equal(outs[0], o) for o in outs[1:])
@@ -561,14 +561,14 @@ def test_fp8_nan_and_extremes(ik, device):
         out = poisoned(2, 16, torch.bfloat16, device)
         ik.ops.skinny_gemm_fp8(out, a_nan, b, one, one, None, [0, 0, 0, 1])
         if torch.cuda.get_device_capability()[0] == 9:  # convert 8 (M = 1): exact here, NaN propagates
-            for wpr in (1, 2, 4):
+            for rb in (1, 2, 4, 8):
                 for i in (0, 1):
                     out8 = poisoned(1, 16, torch.bfloat16, device)
-                    ik.ops.skinny_gemm_fp8(out8, a[i:i + 1], b, one / 4096, one, None, [wpr, 0, 0, 8])
+                    ik.ops.skinny_gemm_fp8(out8, a[i:i + 1], b, one / 4096, one, None, [rb, 0, 0, 8])
                     assert torch.equal(out8.cpu(), reference(a[i:i + 1], b, one / 4096, one).cpu().to(torch.bfloat16))
-                ik.ops.skinny_gemm_fp8(out8, a_nan[:1], b, one, one, None, [wpr, 0, 0, 8])
+                ik.ops.skinny_gemm_fp8(out8, a_nan[:1], b, one, one, None, [rb, 0, 0, 8])
                 assert torch.isnan(out8).all()
-                ik.ops.skinny_gemm_fp8(out8, a[1:], b_nan, one, one, None, [wpr, 0, 0, 8])
+                ik.ops.skinny_gemm_fp8(out8, a[1:], b_nan, one, one, None, [rb, 0, 0, 8])
                 assert torch.isnan(out8[0, 3]) and not torch.isnan(out8[0, :3]).any()
         for cvt in (3, 4, 6):
             out3 = poisoned(2, 16, torch.bfloat16, device)
@@ -741,9 +741,9 @@ def test_rejects_bad_config(ik, device):
             ik.ops.skinny_gemm_fp8(out1, a1, b, sa, sb, None, cfg)
     with pytest.raises(RuntimeError, match="convert 8 \\(whole weight rows a block, wgmma\\) takes one row of a, got 4"):
         ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, [0, 0, 0, 8])
-    for cfg in ([3, 0, 0, 8], [8, 0, 0, 8], [0, 3, 0, 8], [0, 0, 2, 8]):
-        with pytest.raises(RuntimeError, match="convert 8 takes tiles_per_block 0 \\(automatic\\), 1, 2 or 4 \\(warps "
-                                               "a weight row\\), warps_per_tile 0 \\(automatic\\), 1 or 2 \\(groups of "
+    for cfg in ([3, 0, 0, 8], [16, 0, 0, 8], [0, 3, 0, 8], [0, 0, 2, 8]):
+        with pytest.raises(RuntimeError, match="convert 8 takes tiles_per_block 0 \\(automatic\\), 1, 2, 4 or 8 \\(weight "
+                                               "rows a block\\), warps_per_tile 0 \\(automatic\\), 1 or 2 \\(groups of "
                                                f"8 steps in flight a lane\\) and cluster 0 or 1, got {cfg[0]}, {cfg[1]} "
                                                f"and {cfg[2]}"):
             ik.ops.skinny_gemm_fp8(out1, a1, b, sa, sb, None, cfg)
