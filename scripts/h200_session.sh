@@ -127,8 +127,9 @@
 #   rows7: the skinny GEMM's convert 7 (M = 1): its tests, sanitizers, and --paths at M = 1
 #   rows_final: every skinny GEMM test, then --paths at M = 1 on the 11 weights (default, convert 6, 7)
 #   rows_verify: every skinny GEMM test, compute-sanitizer on convert 7's launches
-#   rows8: convert 8's tests, --paths at M = 1 (default, convert 6, convert 8's seven forms),
+#   rows8: convert 8's tests, --paths at M = 1 (default, convert 6 and 7, convert 8's four forms),
 #          compute-sanitizer on convert 7 and 8's launches while time is left
+#   rows8_final: the same with every skinny GEMM test instead of convert 8's
 #   q4k_read: EXPERIMENT (issue 6): benchmarks/q4k_read_probe.cu, the tiled Q4_K weight read by every
 #     division of its bytes (CTAs a tile, warps, blocks in flight), no arithmetic
 #   q4k_imma: EXPERIMENT (issue 6): benchmarks/q4k_imma_probe.cu, the tiled Q4_K gemv's m = 1 loop
@@ -901,15 +902,16 @@ case "$MODE" in
             --path-names "default,cvt6,cvt7" 2>&1 | tee "$OUT/bench_rows_final.log" | grep -v "^ *$" | tail -60
           [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
   rows_verify) tests_gemm; pack; sanitize gemm_rows skinny_gemm_rows ;;
-  # rows8: the skinny GEMM's convert 8 (M = 1, wgmma with whole weight rows a warp; forty-second session)
-  rows8) step "skinny GEMM tests: convert 8, NaN and extremes, config errors"
+  # rows8: the skinny GEMM's convert 8 (M = 1, wgmma with whole weight rows a block; forty-second session)
+  rows8_final) tests_gemm; pack; ROWS8_TESTS=0 ;&
+  rows8) [ "${ROWS8_TESTS:-1}" = 0 ] || { step "skinny GEMM tests: convert 8, NaN and extremes, config errors"
           timeout 200 python3 -m pytest tests/test_skinny_gemm.py -q -rfE -p no:cacheprovider \
             -k "rows_wgmma or nan_and_extremes or rejects_bad_config" 2>&1 | tee "$OUT/pytest_rows8.log" | tail -6
-          [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack; }
           step "convert 8 against the default (7 or 6) at M = 1"
           timeout 280 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --ms 1 --out "$OUT" \
             --shapes ${ROWS8_SHAPES:-2304x16384,13312x16384,16384x6656,6144x4096,4096x4096,28672x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584,2304x16384} \
-            --path-names "${ROWS8_PATHS:-default,cvt6,cvt8,cvt8 r1,cvt8 r2,cvt8 r8,cvt8 g2,cvt8 r2 g2,cvt8 r8 g2}" \
+            --path-names "${ROWS8_PATHS:-default,cvt6,cvt7,cvt8,cvt8 r4,cvt8 g2,cvt8 r4 g2}" \
             2>&1 | tee "$OUT/bench_rows8.log" | grep -v "^ *$" | tail -60
           [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
           [ $SECONDS -lt ${SANITIZE_BY:-420} ] && sanitize gemm_rows skinny_gemm_rows

@@ -188,12 +188,15 @@ def test_large_m_goes_to_scaled_mm(ik, device, m):
 
 
 @pytest.mark.parametrize("m", [1, 8, 24])
-@pytest.mark.parametrize("cfg", [[], [0, 0, 0, 3]])
+@pytest.mark.parametrize("cfg", [[], [0, 0, 0, 3], [0, 0, 0, 8]])
 def test_cuda_graph_replays_new_inputs(ik, device, m, cfg):
     """The default (M = 1: convert 7; else convert 6: its tensor maps are built at capture
-    and name the same buffers at every replay) and convert 3 (at M = 24 the f16 pre-pass,
-    its workspace and the programmatic dependent launch of the GEMM) captured into a graph."""
+    and name the same buffers at every replay), convert 3 (at M = 24 the f16 pre-pass,
+    its workspace and the programmatic dependent launch of the GEMM) and convert 8 (M = 1:
+    the activation copied to shared memory in every block) captured into a graph."""
     cuda_only(device)
+    if cfg[3:] == [8] and (m != 1 or torch.cuda.get_device_capability()[0] != 9):
+        pytest.skip("convert 8 takes one row of a, on Hopper")
     n, k = 2304 + 13, 4096
     a, b = rand_fp8((m, k), device), rand_fp8((n, k), device)
     sa, sb = scales(n, device, True)
@@ -448,21 +451,30 @@ def test_tma_is_the_default(ik, device, m, n, k):
     assert_rows_close(outs[0], reference(a, b, sa, sb, bias), torch.bfloat16)
 
 
-@pytest.mark.parametrize("n,k,rows", [(1024, 8192, True), (2304, 16384, True), (4096 + 77, 4096, True),
-                                      (1024, 4096 - 16, False), (4096, 14336, False), (6144, 8192, False)])
-def test_rows_is_the_default_at_m1(ik, device, n, k, rows):
-    """At M = 1 the launcher runs convert 7 for N >= 1024, K >= 4096 and up to 40 MiB of
-    weight (bitwise the explicit convert 7's), convert 6 past any of those."""
+@pytest.mark.parametrize("n,k,cvt", [(1024, 8192, 7), (2304, 16384, 7), (8192, 4096, 7), (4304, 4096, 7),
+                                     (4096 + 77, 4096, 8), (4096, 14336, 8), (6144, 8192, 8),
+                                     (1024, 4096 - 16, 6), (8192, 3584, 6), (16384, 4096, 6)])
+def test_rows_is_the_default_at_m1(ik, device, n, k, cvt):
+    """At M = 1 (bitwise the explicit convert's output): convert 8 where its blocks of 8
+    rows fill an H200 in one wave (at most 7 an SM: 924), at least 3.5 an SM and the SMs
+    within a tenth of each other (4173 rows: 522 blocks, 4 on the busiest SM; 4096 x 14336:
+    512; 6144 x 8192: 768); else convert 7 for N >= 1024, K >= 4096 and up to 40 MiB of
+    weight (2304 x 16384: 288 blocks, 2.2 an SM; 8192 x 4096: 1024 blocks, two waves; 4304
+    x 4096: 538 blocks, 5 on the busiest SM against 4.1 on average); convert 6 past any of
+    those."""
     cuda_only(device)
+    if cvt == 8 and (torch.cuda.get_device_capability()[0] != 9
+                     or torch.cuda.get_device_properties(0).multi_processor_count != 132):
+        pytest.skip("the rule's blocks are counted for an H100/H200 (132 SMs)")
     a, b = rand_fp8((1, k), device), rand_fp8((n, k), device)
     sa, sb = scales(n, device, True)
     bias = torch.randn(n, device=device).bfloat16()
     outs = []
-    for cfg in ([], [0, 0, 0, 7 if rows else 6]):
+    for cfg in ([], [0, 0, 0, cvt]):
         out = poisoned(1, n, torch.bfloat16, device)
         ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, cfg)
         outs.append(out)
-    assert torch.equal(outs[0], outs[1]), f"the default is not convert {7 if rows else 6} here"
+    assert torch.equal(outs[0], outs[1]), f"the default is not convert {cvt} here"
     assert_rows_close(outs[0], reference(a, b, sa, sb, bias), torch.bfloat16)
 
 
