@@ -1490,18 +1490,24 @@ bool rows_wins(const SkinnyGemmParams& p) {
          !p.warps_per_tile && !p.cluster;
 }
 
-// convert 8 (8 rows a block, one group in flight) at M = 1 where its blocks fill the GPU
-// in one wave, at least 3.5 an SM and the SMs within a tenth of each other in blocks: its
-// one-shot blocks then end together. s42d (us, against the default then, convert 7 or
-// 6): 6144 x 4096 7.68 / 8.24, 4096 x 4096 5.81 / 6.32, 7168 x 8192 15.54 / 16.35, 4096 x
-// 14336 16.25 / 16.35. Outside it convert 8 lost where its blocks ran in more than one
-// wave (8192 x 3584, 1024 blocks against 924 slots: 9.64 / 9.42; 16384 x 6656: 28.99 /
-// 27.25), left SMs apart (2304 x 16384, 2.2 blocks an SM: 12.61 / 11.45) or ran too few
-// blocks an SM to keep enough loads in flight (1024 x 8192, 128 blocks: 5.83 / 4.17).
-bool rows_wgmma_wins(const SkinnyGemmParams& p) {
-  if (p.M != 1 || p.K < 4096 || p.K > kSkinnyGemmRowsWgmmaMaxK || !vector_path(p) || p.tiles_per_block ||
+// Convert 8's rows a block at M = 1 where it is the default, 0 where it is not (one group
+// in flight either way):
+// - 8 where those blocks fill the GPU in one wave, at least 3.5 an SM and the SMs within
+//   a tenth of each other in blocks: its one-shot blocks then end together. s42d / s42e
+//   (us, against the default before it, convert 7 or 6): 6144 x 4096 7.68 / 7.64 against
+//   8.24 / 8.27, 4096 x 4096 5.81 / 5.80 against 6.32 / 6.30, 7168 x 8192 15.54 / 15.60
+//   against 16.35 / 16.10, 4096 x 14336 16.25 / 16.29 against 16.35 / 16.31.
+// - 4 where 8 would take more than one wave (K >= 3584): many waves of small blocks,
+//   refilled as they end. s42d / s42e: 13312 x 16384 51.68 / 51.22 against 53.54 /
+//   53.16, 16384 x 6656 26.84 / 26.83 against 27.25 / 27.42, 28672 x 4096 28.40 / 28.48
+//   against 29.77 / 29.90, 8192 x 3584 9.20 / 9.19 against 9.42 / 9.38.
+// - Elsewhere convert 8 lost: SMs apart in blocks (2304 x 16384, 2.2 blocks of 8 an SM:
+//   12.61 / 12.44 against 11.45 / 11.46; 4 rows a block 11.63 / 11.59) or too few blocks
+//   an SM to keep loads in flight (1024 x 8192, 128 blocks: 5.83 against 4.17).
+int rows_wgmma_rows(const SkinnyGemmParams& p) {
+  if (p.M != 1 || p.K < 3584 || p.K > kSkinnyGemmRowsWgmmaMaxK || !vector_path(p) || p.tiles_per_block ||
       p.warps_per_tile || p.cluster || device_attribute_once<cudaDevAttrComputeCapabilityMajor>() != 9) {
-    return false;
+    return 0;
   }
   constexpr auto kernel = skinny_gemm_rows_wgmma_kernel<__nv_bfloat16, 8, 1>;  // both out types: same registers
   const int64_t sms = sm_count(), blocks = (p.N + 7) / 8;
@@ -1509,8 +1515,9 @@ bool rows_wgmma_wins(const SkinnyGemmParams& p) {
   // 1 KB a block of shared memory the system reserves
   const int64_t per_sm = std::min<int64_t>(resident_blocks_once<kernel, 128>() / sms,
                                            smem_per_sm / (RowsWgmma<8>::smem(p.K) + 1024));
+  if (blocks > per_sm * sms) return 4;
   const int64_t most = (blocks + sms - 1) / sms;  // blocks on the busiest SM
-  return blocks <= per_sm * sms && 2 * blocks >= 7 * sms && 10 * blocks >= 9 * most * sms;
+  return p.K >= 4096 && 2 * blocks >= 7 * sms && 10 * blocks >= 9 * most * sms ? 8 : 0;
 }
 
 int convert_for(const SkinnyGemmParams& p, int nt) {
@@ -1524,7 +1531,7 @@ int convert_for(const SkinnyGemmParams& p, int nt) {
       ring_min_cluster(p) > 0) {
     return kWgmmaRing;
   }
-  if (rows_wgmma_wins(p)) return kRowsWgmma;
+  if (rows_wgmma_rows(p)) return kRowsWgmma;
   if (rows_wins(p)) return kRows;
   if (p.N >= 1024 && !p.tiles_per_block && !p.warps_per_tile && tma_ready(p)) return kTma;
   const bool wgmma_wins = (nt == 1 && bytes <= kLargeWeight && p.K <= 8192 && p.N <= p.K) ||
@@ -2033,11 +2040,16 @@ int launch_rows(const SkinnyGemmParams& p, cudaStream_t stream) {
   return rows_f32() ? launch_rows_with<OutT, true>(p, r, v, stream) : launch_rows_with<OutT, false>(p, r, v, stream);
 }
 
-// convert 8: RB = tiles_per_block weight rows a block (1, 2, 4, 8; else 8), G =
-// warps_per_tile groups of kWgU steps a lane keeps in flight (1, 2; else 1).
+// convert 8: RB = tiles_per_block weight rows a block (1, 2, 4, 8; else rows_wgmma_rows's,
+// or 8 where that is 0), G = warps_per_tile groups of kWgU steps a lane keeps in flight
+// (1, 2; else 1).
 template <typename OutT>
 int launch_rows_wgmma(const SkinnyGemmParams& p, cudaStream_t stream) {
-  const int rb = p.tiles_per_block ? p.tiles_per_block : 8, g = p.warps_per_tile ? p.warps_per_tile : 1;
+  SkinnyGemmParams q = p;  // the rule's rows a block whatever groups the caller asked for
+  q.warps_per_tile = q.cluster = 0;
+  const int auto_rb = p.tiles_per_block ? 0 : rows_wgmma_rows(q);
+  const int rb = p.tiles_per_block ? p.tiles_per_block : auto_rb ? auto_rb : 8;
+  const int g = p.warps_per_tile ? p.warps_per_tile : 1;
   if (p.M != 1 || p.cluster > 1 || (rb != 1 && rb != 2 && rb != 4 && rb != 8) || (g != 1 && g != 2) ||
       p.K > kSkinnyGemmRowsWgmmaMaxK || device_attribute_once<cudaDevAttrComputeCapabilityMajor>() != 9)
     return cudaErrorInvalidValue;  // the wrapper says so first

@@ -903,7 +903,11 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
   rows_verify) tests_gemm; pack; sanitize gemm_rows skinny_gemm_rows ;;
   # rows8: the skinny GEMM's convert 8 (M = 1, wgmma with whole weight rows a block; forty-second session)
-  rows8_final) tests_gemm; pack; ROWS8_TESTS=0 ;&
+  rows8_final) tests_gemm; pack
+          step "the decode MLP at M = 1 (its GEMMs now convert 8 at 4 rows a block)"
+          timeout 120 python3 benchmarks/bench_skinny_gemm.py --ms 1 --shapes 13312x16384,16384x6656 --out "$OUT" \
+            --name bench_mlp_m1 2>&1 | tee "$OUT/bench_mlp_m1.log" | grep -v "^ *$" | tail -20
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack; ROWS8_TESTS=0 ;&
   rows8) [ "${ROWS8_TESTS:-1}" = 0 ] || { step "skinny GEMM tests: convert 8, NaN and extremes, config errors"
           timeout 200 python3 -m pytest tests/test_skinny_gemm.py -q -rfE -p no:cacheprovider \
             -k "rows_wgmma or nan_and_extremes or rejects_bad_config" 2>&1 | tee "$OUT/pytest_rows8.log" | tail -6

@@ -451,30 +451,32 @@ def test_tma_is_the_default(ik, device, m, n, k):
     assert_rows_close(outs[0], reference(a, b, sa, sb, bias), torch.bfloat16)
 
 
-@pytest.mark.parametrize("n,k,cvt", [(1024, 8192, 7), (2304, 16384, 7), (8192, 4096, 7), (4304, 4096, 7),
-                                     (4096 + 77, 4096, 8), (4096, 14336, 8), (6144, 8192, 8),
-                                     (1024, 4096 - 16, 6), (8192, 3584, 6), (16384, 4096, 6)])
-def test_rows_is_the_default_at_m1(ik, device, n, k, cvt):
-    """At M = 1 (bitwise the explicit convert's output): convert 8 where its blocks of 8
-    rows fill an H200 in one wave (at most 7 an SM: 924), at least 3.5 an SM and the SMs
-    within a tenth of each other (4173 rows: 522 blocks, 4 on the busiest SM; 4096 x 14336:
-    512; 6144 x 8192: 768); else convert 7 for N >= 1024, K >= 4096 and up to 40 MiB of
-    weight (2304 x 16384: 288 blocks, 2.2 an SM; 8192 x 4096: 1024 blocks, two waves; 4304
-    x 4096: 538 blocks, 5 on the busiest SM against 4.1 on average); convert 6 past any of
-    those."""
+@pytest.mark.parametrize("n,k,cfg", [(1024, 8192, [0, 0, 0, 7]), (2304, 16384, [0, 0, 0, 7]), (4304, 4096, [0, 0, 0, 7]),
+                                     (4096 + 77, 4096, [8, 0, 0, 8]), (4096, 14336, [8, 0, 0, 8]),
+                                     (6144, 8192, [8, 0, 0, 8]), (8192, 4096, [4, 0, 0, 8]), (8192, 3584, [4, 0, 0, 8]),
+                                     (16384 + 33, 4096, [4, 0, 0, 8]), (1024, 4096 - 16, [0, 0, 0, 6]),
+                                     (16384, 2048, [0, 0, 0, 6])])
+def test_rows_is_the_default_at_m1(ik, device, n, k, cfg):
+    """At M = 1 (bitwise the explicit config's output): convert 8 with blocks of 8 rows
+    where they fill an H200 in one wave (at most 7 an SM: 924), at least 3.5 an SM and the
+    SMs within a tenth of each other (4173 rows: 522 blocks, 4 on the busiest SM; 4096 x
+    14336: 512; 6144 x 8192: 768), with blocks of 4 rows where 8 would take more than one
+    wave (K >= 3584); else convert 7 for N >= 1024, K >= 4096 and up to 40 MiB of weight
+    (2304 x 16384: 288 blocks, 2.2 an SM; 4304 x 4096: 538 blocks, 5 on the busiest SM
+    against 4.1 on average); convert 6 past any of those."""
     cuda_only(device)
-    if cvt == 8 and (torch.cuda.get_device_capability()[0] != 9
-                     or torch.cuda.get_device_properties(0).multi_processor_count != 132):
+    if cfg[3] == 8 and (torch.cuda.get_device_capability()[0] != 9
+                        or torch.cuda.get_device_properties(0).multi_processor_count != 132):
         pytest.skip("the rule's blocks are counted for an H100/H200 (132 SMs)")
     a, b = rand_fp8((1, k), device), rand_fp8((n, k), device)
     sa, sb = scales(n, device, True)
     bias = torch.randn(n, device=device).bfloat16()
     outs = []
-    for cfg in ([], [0, 0, 0, cvt]):
+    for c in ([], cfg):
         out = poisoned(1, n, torch.bfloat16, device)
-        ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, cfg)
+        ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, c)
         outs.append(out)
-    assert torch.equal(outs[0], outs[1]), f"the default is not convert {cvt} here"
+    assert torch.equal(outs[0], outs[1]), f"the default is not {cfg} here"
     assert_rows_close(outs[0], reference(a, b, sa, sb, bias), torch.bfloat16)
 
 
