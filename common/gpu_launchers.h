@@ -134,8 +134,11 @@ struct SkinnyGemmParams {
   // tensor memory accelerator (sm_90a, M <= 32; sums into fp32 every 256 K bytes; the
   // default at N >= 1024), 7 (M = 1) no tensor cores: whole weight rows a block, no split of
   // K between blocks, products exact in f16 with a scaled by 2^-8, summed 16 at a time in
-  // f16, then in fp32. 0 = the launcher's choice; skinny_gemm.cu's convert_for has the
-  // rules and their measurements.
+  // f16, then in fp32, 8 (M = 1, sm_90a, K <= kSkinnyGemmRowsWgmmaMaxK) 7's division with
+  // 4's MMAs: whole weight rows a block (tiles_per_block: 1, 2, 4 or 8 rows), the MMA's
+  // logical rows those rows cut into slices of K (warps_per_tile: 1 or 2 groups of 8 steps
+  // in flight; sums into fp32 every 8 steps). 0 = the launcher's choice; skinny_gemm.cu's
+  // convert_for has the rules and their measurements.
   int convert;
   // Workspace of skinny_gemm_fp8_workspace_bytes(p) bytes (16-byte aligned), or null
   // where that is 0: the f16 copy of a for convert 3 (CUDA); the split-K partials and

@@ -46,9 +46,14 @@
 // - convert 6 (M <= 32, sm_90a; the default at N >= 1024, convert_for): the same MMAs with
 //   both operands in shared memory, copied there by the tensor memory accelerator from a
 //   producer warpgroup (skinny_gemm_tma_kernel). The paths above serve the rest.
-// - convert 7 (M = 1; the default for N >= 1024, K >= 4096 up to 40 MiB of weight): no
-//   tensor cores and no K split between blocks, whole weight rows a block
-//   (skinny_gemm_rows_kernel), so no block waits for another's partial sums at the end.
+// - convert 7 (M = 1; the default for N >= 1024, K >= 4096 up to 40 MiB of weight where
+//   convert 8's rule does not apply): no tensor cores and no K split between blocks,
+//   whole weight rows a block (skinny_gemm_rows_kernel), so no block waits for another's
+//   partial sums at the end.
+// - convert 8 (M = 1, sm_90a; the default where its blocks fill the GPU in one balanced
+//   wave, or take several: rows_wgmma_rows): convert 7's division with convert 4's MMAs,
+//   the MMA's 64 logical rows a block's few weight rows cut into slices of K
+//   (skinny_gemm_rows_wgmma_kernel).
 // - Tails: rows past N and activation rows past M are clamped to the last real row
 //   (valid memory; their outputs are never stored) or, in the f16 copy, zeros. K % 64 != 0
 //   leaves a last chunk that loads zeros past K. Rows that are not 16-byte aligned, or
