@@ -736,6 +736,27 @@ __device__ __forceinline__ void wg_finish_tile(const SkinnyGemmParams& p, cg::cl
   if (nc > 1) cluster.sync();
 }
 
+// One group of kWgU MMAs from zero (convert 4 and 8): d = sum over u of A (the 16 bytes
+// w[u]) x B (the 8 NT columns x 32 bytes at b + u NT 256 in shared memory), then the wait.
+// The MMAs run back to back (PTX orders wgmmas of one shape on the same accumulator); one
+// wait for all of them. A wait after each was slower by 0.5-5.6% at 49 of 60 points and
+// level at the rest (s14d).
+template <int NT>
+__device__ __forceinline__ void wg_mma_group(float (&d)[4 * NT], const uint4* w, uint32_t b) {
+#pragma unroll
+  for (int u = 0; u < kWgU; ++u) {
+    const uint64_t desc = wgmma_desc(b + u * (NT * 256), NT * 128, 128);
+    if (u == 0) {
+      wgmma_fence();  // the group's registers were written by its loads
+      wgmma_e4m3<NT, 0>(d, w[u], desc);
+    } else {
+      wgmma_e4m3<NT, 1>(d, w[u], desc);
+    }
+  }
+  wgmma_commit();
+  wgmma_wait_all();
+}
+
 // G: groups of kWgU chunks a lane keeps in flight (wgmma_groups): with 2, one group's
 // loads are on their way while the other's MMAs run (112-122 registers against 72-90).
 template <typename OutT, int NH, int WGS, int G = 1>
@@ -797,22 +818,7 @@ __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyG
     for (int h = 0; h < G; ++h) {
       const int cb = cg0 + h * kWgU;
       if (cb >= cpad) break;  // block-uniform
-#pragma unroll
-      for (int u = 0; u < kWgU; ++u) {
-        const int c = cb + u;
-        const uint64_t desc = wgmma_desc(xb + c * (NT * 256), NT * 128, 128);
-        if (u == 0) {
-          wgmma_fence();  // the group's registers were written by its loads
-          wgmma_e4m3<NT, 0>(part, w[h * kWgU + u], desc);
-        } else {
-          wgmma_e4m3<NT, 1>(part, w[h * kWgU + u], desc);
-        }
-      }
-      // The group's MMAs run back to back (PTX orders wgmmas of one shape on the same
-      // accumulator); one wait for all of them. A wait after each was slower by 0.5-5.6% at
-      // 49 of 60 points and level at the rest (s14d).
-      wgmma_commit();
-      wgmma_wait_all();
+      wg_mma_group<NT>(part, w + h * kWgU, xb + cb * (NT * 256));
       // The group's refills together, after its last MMA (as ptxas schedules them anyway;
       // each right after its own MMA measured 1-10% slower, s13g), and only for chunks
       // this block has: a padding slot keeps its old weights against zero activations
@@ -915,18 +921,7 @@ __global__ void __launch_bounds__(128, 1) skinny_gemm_rows_wgmma_kernel(const Sk
     for (int h = 0; h < G; ++h) {
       const int cb = c0 + h * kWgU;
       if (cb >= spad) break;  // block-uniform
-#pragma unroll
-      for (int u = 0; u < kWgU; ++u) {
-        const uint64_t desc = wgmma_desc(xsa + (cb + u) * (2 * SPR * 32), NT * 128, 128);
-        if (u == 0) {
-          wgmma_fence();
-          wgmma_e4m3<NT, 0>(d, w[h * kWgU + u], desc);
-        } else {
-          wgmma_e4m3<NT, 1>(d, w[h * kWgU + u], desc);
-        }
-      }
-      wgmma_commit();
-      wgmma_wait_all();
+      wg_mma_group<NT>(d, w + h * kWgU, xsa + cb * (NT * 256));
       // Padding steps keep the group's old weights (the row's own) against zero activations.
 #pragma unroll
       for (int u = 0; u < kWgU; ++u) {
