@@ -757,6 +757,34 @@ __device__ __forceinline__ void wg_mma_group(float (&d)[4 * NT], const uint4* w,
   wgmma_wait_all();
 }
 
+// A lane's stream of `pad` chunks (whole groups; the first G groups already loaded into w,
+// B's chunk c at b + c NT 256) summed into acc: each group's MMAs from zero, then added to
+// fp32. The group's refills go together, after its last MMA (as ptxas schedules them
+// anyway; each right after its own MMA measured 1-10% slower, s13g), and only for the
+// `have` chunks the lane has: a padding slot keeps its old weights against zero
+// activations (e4m3 has no infinity, and a NaN there was already the row's). Loading the
+// padding too cost up to a group's worth of extra reads where convert 4's split leaves one
+// short. With G = 2 these loads fly while the other group's MMAs run.
+template <int NT, int G, typename Load>
+__device__ __forceinline__ void wg_stream(float (&acc)[4 * NT], uint4 (&w)[G * kWgU], uint32_t b, int pad, int have,
+                                          const Load& load) {
+  float part[4 * NT];
+  for (int c0 = 0; c0 < pad; c0 += G * kWgU) {
+#pragma unroll
+    for (int h = 0; h < G; ++h) {
+      const int cb = c0 + h * kWgU;
+      if (cb >= pad) break;  // block-uniform
+      wg_mma_group<NT>(part, w + h * kWgU, b + cb * (NT * 256));
+#pragma unroll
+      for (int u = 0; u < kWgU; ++u) {
+        if (cb + u + G * kWgU < have) w[h * kWgU + u] = load(cb + u + G * kWgU);
+      }
+#pragma unroll
+      for (int i = 0; i < 4 * NT; ++i) acc[i] += part[i];
+    }
+  }
+}
+
 // G: groups of kWgU chunks a lane keeps in flight (wgmma_groups): with 2, one group's
 // loads are on their way while the other's MMAs run (112-122 registers against 72-90).
 template <typename OutT, int NH, int WGS, int G = 1>
@@ -812,27 +840,8 @@ __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyG
   __syncthreads();
 
   const uint32_t xb = smem_addr(xs);
-  float acc[4 * NT] = {}, part[4 * NT];
-  for (int cg0 = 0; cg0 < cpad; cg0 += G * kWgU) {
-#pragma unroll
-    for (int h = 0; h < G; ++h) {
-      const int cb = cg0 + h * kWgU;
-      if (cb >= cpad) break;  // block-uniform
-      wg_mma_group<NT>(part, w + h * kWgU, xb + cb * (NT * 256));
-      // The group's refills together, after its last MMA (as ptxas schedules them anyway;
-      // each right after its own MMA measured 1-10% slower, s13g), and only for chunks
-      // this block has: a padding slot keeps its old weights against zero activations
-      // (e4m3 has no infinity, and a NaN there was already the row's). Loading the
-      // padding too cost up to a group's worth of extra reads where the split leaves one
-      // short. With G = 2 these loads fly while the other group's MMAs run.
-#pragma unroll
-      for (int u = 0; u < kWgU; ++u) {
-        if (cb + u + G * kWgU < cn) w[h * kWgU + u] = load(cb + u + G * kWgU);
-      }
-#pragma unroll
-      for (int i = 0; i < 4 * NT; ++i) acc[i] += part[i];
-    }
-  }
+  float acc[4 * NT] = {};
+  wg_stream<NT, G>(acc, w, xb, cpad, cn, load);
 
   float* partials = reinterpret_cast<float*>(wsm + wg_x_slots(cps) * NH * 512);
   wg_put_partials<NH, kRows>(partials, acc, t, rl, M);
@@ -915,22 +924,8 @@ __global__ void __launch_bounds__(128, 1) skinny_gemm_rows_wgmma_kernel(const Sk
   fence_proxy_async_smem();
   __syncthreads();
 
-  float acc[4 * NT] = {}, d[4 * NT];
-  for (int c0 = 0; c0 < spad; c0 += G * kWgU) {
-#pragma unroll
-    for (int h = 0; h < G; ++h) {
-      const int cb = c0 + h * kWgU;
-      if (cb >= spad) break;  // block-uniform
-      wg_mma_group<NT>(d, w + h * kWgU, xsa + cb * (NT * 256));
-      // Padding steps keep the group's old weights (the row's own) against zero activations.
-#pragma unroll
-      for (int u = 0; u < kWgU; ++u) {
-        if (cb + u + G * kWgU < steps) w[h * kWgU + u] = load(cb + u + G * kWgU);
-      }
-#pragma unroll
-      for (int i = 0; i < 4 * NT; ++i) acc[i] += d[i];
-    }
-  }
+  float acc[4 * NT] = {};
+  wg_stream<NT, G>(acc, w, xsa, spad, steps, load);
 
   // D's element i of this lane is logical row g + 8 (i / 2 % 2), column 8 (i / 4) + 2 t +
   // i % 2; the lane's slice sits in column `slice` (words 0, 2) or SPR + slice (1, 3).
