@@ -187,10 +187,7 @@ PATHS = {"default": ([], None), "cvt1": ([0, 0, 0, 1], None), "cvt2": ([0, 0, 0,
          # convert 8 (M = 1, sm_90a): weight rows a block (r), groups of 8 steps in flight (g)
          "cvt8": ([0, 0, 0, 8], None), "cvt8 r1": ([1, 0, 0, 8], None), "cvt8 r2": ([2, 0, 0, 8], None),
          "cvt8 r4": ([4, 0, 0, 8], None), "cvt8 g2": ([0, 2, 0, 8], None), "cvt8 r2 g2": ([2, 2, 0, 8], None),
-         "cvt8 r4 g2": ([4, 2, 0, 8], None), "cvt8 r8": ([8, 0, 0, 8], None), "cvt8 r8 g2": ([8, 2, 0, 8], None)}
-# convert 8 with its rows spread over as many blocks on every SM where they run in one wave
-PATHS.update({f"{name} bal": (cfg, {"IK_SKINNY_GEMM_BALANCE": "1"})
-              for name, (cfg, _) in list(PATHS.items()) if name.startswith("cvt8")})
+         "cvt8 r4 g2": ([4, 2, 0, 8], None)}
 CVT4_MAX_M = 32  # convert 4 and 6 (the fp8 warpgroup MMA) take at most 32 rows
 
 

@@ -891,14 +891,8 @@ __global__ void __launch_bounds__(128, 1) skinny_gemm_rows_wgmma_kernel(const Sk
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, warp = threadIdx.x >> 5;
   const int slice = RB == 8 ? g % 4 : 8 * (warp % C::kWarpsRow) + g;
   const int rl = RB == 8 ? 2 * warp + g / 4 : warp / C::kWarpsRow;  // the lane's row in the block
-  // RB rows a block, or where the launcher spread the rows over more blocks (B > N / RB +
-  // 1, one wave: N B < 2^32), block b takes rows b N / B to (b + 1) N / B.
-  const bool spread = (int64_t(gridDim.x) - 1) * RB >= N;
-  const uint32_t b = blockIdx.x, nb = gridDim.x, n32 = uint32_t(N);
-  const int64_t row0 = spread ? int64_t(b * n32 / nb) : int64_t(b) * RB;
-  const int live = spread ? int((b + 1) * n32 / nb - uint32_t(row0)) : int(std::min<int64_t>(RB, N - row0));
-  const bool dead = rl >= live;  // loads nothing: its MMA rows are zeros, never stored
-  const auto* row_base = static_cast<const uint8_t*>(p.b) + std::min(row0 + rl, N - 1) * p.ldb;
+  const int64_t row = int64_t(blockIdx.x) * RB + rl;
+  const auto* row_base = static_cast<const uint8_t*>(p.b) + std::min(row, N - 1) * p.ldb;
   const uint8_t* pw = row_base + 64 * slice + 16 * t;
   // A segment past K reads the row's last 16 bytes instead: its activation bytes are
   // zeros, so it adds nothing (and a NaN there is the row's own).
@@ -907,7 +901,7 @@ __global__ void __launch_bounds__(128, 1) skinny_gemm_rows_wgmma_kernel(const Sk
 
   uint4 w[G * kWgU];
 #pragma unroll
-  for (int u = 0; u < G * kWgU; ++u) w[u] = dead ? make_uint4(0, 0, 0, 0) : load(std::min(u, steps - 1));
+  for (int u = 0; u < G * kWgU; ++u) w[u] = load(std::min(u, steps - 1));
 
   // B: step c's 2 SPR columns x 32 bytes of K (two 16-byte halves of NT 8-column groups of
   // 128 bytes). x's 16 bytes at 16 i are lane t = i % 4 of slice s = i / 4 % SPR of step
@@ -931,7 +925,7 @@ __global__ void __launch_bounds__(128, 1) skinny_gemm_rows_wgmma_kernel(const Sk
   __syncthreads();
 
   float acc[4 * NT] = {};
-  wg_stream<NT, G>(acc, w, xsa, spad, dead ? 0 : steps, load);
+  wg_stream<NT, G>(acc, w, xsa, spad, steps, load);
 
   // D's element i of this lane is logical row g + 8 (i / 2 % 2), column 8 (i / 4) + 2 t +
   // i % 2; the lane's slice sits in column `slice` (words 0, 2) or SPR + slice (1, 3).
@@ -954,8 +948,8 @@ __global__ void __launch_bounds__(128, 1) skinny_gemm_rows_wgmma_kernel(const Sk
   } else if (lane % (4 * C::kLanesRow) != 0) {
     return;
   }
-  const int64_t n = row0 + r;
-  if (r < live) {
+  const int64_t n = int64_t(blockIdx.x) * RB + r;
+  if (n < N) {
     float y = v * (*p.scale_a * p.scale_b[p.scale_b_per_channel ? n : 0]);
     if (p.bias) y += to_float(static_cast<const OutT*>(p.bias)[n]);
     static_cast<OutT*>(p.out)[n] = from_float<OutT>(y);
@@ -1476,13 +1470,6 @@ constexpr int64_t kMiB = int64_t{1} << 20, kSmallWeight = 16 * kMiB, kMidWeight 
 // then ties the default (twenty-fourth session, s24c/s24g/s24i; profile_mlp_chain.py --state).
 bool use_ring() {
   const char* v = std::getenv("IK_SKINNY_GEMM_RING");
-  return v && v[0] == '1';
-}
-
-// EXPERIMENT: convert 8's blocks as many on every SM where they run in one wave
-// (IK_SKINNY_GEMM_BALANCE=1, read at each launch).
-bool balance_rows() {
-  const char* v = std::getenv("IK_SKINNY_GEMM_BALANCE");
   return v && v[0] == '1';
 }
 
@@ -2071,14 +2058,7 @@ int launch_rows_wgmma(const SkinnyGemmParams& p, cudaStream_t stream) {
       const cudaError_t e = max_dynamic_smem_once<kernel>(int(C::smem(kSkinnyGemmRowsWgmmaMaxK)));
       if (e != cudaSuccess) return int(e);
     }
-    int64_t grid = blocks;
-    if (balance_rows()) {  // one wave: the same number of blocks on every SM
-      const int64_t sms = sm_count(), smem_per_sm = device_attribute_once<cudaDevAttrMaxSharedMemoryPerMultiprocessor>();
-      const int64_t per_sm = std::min<int64_t>(resident_blocks_once<kernel, 128>() / sms, smem_per_sm / (smem + 1024));
-      const int64_t even = std::min<int64_t>(p.N, (blocks + sms - 1) / sms * sms);
-      if (blocks <= per_sm * sms && even * p.N < (int64_t{1} << 32)) grid = even;
-    }
-    kernel<<<unsigned(grid), 128, size_t(smem), stream>>>(p);
+    kernel<<<unsigned(blocks), 128, size_t(smem), stream>>>(p);
     return int(cudaSuccess);
   };
   const auto with_g = [&](auto rc) {

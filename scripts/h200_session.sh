@@ -127,9 +127,8 @@
 #   rows7: the skinny GEMM's convert 7 (M = 1): its tests, sanitizers, and --paths at M = 1
 #   rows_final: every skinny GEMM test, then --paths at M = 1 on the 11 weights (default, convert 6, 7)
 #   rows_verify: every skinny GEMM test, compute-sanitizer on convert 7's launches
-#   rows8: convert 8's tests, --paths at M = 1 (default, convert 6 and 7, convert 8's four forms;
-#          ROWS8_SHAPES / ROWS8_PATHS override), compute-sanitizer on convert 7 and 8's launches
-#          while time is left
+#   rows8: convert 8's tests, --paths at M = 1 (default, convert 6 and 7, convert 8's four forms),
+#          compute-sanitizer on convert 7 and 8's launches while time is left
 #   rows8_final: the same with every skinny GEMM test instead of convert 8's
 #   q4k_read: EXPERIMENT (issue 6): benchmarks/q4k_read_probe.cu, the tiled Q4_K weight read by every
 #     division of its bytes (CTAs a tile, warps, blocks in flight), no arithmetic

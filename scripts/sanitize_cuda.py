@@ -196,12 +196,9 @@ def rows_gemms(ik, dev):
                 n_launch += 1
         os.environ.pop("IK_SKINNY_GEMM_ROWS_F32")
         if torch.cuda.get_device_capability()[0] == 9:  # convert 8: wgmma, whole rows a block
-            for bal in ("0", "1"):  # 1: rows spread over as many blocks on every SM (one wave)
-                os.environ["IK_SKINNY_GEMM_BALANCE"] = bal
-                for cfg in ([0, 0, 0, 8], [1, 2, 0, 8], [2, 1, 1, 8], [4, 2, 0, 8], [8, 1, 0, 8], [8, 2, 0, 8]):
-                    ik.ops.skinny_gemm_fp8(out[:, 1:n + 1], a[:, :k], b, sa, sb, bias, cfg)
-                    n_launch += 1
-            os.environ.pop("IK_SKINNY_GEMM_BALANCE")
+            for cfg in ([0, 0, 0, 8], [1, 2, 0, 8], [2, 1, 1, 8], [4, 2, 0, 8], [8, 1, 0, 8], [8, 2, 0, 8]):
+                ik.ops.skinny_gemm_fp8(out[:, 1:n + 1], a[:, :k], b, sa, sb, bias, cfg)
+                n_launch += 1
     return n_launch
 
 

@@ -387,17 +387,15 @@ def test_rows_path(ik, device, monkeypatch, n, k, f32):
 
 @pytest.mark.parametrize("n,k", [(1000, 64 * 37 + 16), (37, 6656), (2304 + 13, 1040), (130, 16), (77, 8192 + 64),
                                  (129, 4096 * 3 + 48), (301, 16384), (5, 20480), (9, 131072)])
-def test_rows_wgmma_path(ik, device, monkeypatch, n, k):
+def test_rows_wgmma_path(ik, device, n, k):
     """convert 8 (M = 1, sm_90a: whole weight rows a block, the 64 logical rows of the MMA
     its rows cut into K slices, the activation's slices in B's columns) at 1, 2, 4 and 8
     rows a block and 1 and 2 groups of steps in flight: odd N (the last block's rows past N
     clamped, not stored), K tails (segments past K read the row's last 16 bytes against
     zero activations; K = 16: one lane of 32 has work), padding steps, K at its limit (128
     KB of shared memory), strided rows of a and b, per-channel scales, bias, both out
-    dtypes; and with IK_SKINNY_GEMM_BALANCE=1 the rows spread over as many blocks on every
-    SM where they run in one wave (fewer rows than RB in most blocks: the rest load nothing
-    and store nothing; 37 rows: one a block). A row's sums run in the same order at 1 and 2
-    groups in flight and in any block, so those are bitwise equal."""
+    dtypes. A row's sums run in the same order at 1 and 2 groups in flight, so those are
+    bitwise equal."""
     cuda_only(device)
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("convert 8 runs Hopper's warpgroup MMA")
@@ -407,13 +405,11 @@ def test_rows_wgmma_path(ik, device, monkeypatch, n, k):
         ref = reference(a, b, sa, sb, bias)
         for rb in (0, 1, 2, 4, 8):
             outs = []
-            for bal in ("0", "1"):
-                monkeypatch.setenv("IK_SKINNY_GEMM_BALANCE", bal)
-                for g in (0, 1, 2):
-                    out = poisoned(1, n, dt, device)
-                    ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, [rb, g, 0, 8])
-                    assert_rows_close(out, ref, dt)
-                    outs.append(out)
+            for g in (0, 1, 2):
+                out = poisoned(1, n, dt, device)
+                ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, [rb, g, 0, 8])
+                assert_rows_close(out, ref, dt)
+                outs.append(out)
             assert all(torch.equal(outs[0], o) for o in outs[1:])
 
 
