@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(kMaxThreads) layer_norm_cached(LayerNormParams
   for (int k = 0; k < ITEMS; ++k) {
     const int i = s.first + k * s.step;
     if (i < nvec) {
-      a[k] = xr[i];
+      a[k] = ld_x(xr + i);
       sum += vec_sum(a[k]);
     }
   }
@@ -141,7 +141,7 @@ __global__ void __launch_bounds__(kFlatThreads) layer_norm_flat(LayerNormParams 
   P a[ITEMS];
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) {
-    if (t + k * step < nvec) a[k] = xr[t + k * step];
+    if (t + k * step < nvec) a[k] = ld_x(xr + t + k * step);
   }
   float sum = 0.0f;
 #pragma unroll
@@ -217,7 +217,7 @@ __global__ void __launch_bounds__(TX, flat_exact_blocks(TX, ITEMS)) layer_norm_f
   const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row * p.x.stride) + t;
   P a[ITEMS];
 #pragma unroll
-  for (int k = 0; k < ITEMS; ++k) a[k] = xr[k * TX];
+  for (int k = 0; k < ITEMS; ++k) a[k] = ld_x(xr + k * TX);
   float sum = 0.0f;
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) sum += vec_sum(a[k]);
@@ -308,7 +308,7 @@ __global__ void __launch_bounds__(TX, split_blocks(TX, ITEMS)) layer_norm_split_
   };
   constexpr bool kLate = std::is_same_v<T, __nv_bfloat16> && ITEMS == 4;  // split_blocks
 #pragma unroll
-  for (int k = 0; k < ITEMS; ++k) a[k] = xr[k * TX];
+  for (int k = 0; k < ITEMS; ++k) a[k] = ld_x(xr + k * TX);
   if constexpr (!kLate) load_affine();
   split_start(s);
   float sum = 0.0f;
@@ -384,9 +384,9 @@ __global__ void __launch_bounds__(TX, pair_blocks(TX)) layer_norm_split_pair(Lay
   const P* xr1 = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row1 * p.x.stride) + first;
   P a[2][ITEMS], g[ITEMS], c[ITEMS];
 #pragma unroll
-  for (int k = 0; k < ITEMS; ++k) a[0][k] = xr0[k * TX];
+  for (int k = 0; k < ITEMS; ++k) a[0][k] = ld_x(xr0 + k * TX);
 #pragma unroll
-  for (int k = 0; k < ITEMS; ++k) a[1][k] = xr1[k * TX];
+  for (int k = 0; k < ITEMS; ++k) a[1][k] = ld_x(xr1 + k * TX);
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) {
     if constexpr (W) g[k] = reinterpret_cast<const P*>(p.weight)[first + k * TX];

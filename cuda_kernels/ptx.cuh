@@ -69,6 +69,41 @@ __device__ __forceinline__ V ld_ordered(const V* p) {
   return v;
 }
 
+// EXPERIMENT: a norm's x (and residual) read without allocating in L1, so that L1
+// keeps what the SM's blocks read again: the weight (and bias). IK_NORM_X_ONCE=0 at
+// compile time: plain loads, as before.
+#ifndef IK_NORM_X_ONCE
+#define IK_NORM_X_ONCE 1
+#endif
+template <typename V>
+__device__ __forceinline__ V ld_x(const V* p) {
+  static_assert(sizeof(V) == 2 || sizeof(V) == 4 || sizeof(V) == 8 || sizeof(V) == 16, "load size");
+  if constexpr (!IK_NORM_X_ONCE) {
+    return *p;
+  } else {
+    V v;
+    if constexpr (sizeof(V) == 16) {
+      uint4 r;
+      asm volatile("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+      __builtin_memcpy(&v, &r, 16);
+    } else if constexpr (sizeof(V) == 8) {
+      uint2 r;
+      asm volatile("ld.global.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+      __builtin_memcpy(&v, &r, 8);
+    } else if constexpr (sizeof(V) == 4) {
+      uint32_t r;
+      asm volatile("ld.global.L1::no_allocate.u32 %0, [%1];" : "=r"(r) : "l"(p));
+      __builtin_memcpy(&v, &r, 4);
+    } else {
+      unsigned short r;
+      asm volatile("ld.global.L1::no_allocate.u16 %0, [%1];" : "=h"(r) : "l"(p));
+      __builtin_memcpy(&v, &r, 2);
+    }
+    return v;
+  }
+}
+
 // Marks v as produced here, after the ld_ordered loads above it, so arithmetic on v
 // cannot be hoisted above them.
 __device__ __forceinline__ float after_loads(float v) {

@@ -400,11 +400,11 @@ __device__ __forceinline__ void load_exact(const NormParams& p, int64_t row, int
   P* rr = FUSED ? reinterpret_cast<P*>(static_cast<T*>(p.res.ptr) + row * p.res.stride) + first : nullptr;
   const P* w = reinterpret_cast<const P*>(p.weight) + first;
 #pragma unroll
-  for (int k = 0; k < ITEMS; ++k) a[k] = xr[k * TX];
+  for (int k = 0; k < ITEMS; ++k) a[k] = ld_x(xr + k * TX);
   if constexpr (FUSED) {
     P b[ITEMS];
 #pragma unroll
-    for (int k = 0; k < ITEMS; ++k) b[k] = rr[k * TX];
+    for (int k = 0; k < ITEMS; ++k) b[k] = ld_x(rr + k * TX);
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) {
       a[k] = add_rounded(a[k], b[k]);

@@ -130,6 +130,9 @@
 #   rows8: convert 8's tests, --paths at M = 1 (default, convert 6 and 7, convert 8's four forms),
 #          compute-sanitizer on convert 7 and 8's launches while time is left
 #   rows8_final: the same with every skinny GEMM test instead of convert 8's
+#   x_once: EXPERIMENT (issues 3, 5): the norms' x and residual read without allocating in L1
+#          (ptx.cuh ld_x, IK_NORM_X_ONCE): norm tests, then tune_norms built both ways, the
+#          defaults at XONCE_SHAPES in turn (3 rounds), compute-sanitizer on the norm launches
 #   q4k_read: EXPERIMENT (issue 6): benchmarks/q4k_read_probe.cu, the tiled Q4_K weight read by every
 #     division of its bytes (CTAs a tile, warps, blocks in flight), no arithmetic
 #   q4k_imma: EXPERIMENT (issue 6): benchmarks/q4k_imma_probe.cu, the tiled Q4_K gemv's m = 1 loop
@@ -385,6 +388,22 @@ tests_norms() {
   python3 -m pytest tests/test_rms_norm.py tests/test_rms_norm_fp8.py tests/test_layer_norm.py \
     tests/test_activation.py -q -rfE -p no:cacheprovider 2>&1 | tee "$OUT/pytest_norms.log" | tail -8
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
+}
+# x_once's A/B: tune_norms with this tree's norms and with IK_NORM_X_ONCE=0 (plain loads)
+x_once_ab() {
+  local shapes="${XONCE_SHAPES:-layer_norm fp16 1024x16384,layer_norm bf16 1024x16384,layer_norm fp16 4096x4096,layer_norm fp16 16384x1024,layer_norm fp16 8192x5120,layer_norm bf16 128x16384,rms+add+fp8 fp16 128x16384,rms+add+fp8 fp16 512x16384,rms+add+fp8 fp16 1024x16384,rms+add+fp8 fp16 2048x16384,rms bf16 4096x16384,rms bf16 4096x8192,rms bf16 4096x4096,rms+add bf16 1024x16384}"
+  wait $tune_pid || { tail -5 "$OUT/tune_build.log"; status=1; return; }
+  for f in rms_norm layer_norm; do
+    nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels -DIK_NORM_X_ONCE=0 -c cuda_kernels/$f.cu -o /tmp/${f}_plain.o &
+  done
+  wait
+  nvcc -arch=sm_90 /tmp/tune_main.o /tmp/rms_norm_plain.o /tmp/layer_norm_plain.o /tmp/activation.o -o /tmp/tune_plain || status=1
+  step "defaults, plain loads and x without L1 in turn (3 rounds)"
+  for r in 1 2 3; do
+    for b in plain norms; do
+      echo "--- $b, round $r"; timeout 80 /tmp/tune_$b --defaults-only --only "$shapes" | grep -v "^copy\|^empty" || status=1
+    done
+  done 2>&1 | tee "$OUT/x_once_ab.log"
 }
 tune() {
   step "norm layout sweep (benchmarks/tune_norms.cu)"
@@ -919,6 +938,11 @@ case "$MODE" in
             2>&1 | tee "$OUT/bench_rows8.log" | grep -v "^ *$" | tail -60
           [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
           [ $SECONDS -lt ${SANITIZE_BY:-420} ] && sanitize gemm_rows skinny_gemm_rows
+          true ;;
+  x_once) tune_build_par > "$OUT/tune_build.log" 2>&1 & tune_pid=$!
+          tests_norms; pack; x_once_ab; pack
+          [ $SECONDS -lt 380 ] && { sanitize rms --only-rmsnorm; pack; }
+          [ $SECONDS -lt 430 ] && sanitize ln --only-layernorm
           true ;;
   bench8192) step "add + RMSNorm + FP8 and RMSNorm + FP8, fp16, hidden 8192"
           timeout 200 python3 benchmarks/bench_norm_fp8.py --hidden 8192 --rows 1 8 32 128 512 1024 2048 \
