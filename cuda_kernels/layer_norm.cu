@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(kMaxThreads) layer_norm_cached(LayerNormParams
   for (int k = 0; k < ITEMS; ++k) {
     const int i = s.first + k * s.step;
     if (i < nvec) {
-      a[k] = ld_x(xr + i);
+      a[k] = xr[i];
       sum += vec_sum(a[k]);
     }
   }
@@ -141,7 +141,7 @@ __global__ void __launch_bounds__(kFlatThreads) layer_norm_flat(LayerNormParams 
   P a[ITEMS];
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) {
-    if (t + k * step < nvec) a[k] = ld_x(xr + t + k * step);
+    if (t + k * step < nvec) a[k] = xr[t + k * step];
   }
   float sum = 0.0f;
 #pragma unroll

@@ -69,16 +69,16 @@ __device__ __forceinline__ V ld_ordered(const V* p) {
   return v;
 }
 
-// EXPERIMENT: a norm's x (and residual) read without allocating in L1, so that L1
-// keeps what the SM's blocks read again: the weight (and bias). IK_NORM_X_ONCE=0 at
-// compile time: plain loads, as before.
+// EXPERIMENT: a norm's x (and residual) read without allocating in L1 (ONCE), so that
+// L1 keeps what the SM's blocks read again: the weight (and bias). IK_NORM_X_ONCE=0 at
+// compile time: plain loads everywhere, as before.
 #ifndef IK_NORM_X_ONCE
 #define IK_NORM_X_ONCE 1
 #endif
-template <typename V>
+template <bool ONCE = true, typename V>
 __device__ __forceinline__ V ld_x(const V* p) {
   static_assert(sizeof(V) == 2 || sizeof(V) == 4 || sizeof(V) == 8 || sizeof(V) == 16, "load size");
-  if constexpr (!IK_NORM_X_ONCE) {
+  if constexpr (!IK_NORM_X_ONCE || !ONCE) {
     return *p;
   } else {
     V v;

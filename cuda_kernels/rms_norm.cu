@@ -392,7 +392,7 @@ __global__ void __launch_bounds__(kFlatThreads) rms_norm_flat(NormParams p) {
 // The exact fits' row start (rms_norm_flat_exact, rms_norm_split_exact): this thread's
 // ITEMS vectors of x at first + k * TX (plus the residual, the rounded sum written
 // back) and its weight vectors.
-template <typename T, int VEC, int ITEMS, int TX, bool FUSED>
+template <typename T, int VEC, int ITEMS, int TX, bool FUSED, bool ONCE>
 __device__ __forceinline__ void load_exact(const NormParams& p, int64_t row, int first, Pack<T, VEC> (&a)[ITEMS],
                                            Pack<T, VEC> (&g)[ITEMS]) {
   using P = Pack<T, VEC>;
@@ -400,11 +400,11 @@ __device__ __forceinline__ void load_exact(const NormParams& p, int64_t row, int
   P* rr = FUSED ? reinterpret_cast<P*>(static_cast<T*>(p.res.ptr) + row * p.res.stride) + first : nullptr;
   const P* w = reinterpret_cast<const P*>(p.weight) + first;
 #pragma unroll
-  for (int k = 0; k < ITEMS; ++k) a[k] = ld_x(xr + k * TX);
+  for (int k = 0; k < ITEMS; ++k) a[k] = ld_x<ONCE>(xr + k * TX);
   if constexpr (FUSED) {
     P b[ITEMS];
 #pragma unroll
-    for (int k = 0; k < ITEMS; ++k) b[k] = ld_x(rr + k * TX);
+    for (int k = 0; k < ITEMS; ++k) b[k] = ld_x<ONCE>(rr + k * TX);
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) {
       a[k] = add_rounded(a[k], b[k]);
@@ -445,7 +445,7 @@ __global__ void __launch_bounds__(TX) rms_norm_flat_exact(NormParams p) {
   const int64_t row = blockIdx.x;
   const int t = threadIdx.x;
   P a[ITEMS], g[ITEMS];
-  load_exact<T, VEC, ITEMS, TX, FUSED>(p, row, t, a, g);
+  load_exact<T, VEC, ITEMS, TX, FUSED, (ITEMS * TX <= 512)>(p, row, t, a, g);
   float f[ITEMS][VEC];
   const float sum_sq = sum_squares(a, f);
   const float inv_rms = rsqrtf(row_reduce_fixed<Sum, TX>(sum_sq, partial[0], 0) / kD + p.eps);
@@ -471,7 +471,7 @@ __global__ void __launch_bounds__(TX) rms_norm_split_exact(NormParams p) {
   const int64_t row = blockIdx.x / CL;
   const int first = static_cast<int>(rank) * ITEMS * TX + static_cast<int>(threadIdx.x);
   P a[ITEMS], g[ITEMS];
-  load_exact<T, VEC, ITEMS, TX, FUSED>(p, row, first, a, g);
+  load_exact<T, VEC, ITEMS, TX, FUSED, false>(p, row, first, a, g);
   split_start(s);
   float f[ITEMS][VEC];
   const float sum_sq = sum_squares(a, f);

@@ -132,7 +132,8 @@
 #   rows8_final: the same with every skinny GEMM test instead of convert 8's
 #   x_once: EXPERIMENT (issues 3, 5): the norms' x and residual read without allocating in L1
 #          (ptx.cuh ld_x, IK_NORM_X_ONCE): norm tests, then tune_norms built both ways, the
-#          defaults at XONCE_SHAPES in turn (3 rounds), compute-sanitizer on the norm launches
+#          defaults at XONCE_SHAPES in turn (3 rounds), the LayerNorm benchmark (XONCE_BENCH=1),
+#          compute-sanitizer on the norm launches while time is left
 #   q4k_read: EXPERIMENT (issue 6): benchmarks/q4k_read_probe.cu, the tiled Q4_K weight read by every
 #     division of its bytes (CTAs a tile, warps, blocks in flight), no arithmetic
 #   q4k_imma: EXPERIMENT (issue 6): benchmarks/q4k_imma_probe.cu, the tiled Q4_K gemv's m = 1 loop
@@ -940,9 +941,14 @@ case "$MODE" in
           [ $SECONDS -lt ${SANITIZE_BY:-420} ] && sanitize gemm_rows skinny_gemm_rows
           true ;;
   x_once) tune_build_par > "$OUT/tune_build.log" 2>&1 & tune_pid=$!
-          tests_norms; pack; x_once_ab; pack
-          [ $SECONDS -lt 380 ] && { sanitize rms --only-rmsnorm; pack; }
-          [ $SECONDS -lt 430 ] && sanitize ln --only-layernorm
+          step "RMSNorm and LayerNorm tests"
+          python3 -m pytest tests/test_rms_norm.py tests/test_rms_norm_fp8.py tests/test_layer_norm.py -q -rfE \
+            -p no:cacheprovider 2>&1 | tee "$OUT/pytest_norms.log" | tail -3
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+          x_once_ab; pack
+          [ "${XONCE_BENCH:-0}" = 1 ] && { bench_layernorm; pack; }
+          [ $SECONDS -lt 400 ] && { sanitize ln --only-layernorm; pack; }
+          [ $SECONDS -lt 440 ] && sanitize rms --only-rmsnorm
           true ;;
   bench8192) step "add + RMSNorm + FP8 and RMSNorm + FP8, fp16, hidden 8192"
           timeout 200 python3 benchmarks/bench_norm_fp8.py --hidden 8192 --rows 1 8 32 128 512 1024 2048 \
