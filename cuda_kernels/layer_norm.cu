@@ -207,7 +207,7 @@ __host__ __device__ constexpr int flat_exact_blocks(int tx, int items) {
 // same tree, so the same bits), and d = ITEMS x TX x VEC a power of two, so / d is an
 // exact multiply. The same arithmetic as layer_norm_flat in the same order: at the same
 // tx and items, the same results bit for bit.
-template <typename T, int VEC, int ITEMS, int TX, bool W, bool B>
+template <typename T, int VEC, int ITEMS, int TX, bool W, bool B, bool ONCE = false>
 __global__ void __launch_bounds__(TX, flat_exact_blocks(TX, ITEMS)) layer_norm_flat_exact(LayerNormParams p) {
   using P = Pack<T, VEC>;
   constexpr float kD = float(ITEMS * TX * VEC);
@@ -217,7 +217,7 @@ __global__ void __launch_bounds__(TX, flat_exact_blocks(TX, ITEMS)) layer_norm_f
   const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row * p.x.stride) + t;
   P a[ITEMS];
 #pragma unroll
-  for (int k = 0; k < ITEMS; ++k) a[k] = ld_x(xr + k * TX);
+  for (int k = 0; k < ITEMS; ++k) a[k] = ld_x<ONCE>(xr + k * TX);
   float sum = 0.0f;
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) sum += vec_sum(a[k]);
@@ -287,7 +287,7 @@ __host__ __device__ constexpr int split_blocks(int tx, int items) {
 // across the ranks by the pairwise update, one exchange of two floats a row; else the
 // mean, then the squared deviations about it, two exchanges. Either is a two-pass
 // statistic at each level; sums run in another order than the other layouts.
-template <typename T, int VEC, int ITEMS, int TX, int CL, bool W, bool B, bool ONE>
+template <typename T, int VEC, int ITEMS, int TX, int CL, bool W, bool B, bool ONE, bool ONCE>
 __global__ void __launch_bounds__(TX, split_blocks(TX, ITEMS)) layer_norm_split_exact(LayerNormParams p) {
   using P = Pack<T, VEC>;
   constexpr float kThread = float(ITEMS * VEC), kSlice = kThread * TX, kD = CL * kSlice;
@@ -308,7 +308,7 @@ __global__ void __launch_bounds__(TX, split_blocks(TX, ITEMS)) layer_norm_split_
   };
   constexpr bool kLate = std::is_same_v<T, __nv_bfloat16> && ITEMS == 4;  // split_blocks
 #pragma unroll
-  for (int k = 0; k < ITEMS; ++k) a[k] = ld_x(xr + k * TX);
+  for (int k = 0; k < ITEMS; ++k) a[k] = ld_x<ONCE>(xr + k * TX);
   if constexpr (!kLate) load_affine();
   split_start(s);
   float sum = 0.0f;
@@ -370,7 +370,7 @@ __host__ __device__ constexpr int pair_blocks(int tx) { return 65536 / (tx * 96)
 // Here they cost half that, and each block has twice the bytes of x in flight. The
 // same sums in the same order as layer_norm_split_exact's two-exchange form: the same
 // bits. The last cluster of an odd row count normalises its row twice and stores once.
-template <typename T, int VEC, int ITEMS, int TX, int CL, bool W, bool B>
+template <typename T, int VEC, int ITEMS, int TX, int CL, bool W, bool B, bool ONCE>
 __global__ void __launch_bounds__(TX, pair_blocks(TX)) layer_norm_split_pair(LayerNormParams p) {
   using P = Pack<T, VEC>;
   constexpr float kD = float(CL * ITEMS * TX * VEC);
@@ -384,9 +384,9 @@ __global__ void __launch_bounds__(TX, pair_blocks(TX)) layer_norm_split_pair(Lay
   const P* xr1 = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row1 * p.x.stride) + first;
   P a[2][ITEMS], g[ITEMS], c[ITEMS];
 #pragma unroll
-  for (int k = 0; k < ITEMS; ++k) a[0][k] = ld_x(xr0 + k * TX);
+  for (int k = 0; k < ITEMS; ++k) a[0][k] = ld_x<ONCE>(xr0 + k * TX);
 #pragma unroll
-  for (int k = 0; k < ITEMS; ++k) a[1][k] = ld_x(xr1 + k * TX);
+  for (int k = 0; k < ITEMS; ++k) a[1][k] = ld_x<ONCE>(xr1 + k * TX);
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) {
     if constexpr (W) g[k] = reinterpret_cast<const P*>(p.weight)[first + k * TX];
@@ -523,18 +523,21 @@ template <typename T, int VEC, bool W, bool B>
 cudaError_t launch_split(const LayerNormParams& p, const RowConfig& c, int64_t nvec, cudaStream_t stream) {
   if (!c.flat || c.stages != 0 || int64_t{c.tx} * c.items * c.cluster != nvec) return cudaErrorInvalidConfiguration;
   const auto is = [&](int cl, int tx, int items) { return c.cluster == cl && c.tx == tx && c.items == items; };
-  if (c.rows_per_block == 2) {  // two rows a cluster: a grid of row pairs, one row a block's slice
-    if (!is(4, 128, 4)) return cudaErrorInvalidConfiguration;
-    RowConfig one = c;
-    one.rows_per_block = 1;
-    return launch_rows(layer_norm_split_pair<T, VEC, 4, 128, 4, W, B>, p, one, (p.rows + 1) / 2, stream);
-  }
-  if (c.rows_per_block != 1) return cudaErrorInvalidConfiguration;
-  if (is(8, 128, 2)) return launch_rows(layer_norm_split_exact<T, VEC, 2, 128, 8, W, B, true>, p, c, p.rows, stream);
-  if (is(4, 256, 2)) return launch_rows(layer_norm_split_exact<T, VEC, 2, 256, 4, W, B, true>, p, c, p.rows, stream);
-  if (is(4, 128, 4)) return launch_rows(layer_norm_split_exact<T, VEC, 4, 128, 4, W, B, false>, p, c, p.rows, stream);
-  if (is(2, 256, 4)) return launch_rows(layer_norm_split_exact<T, VEC, 4, 256, 2, W, B, false>, p, c, p.rows, stream);
-  return cudaErrorInvalidConfiguration;
+  return with_once(p.rows * p.d * int64_t{sizeof(T)} <= kXOnceBytes, [&](auto once) {
+    constexpr bool O = decltype(once)::value;
+    if (c.rows_per_block == 2) {  // two rows a cluster: a grid of row pairs, one row a block's slice
+      if (!is(4, 128, 4)) return cudaErrorInvalidConfiguration;
+      RowConfig one = c;
+      one.rows_per_block = 1;
+      return launch_rows(layer_norm_split_pair<T, VEC, 4, 128, 4, W, B, O>, p, one, (p.rows + 1) / 2, stream);
+    }
+    if (c.rows_per_block != 1) return cudaErrorInvalidConfiguration;
+    if (is(8, 128, 2)) return launch_rows(layer_norm_split_exact<T, VEC, 2, 128, 8, W, B, true, O>, p, c, p.rows, stream);
+    if (is(4, 256, 2)) return launch_rows(layer_norm_split_exact<T, VEC, 2, 256, 4, W, B, true, O>, p, c, p.rows, stream);
+    if (is(4, 128, 4)) return launch_rows(layer_norm_split_exact<T, VEC, 4, 128, 4, W, B, false, O>, p, c, p.rows, stream);
+    if (is(2, 256, 4)) return launch_rows(layer_norm_split_exact<T, VEC, 4, 256, 2, W, B, false, O>, p, c, p.rows, stream);
+    return cudaErrorInvalidConfiguration;
+  });
 }
 
 // The exact-fit kernels (RowConfig::exact; fits() has checked tx x items == nvec):
@@ -549,9 +552,13 @@ cudaError_t launch_exact(const LayerNormParams& p, const RowConfig& c, cudaStrea
     const int64_t nvec = p.d / VEC;
     if (c.cluster > 1) return launch_split<T, VEC, W, B>(p, c, nvec, stream);
     if (!c.flat || int64_t{c.tx} * c.items != nvec) return cudaErrorInvalidConfiguration;
+    const bool once = p.rows * p.d * int64_t{sizeof(T)} <= kXOnceBytes;
     if (c.items == 2 && c.stages == 0) {
       return with_block_size<64>(c.tx, [&](auto tx) {
-        return launch_rows(layer_norm_flat_exact<T, VEC, 2, decltype(tx)::value, W, B>, p, c, p.rows, stream);
+        return with_once(once, [&](auto o) {
+          return launch_rows(layer_norm_flat_exact<T, VEC, 2, decltype(tx)::value, W, B, decltype(o)::value>, p, c,
+                             p.rows, stream);
+        });
       });
     }
     if (c.items != 4) return cudaErrorInvalidConfiguration;
@@ -561,7 +568,10 @@ cudaError_t launch_exact(const LayerNormParams& p, const RowConfig& c, cudaStrea
     }
     if (c.stages != 0) return cudaErrorInvalidConfiguration;
     return with_block_size<32, 64, 128, 256, 512>(c.tx, [&](auto tx) {
-      return launch_rows(layer_norm_flat_exact<T, VEC, 4, decltype(tx)::value, W, B>, p, c, p.rows, stream);
+      return with_once(once, [&](auto o) {
+        return launch_rows(layer_norm_flat_exact<T, VEC, 4, decltype(tx)::value, W, B, decltype(o)::value>, p, c,
+                           p.rows, stream);
+      });
     });
   }
 }

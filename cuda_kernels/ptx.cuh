@@ -69,13 +69,13 @@ __device__ __forceinline__ V ld_ordered(const V* p) {
   return v;
 }
 
-// EXPERIMENT: a norm's x (and residual) read without allocating in L1 (ONCE), so that
-// L1 keeps what the SM's blocks read again: the weight (and bias). IK_NORM_X_ONCE=0 at
-// compile time: plain loads everywhere, as before.
+// A norm's x (and residual) read without allocating in L1 where ONCE (row_kernel.cuh's
+// kXOnceBytes says where), so that L1 keeps what the SM's blocks read again: the weight
+// (and bias). -DIK_NORM_X_ONCE=0 builds plain loads everywhere (tune_norms' A/B).
 #ifndef IK_NORM_X_ONCE
 #define IK_NORM_X_ONCE 1
 #endif
-template <bool ONCE = true, typename V>
+template <bool ONCE, typename V>
 __device__ __forceinline__ V ld_x(const V* p) {
   static_assert(sizeof(V) == 2 || sizeof(V) == 4 || sizeof(V) == 8 || sizeof(V) == 16, "load size");
   if constexpr (!IK_NORM_X_ONCE || !ONCE) {

@@ -175,6 +175,26 @@ cudaError_t with_block_size(int tx, Launch&& launch) {
   return e;
 }
 
+// Where a norm's exact-fit kernels read x (and the residual) without allocating in L1
+// (ld_x): up to 32 MiB of x. L1 then keeps the weight (and bias) that every block of the
+// SM reads again. H200, tune_norms defaults, three rounds each (forty-third session,
+// s43b / s43c), us against plain loads: LayerNorm fp16 1024 x 16384 18.44-18.49 against
+// 19.00-19.10, bf16 19.01-19.09 against 19.44-19.54; 4096 x 4096 fp16 17.75-17.88 against
+// 18.80-18.94, bf16 17.93-18.01 against 19.41-19.63; 16384 x 1024 fp16 17.19-17.28
+// against 17.85-17.93; RMSNorm bf16 4096 x 4096 17.17-17.23 against 18.06-18.16. Past 32
+// MiB it lost (LayerNorm fp16 2048 x 16384 35.79-35.97 against 35.20-35.36, fp16 4096 x
+// 8192 36.60-36.81 against 35.34-35.44, bf16 4096 x 16384 69.39-69.56 against
+// 67.09-67.30), as in RMSNorm's split rows at any size (rms bf16 4096 x 16384 69.0
+// against 65.7, add + RMSNorm + FP8 1024 x 16384 31.65 against 30.80), which keep plain
+// loads.
+constexpr int64_t kXOnceBytes = int64_t{32} << 20;
+
+// Calls launch(std::true_type{}) or launch(std::false_type{}) as once says.
+template <typename Launch>
+cudaError_t with_once(bool once, Launch&& launch) {
+  return once ? launch(std::true_type{}) : launch(std::false_type{});
+}
+
 // Launches kernel(p) with layout c over `rows` rows (a cluster launch when c.cluster > 1).
 template <typename Kernel, typename Params>
 cudaError_t launch_rows(Kernel kernel, const Params& p, const RowConfig& c, int64_t rows,

@@ -134,6 +134,8 @@
 #          (ptx.cuh ld_x, IK_NORM_X_ONCE): norm tests, then tune_norms built both ways, the
 #          defaults at XONCE_SHAPES in turn (3 rounds), the LayerNorm benchmark (XONCE_BENCH=1),
 #          compute-sanitizer on the norm launches while time is left
+#   x_once_final: the norm tests, compute-sanitizer on the LayerNorm launches, then while time
+#          is left the A/B (2 rounds) and compute-sanitizer on the RMSNorm launches
 #   q4k_read: EXPERIMENT (issue 6): benchmarks/q4k_read_probe.cu, the tiled Q4_K weight read by every
 #     division of its bytes (CTAs a tile, warps, blocks in flight), no arithmetic
 #   q4k_imma: EXPERIMENT (issue 6): benchmarks/q4k_imma_probe.cu, the tiled Q4_K gemv's m = 1 loop
@@ -400,7 +402,7 @@ x_once_ab() {
   wait
   nvcc -arch=sm_90 /tmp/tune_main.o /tmp/rms_norm_plain.o /tmp/layer_norm_plain.o /tmp/activation.o -o /tmp/tune_plain || status=1
   step "defaults, plain loads and x without L1 in turn (3 rounds)"
-  for r in 1 2 3; do
+  for r in $(seq "${XONCE_ROUNDS:-3}"); do
     for b in plain norms; do
       echo "--- $b, round $r"; timeout 80 /tmp/tune_$b --defaults-only --only "$shapes" | grep -v "^copy\|^empty" || status=1
     done
@@ -949,6 +951,15 @@ case "$MODE" in
           [ "${XONCE_BENCH:-0}" = 1 ] && { bench_layernorm; pack; }
           [ $SECONDS -lt 400 ] && { sanitize ln --only-layernorm; pack; }
           [ $SECONDS -lt 440 ] && sanitize rms --only-rmsnorm
+          true ;;
+  x_once_final) tune_build_par > "$OUT/tune_build.log" 2>&1 & tune_pid=$!
+          step "RMSNorm and LayerNorm tests"
+          python3 -m pytest tests/test_rms_norm.py tests/test_rms_norm_fp8.py tests/test_layer_norm.py -q -rfE \
+            -p no:cacheprovider 2>&1 | tee "$OUT/pytest_norms.log" | tail -3
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+          sanitize ln --only-layernorm; pack
+          [ $SECONDS -lt 250 ] && { XONCE_ROUNDS=2 x_once_ab; pack; }
+          [ $SECONDS -lt 250 ] && sanitize rms --only-rmsnorm
           true ;;
   bench8192) step "add + RMSNorm + FP8 and RMSNorm + FP8, fp16, hidden 8192"
           timeout 200 python3 benchmarks/bench_norm_fp8.py --hidden 8192 --rows 1 8 32 128 512 1024 2048 \
