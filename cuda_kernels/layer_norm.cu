@@ -25,6 +25,8 @@
 //     statistics meet by remote stores into each block's shared memory; two rows
 //     a cluster in bf16 from 672 rows and in fp16 past 2048 (layer_norm_split_pair:
 //     weight and bias loaded once for both).
+//   The exact fits, split and pair read x without allocating in L1 up to 32 MiB of x
+//   (ld_x, row_kernel.cuh's kXOnceBytes), so that L1 keeps the weight and bias.
 // Rows that are 16-byte aligned (pointers and strides, weight and bias too) move in
 // 16-byte vectors (LDG.128/STG.128); any other row takes the scalar path, so every
 // size and stride the checks accept is handled.

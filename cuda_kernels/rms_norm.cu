@@ -17,7 +17,8 @@
 //     reduction: 2.97 us against 4.22 for add + RMSNorm + FP8 at 1 x 16384;
 //   * flat (row_kernel.cuh): a block per row held in registers, one barrier a
 //     reduction: hidden 4096, its exact-fit variant (fixed block size, no bounds
-//     tests) for 16-bit hidden 2048, 4096 and 8192;
+//     tests) for 16-bit hidden 2048, 4096 and 8192, which at 2048 and 4096 reads x (and
+//     the residual) without allocating in L1 up to 32 MiB of x (ld_x, kXOnceBytes);
 //   * piped (row_pipe.cuh): the flat layout in persistent blocks that keep the next row
 //     on the way through shared memory: many rows of hidden 4104-16384; its exact-fit
 //     variant (fixed block size, no bounds tests) at hidden 8192 where the flat exact
