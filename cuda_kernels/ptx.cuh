@@ -36,6 +36,31 @@ __device__ __forceinline__ uint4 ld_stream16_ordered(const uint8_t* p) {
   return v;
 }
 
+// One global load of V (2, 4, 8 or 16 bytes, p aligned to its size) as an asm volatile
+// statement, with QUAL after "ld.global" (a cache hint, or nothing).
+#define IK_LD_GLOBAL_SIZED(QUAL, v, p)                                                                  \
+  do {                                                                                                  \
+    static_assert(sizeof(v) == 2 || sizeof(v) == 4 || sizeof(v) == 8 || sizeof(v) == 16, "load size");  \
+    if constexpr (sizeof(v) == 16) {                                                                    \
+      uint4 r_;                                                                                         \
+      asm volatile("ld.global" QUAL ".v4.u32 {%0, %1, %2, %3}, [%4];"                                   \
+                   : "=r"(r_.x), "=r"(r_.y), "=r"(r_.z), "=r"(r_.w) : "l"(p));                          \
+      __builtin_memcpy(&(v), &r_, 16);                                                                  \
+    } else if constexpr (sizeof(v) == 8) {                                                              \
+      uint2 r_;                                                                                         \
+      asm volatile("ld.global" QUAL ".v2.u32 {%0, %1}, [%2];" : "=r"(r_.x), "=r"(r_.y) : "l"(p));       \
+      __builtin_memcpy(&(v), &r_, 8);                                                                   \
+    } else if constexpr (sizeof(v) == 4) {                                                              \
+      uint32_t r_;                                                                                      \
+      asm volatile("ld.global" QUAL ".u32 %0, [%1];" : "=r"(r_) : "l"(p));                              \
+      __builtin_memcpy(&(v), &r_, 4);                                                                   \
+    } else {                                                                                            \
+      unsigned short r_;                                                                                \
+      asm volatile("ld.global" QUAL ".u16 %0, [%1];" : "=h"(r_) : "l"(p));                              \
+      __builtin_memcpy(&(v), &r_, 2);                                                                   \
+    }                                                                                                   \
+  } while (0)
+
 // A global load the compiler keeps in program order with the other asm volatile
 // statements (ld_ordered, after_loads): for latency-bound kernels whose loads must all
 // be in flight before any arithmetic that could stall (a slow-path call, a division).
@@ -46,26 +71,8 @@ __device__ __forceinline__ uint4 ld_stream16_ordered(const uint8_t* p) {
 // 8 or 16 bytes, p aligned to its size.
 template <typename V>
 __device__ __forceinline__ V ld_ordered(const V* p) {
-  static_assert(sizeof(V) == 2 || sizeof(V) == 4 || sizeof(V) == 8 || sizeof(V) == 16, "load size");
   V v;
-  if constexpr (sizeof(V) == 16) {
-    uint4 r;
-    asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-    __builtin_memcpy(&v, &r, 16);
-  } else if constexpr (sizeof(V) == 8) {
-    uint2 r;
-    asm volatile("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
-    __builtin_memcpy(&v, &r, 8);
-  } else if constexpr (sizeof(V) == 4) {
-    uint32_t r;
-    asm volatile("ld.global.u32 %0, [%1];" : "=r"(r) : "l"(p));
-    __builtin_memcpy(&v, &r, 4);
-  } else {
-    unsigned short r;
-    asm volatile("ld.global.u16 %0, [%1];" : "=h"(r) : "l"(p));
-    __builtin_memcpy(&v, &r, 2);
-  }
+  IK_LD_GLOBAL_SIZED("", v, p);
   return v;
 }
 
@@ -77,29 +84,11 @@ __device__ __forceinline__ V ld_ordered(const V* p) {
 #endif
 template <bool ONCE, typename V>
 __device__ __forceinline__ V ld_x(const V* p) {
-  static_assert(sizeof(V) == 2 || sizeof(V) == 4 || sizeof(V) == 8 || sizeof(V) == 16, "load size");
   if constexpr (!IK_NORM_X_ONCE || !ONCE) {
     return *p;
   } else {
     V v;
-    if constexpr (sizeof(V) == 16) {
-      uint4 r;
-      asm volatile("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                   : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-      __builtin_memcpy(&v, &r, 16);
-    } else if constexpr (sizeof(V) == 8) {
-      uint2 r;
-      asm volatile("ld.global.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
-      __builtin_memcpy(&v, &r, 8);
-    } else if constexpr (sizeof(V) == 4) {
-      uint32_t r;
-      asm volatile("ld.global.L1::no_allocate.u32 %0, [%1];" : "=r"(r) : "l"(p));
-      __builtin_memcpy(&v, &r, 4);
-    } else {
-      unsigned short r;
-      asm volatile("ld.global.L1::no_allocate.u16 %0, [%1];" : "=h"(r) : "l"(p));
-      __builtin_memcpy(&v, &r, 2);
-    }
+    IK_LD_GLOBAL_SIZED(".L1::no_allocate", v, p);
     return v;
   }
 }

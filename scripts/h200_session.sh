@@ -942,24 +942,21 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
           [ $SECONDS -lt ${SANITIZE_BY:-420} ] && sanitize gemm_rows skinny_gemm_rows
           true ;;
-  x_once) tune_build_par > "$OUT/tune_build.log" 2>&1 & tune_pid=$!
+  x_once|x_once_final) tune_build_par > "$OUT/tune_build.log" 2>&1 & tune_pid=$!
           step "RMSNorm and LayerNorm tests"
           python3 -m pytest tests/test_rms_norm.py tests/test_rms_norm_fp8.py tests/test_layer_norm.py -q -rfE \
             -p no:cacheprovider 2>&1 | tee "$OUT/pytest_norms.log" | tail -3
           [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
-          x_once_ab; pack
-          [ "${XONCE_BENCH:-0}" = 1 ] && { bench_layernorm; pack; }
-          [ $SECONDS -lt 400 ] && { sanitize ln --only-layernorm; pack; }
-          [ $SECONDS -lt 440 ] && sanitize rms --only-rmsnorm
-          true ;;
-  x_once_final) tune_build_par > "$OUT/tune_build.log" 2>&1 & tune_pid=$!
-          step "RMSNorm and LayerNorm tests"
-          python3 -m pytest tests/test_rms_norm.py tests/test_rms_norm_fp8.py tests/test_layer_norm.py -q -rfE \
-            -p no:cacheprovider 2>&1 | tee "$OUT/pytest_norms.log" | tail -3
-          [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
-          sanitize ln --only-layernorm; pack
-          [ $SECONDS -lt 250 ] && { XONCE_ROUNDS=2 x_once_ab; pack; }
-          [ $SECONDS -lt 250 ] && sanitize rms --only-rmsnorm
+          if [ "$MODE" = x_once_final ]; then
+            sanitize ln --only-layernorm; pack
+            [ $SECONDS -lt 250 ] && { XONCE_ROUNDS=2 x_once_ab; pack; }
+            [ $SECONDS -lt 250 ] && sanitize rms --only-rmsnorm
+          else
+            x_once_ab; pack
+            [ "${XONCE_BENCH:-0}" = 1 ] && { bench_layernorm; pack; }
+            [ $SECONDS -lt 400 ] && { sanitize ln --only-layernorm; pack; }
+            [ $SECONDS -lt 440 ] && sanitize rms --only-rmsnorm
+          fi
           true ;;
   bench8192) step "add + RMSNorm + FP8 and RMSNorm + FP8, fp16, hidden 8192"
           timeout 200 python3 benchmarks/bench_norm_fp8.py --hidden 8192 --rows 1 8 32 128 512 1024 2048 \
