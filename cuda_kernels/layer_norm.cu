@@ -308,7 +308,11 @@ __global__ void __launch_bounds__(TX, split_blocks(TX, ITEMS)) layer_norm_split_
       if constexpr (B) c[k] = reinterpret_cast<const P*>(p.bias)[first + k * TX];
     }
   };
-  constexpr bool kLate = std::is_same_v<T, __nv_bfloat16> && ITEMS == 4;  // split_blocks
+#ifndef IK_LN_BF16_LATE
+#define IK_LN_BF16_LATE 1
+#endif
+  constexpr bool kBf4 = std::is_same_v<T, __nv_bfloat16> && ITEMS == 4;
+  constexpr bool kLate = kBf4 && IK_LN_BF16_LATE;  // split_blocks
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) a[k] = ld_x<ONCE>(xr + k * TX);
   if constexpr (!kLate) load_affine();
@@ -339,7 +343,7 @@ __global__ void __launch_bounds__(TX, split_blocks(TX, ITEMS)) layer_norm_split_
     m2 += kSlice * dev;
   } else {
     mean = split_reduce<Sum>(s, 0, sum, rank) / kD;
-    if constexpr (kLate) {
+    if constexpr (kBf4) {
 #pragma unroll
       for (int k = 0; k < ITEMS; ++k) launder(a[k]);
     }
@@ -350,10 +354,14 @@ __global__ void __launch_bounds__(TX, split_blocks(TX, ITEMS)) layer_norm_split_
   }
   const float rstd = rsqrtf(m2 / kD + p.eps);
   P* orow = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row * p.out.stride) + first;
-  if constexpr (kLate) {
-    load_affine();
+  if constexpr (kLate) load_affine();
+  if constexpr (kBf4) {
 #pragma unroll
-    for (int k = 0; k < ITEMS; ++k) launder(a[k]);
+    for (int k = 0; k < ITEMS; ++k) {
+      launder(a[k]);
+      if constexpr (!kLate && W) launder(g[k]);
+      if constexpr (!kLate && B) launder(c[k]);
+    }
   }
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) orow[k * TX] = normalise<T, VEC, W, B>(a[k], g[k], c[k], mean, rstd);

@@ -647,14 +647,34 @@ if [ "$MODE" = tuneonly ]; then tune; echo "session status $status"; exit $statu
 # (tune_norms --only, any rows and hidden size), ROUNDS times (default 2). The thirty-ninth
 # session's calls: s39d, LayerNorm bf16 512-1024 x 16384 ("ln_cross"); s39f, RMSNorm and
 # add + RMSNorm (+ FP8) at hidden 8192, LayerNorm fp16 2560-4096 x 16384 ("rule_sweep").
+# AB_FLAGS="-D..." also builds the norms with those flags (/tmp/tune_ab) and runs both
+# binaries in turn each round: an A/B of a compile-time variant at every layout.
 if [ "$MODE" = shapes ]; then
-  step "build tune_norms"
-  tune_build_par > "$OUT/tune_build.log" 2>&1 || { tail -5 "$OUT/tune_build.log"; exit 1; }
-  step "tune_norms --only \"$SHAPES\", ${ROUNDS:-2} rounds"
+  step "build tune_norms${AB_FLAGS:+ (and with $AB_FLAGS)}"
+  tune_build_par > "$OUT/tune_build.log" 2>&1 &
+  tune_pid=$!
+  bins=norms
+  if [ -n "${AB_FLAGS:-}" ]; then
+    ab_pids=""
+    for f in rms_norm layer_norm; do
+      nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels $AB_FLAGS -c cuda_kernels/$f.cu -o /tmp/${f}_ab.o &
+      ab_pids="$ab_pids $!"
+    done
+    for p in $ab_pids; do wait $p || exit 1; done
+    bins="norms ab"
+  fi
+  wait $tune_pid || { tail -5 "$OUT/tune_build.log"; exit 1; }
+  if [ -n "${AB_FLAGS:-}" ]; then
+    nvcc -arch=sm_90 /tmp/tune_main.o /tmp/rms_norm_ab.o /tmp/layer_norm_ab.o /tmp/activation.o -o /tmp/tune_ab || exit 1
+  fi
+  step "tune_norms --only \"$SHAPES\", ${ROUNDS:-2} rounds ($bins)"
   for r in $(seq "${ROUNDS:-2}"); do
-    timeout 240 /tmp/tune_norms --only "$SHAPES" || status=1
+    for b in $bins; do
+      echo "--- $b, round $r"; timeout 240 /tmp/tune_$b --only "$SHAPES" || status=1
+    done
   done > "$OUT/shapes.log" 2>&1
   grep -v "^  " "$OUT/shapes.log"
+  [ -n "${AB_FLAGS:-}" ] && { echo "--- split lines"; grep -E "^---|split" "$OUT/shapes.log"; }
   echo "session status $status"; exit $status
 fi
 # fp8_tune (thirty-sixth session; no package build): the fp8 norm outputs a pair a cvt
