@@ -50,35 +50,47 @@ using inference_kernels::DType;
 using inference_kernels::LayerNormParams;
 using namespace inference_kernels::cuda;
 
+// Element k of a as fp32: bf16 pairs from their 32-bit words (vec_io.cuh's
+// elem_float), unless WORDS is false (layer_norm_split_pair: there the word
+// conversions left ptxas 8 bytes short of registers).
+template <bool WORDS, typename T, int VEC>
+__device__ __forceinline__ float lane_float(const Pack<T, VEC>& a, int k) {
+  if constexpr (WORDS) {
+    return elem_float(a, k);
+  } else {
+    return to_float(a.v[k]);
+  }
+}
+
 // One output vector from one input vector: (a - mean) * rstd * g + c, rounded once.
-template <typename T, int VEC, bool W, bool B>
+template <typename T, int VEC, bool W, bool B, bool WORDS = true>
 __device__ __forceinline__ Pack<T, VEC> normalise(const Pack<T, VEC>& a, const Pack<T, VEC>& g,
                                                   const Pack<T, VEC>& c, float mean, float rstd) {
   Pack<T, VEC> out;
 #pragma unroll
   for (int k = 0; k < VEC; ++k) {
-    float y = (to_float(a.v[k]) - mean) * rstd;
-    if constexpr (W) y *= to_float(g.v[k]);
-    if constexpr (B) y += to_float(c.v[k]);
+    float y = (lane_float<WORDS>(a, k) - mean) * rstd;
+    if constexpr (W) y *= lane_float<WORDS>(g, k);
+    if constexpr (B) y += lane_float<WORDS>(c, k);
     out.v[k] = from_float<T>(y);
   }
   return out;
 }
 
-template <typename T, int VEC>
+template <bool WORDS = true, typename T, int VEC>
 __device__ __forceinline__ float vec_sum(const Pack<T, VEC>& a) {
   float s = 0.0f;
 #pragma unroll
-  for (int k = 0; k < VEC; ++k) s += to_float(a.v[k]);
+  for (int k = 0; k < VEC; ++k) s += lane_float<WORDS>(a, k);
   return s;
 }
 
-template <typename T, int VEC>
+template <bool WORDS = true, typename T, int VEC>
 __device__ __forceinline__ float vec_sq_dev(const Pack<T, VEC>& a, float mean) {
   float s = 0.0f;
 #pragma unroll
   for (int k = 0; k < VEC; ++k) {
-    const float c = to_float(a.v[k]) - mean;
+    const float c = lane_float<WORDS>(a, k) - mean;
     s += c * c;
   }
   return s;
@@ -309,7 +321,7 @@ __global__ void __launch_bounds__(TX, split_blocks(TX, ITEMS)) layer_norm_split_
     }
   };
 #ifndef IK_LN_BF16_LATE
-#define IK_LN_BF16_LATE 1
+#define IK_LN_BF16_LATE 0
 #endif
   constexpr bool kBf4 = std::is_same_v<T, __nv_bfloat16> && ITEMS == 4;
   constexpr bool kLate = kBf4 && IK_LN_BF16_LATE;  // split_blocks
@@ -419,14 +431,18 @@ __global__ void __launch_bounds__(TX, pair_blocks(TX)) layer_norm_split_pair(Lay
   split_sum2(s, 1, sq0, sq1, rank, m2_0, m2_1);
   const float rstd0 = rsqrtf(m2_0 / kD + p.eps), rstd1 = rsqrtf(m2_1 / kD + p.eps);
 #pragma unroll
-  for (int k = 0; k < ITEMS; ++k) launder(a[0][k]), launder(a[1][k]);
+  for (int k = 0; k < ITEMS; ++k) {
+    launder(a[0][k]), launder(a[1][k]);
+    if constexpr (W) launder(g[k]);
+    if constexpr (B) launder(c[k]);
+  }
   P* o0 = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row0 * p.out.stride) + first;
   P* o1 = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row1 * p.out.stride) + first;
 #pragma unroll
-  for (int k = 0; k < ITEMS; ++k) o0[k * TX] = normalise<T, VEC, W, B>(a[0][k], g[k], c[k], mean0, rstd0);
+  for (int k = 0; k < ITEMS; ++k) o0[k * TX] = normalise<T, VEC, W, B, false>(a[0][k], g[k], c[k], mean0, rstd0);
   if (two) {
 #pragma unroll
-    for (int k = 0; k < ITEMS; ++k) o1[k * TX] = normalise<T, VEC, W, B>(a[1][k], g[k], c[k], mean1, rstd1);
+    for (int k = 0; k < ITEMS; ++k) o1[k * TX] = normalise<T, VEC, W, B, false>(a[1][k], g[k], c[k], mean1, rstd1);
   }
 }
 

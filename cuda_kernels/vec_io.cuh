@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "fp8.h"
 #include "vec_pack.h"
@@ -18,6 +19,20 @@ namespace inference_kernels::cuda {
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
 __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// Element k of a pack as fp32, the value to_float gives. A bf16 pair converts from its
+// 32-bit word with one integer op an element (shift or mask): ptxas made 1.4 of
+// to_float on the halves (PRMT to take each half out, then the shift).
+template <typename T, int N>
+__device__ __forceinline__ float elem_float(const Pack<T, N>& a, int k) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16> && N % 2 == 0) {
+    uint32_t w;
+    __builtin_memcpy(&w, &a.v[k & ~1], 4);
+    return __uint_as_float(k & 1 ? (w & 0xffff0000u) : (w << 16));
+  } else {
+    return to_float(a.v[k]);
+  }
+}
 
 template <typename T>
 __device__ __forceinline__ T from_float(float v);

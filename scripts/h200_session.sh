@@ -647,34 +647,39 @@ if [ "$MODE" = tuneonly ]; then tune; echo "session status $status"; exit $statu
 # (tune_norms --only, any rows and hidden size), ROUNDS times (default 2). The thirty-ninth
 # session's calls: s39d, LayerNorm bf16 512-1024 x 16384 ("ln_cross"); s39f, RMSNorm and
 # add + RMSNorm (+ FP8) at hidden 8192, LayerNorm fp16 2560-4096 x 16384 ("rule_sweep").
-# AB_FLAGS="-D..." also builds the norms with those flags (/tmp/tune_ab) and runs both
-# binaries in turn each round: an A/B of a compile-time variant at every layout.
+# AB_FLAGS="-D..." and/or AB_SRC=DIR (rms_norm.cu / layer_norm.cu found there replace the
+# tree's: an older version kept untracked, e.g. `git show REV:cuda_kernels/layer_norm.cu >
+# ab_old/layer_norm.cu`) build a second tune_norms (/tmp/tune_ab), run in turn with this
+# tree's each round; DEFAULT_SHAPES (optional) are timed at their default layouts only.
 if [ "$MODE" = shapes ]; then
   step "build tune_norms${AB_FLAGS:+ (and with $AB_FLAGS)}"
   tune_build_par > "$OUT/tune_build.log" 2>&1 &
   tune_pid=$!
   bins=norms
-  if [ -n "${AB_FLAGS:-}" ]; then
+  if [ -n "${AB_FLAGS:-}${AB_SRC:-}" ]; then
     ab_pids=""
     for f in rms_norm layer_norm; do
-      nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels $AB_FLAGS -c cuda_kernels/$f.cu -o /tmp/${f}_ab.o &
+      src=cuda_kernels/$f.cu; [ -n "${AB_SRC:-}" ] && [ -f "$AB_SRC/$f.cu" ] && src=$AB_SRC/$f.cu
+      echo "ab: $src ${AB_FLAGS:-}"
+      nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels ${AB_FLAGS:-} -c $src -o /tmp/${f}_ab.o &
       ab_pids="$ab_pids $!"
     done
     for p in $ab_pids; do wait $p || exit 1; done
     bins="norms ab"
   fi
   wait $tune_pid || { tail -5 "$OUT/tune_build.log"; exit 1; }
-  if [ -n "${AB_FLAGS:-}" ]; then
+  if [ "$bins" != norms ]; then
     nvcc -arch=sm_90 /tmp/tune_main.o /tmp/rms_norm_ab.o /tmp/layer_norm_ab.o /tmp/activation.o -o /tmp/tune_ab || exit 1
   fi
   step "tune_norms --only \"$SHAPES\", ${ROUNDS:-2} rounds ($bins)"
   for r in $(seq "${ROUNDS:-2}"); do
     for b in $bins; do
-      echo "--- $b, round $r"; timeout 240 /tmp/tune_$b --only "$SHAPES" || status=1
+      echo "--- $b, round $r"
+      [ -n "${SHAPES:-}" ] && { timeout 240 /tmp/tune_$b --only "$SHAPES" || status=1; }
+      [ -n "${DEFAULT_SHAPES:-}" ] && { timeout 120 /tmp/tune_$b --defaults-only --only "$DEFAULT_SHAPES" || status=1; }
     done
   done > "$OUT/shapes.log" 2>&1
   grep -v "^  " "$OUT/shapes.log"
-  [ -n "${AB_FLAGS:-}" ] && { echo "--- split lines"; grep -E "^---|split" "$OUT/shapes.log"; }
   echo "session status $status"; exit $status
 fi
 # fp8_tune (thirty-sixth session; no package build): the fp8 norm outputs a pair a cvt
