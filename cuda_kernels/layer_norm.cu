@@ -18,13 +18,17 @@
 //   * exact fits (RowConfig::exact, 16-bit rows of exactly 4 x tx vectors, tx a
 //     power of two from 32 to 512: hidden 1024 to 16384): the flat kernel with the
 //     block size fixed at compile time (layer_norm_flat_exact; at hidden 1024 as 64
-//     threads of 2 vectors), and at hidden 16384 (bf16 384-671 rows) the piped
-//     layout of rms_norm's exact fit (layer_norm_piped_exact);
-//   * 16-bit hidden 16384 below 208 rows (fp16: up to 2048): a row split over a
-//     cluster of 4 or 8 blocks (row_split.cuh; layer_norm_split_exact), whose
+//     threads of 2 vectors); the piped layout of rms_norm's exact fit
+//     (layer_norm_piped_exact) only where a layout is forced (tune_norms): the split
+//     rows below beat or matched it wherever it was the default;
+//   * 16-bit hidden 16384 below 1024 rows in bf16, up to 2048 in fp16: a row split over
+//     a cluster of 4 or 8 blocks (row_split.cuh; layer_norm_split_exact), whose
 //     statistics meet by remote stores into each block's shared memory; two rows
-//     a cluster in bf16 from 672 rows and in fp16 past 2048 (layer_norm_split_pair:
-//     weight and bias loaded once for both).
+//     a cluster past those (layer_norm_split_pair: weight and bias loaded once for
+//     both).
+//   bf16 elements convert from their 32-bit words (vec_io.cuh's elem_float), one
+//   shift or mask each: per half, ptxas spent 1.4 instructions and, in the split
+//   rows, registers enough that weight and bias had to wait for the statistics.
 //   The exact fits, split and pair read x without allocating in L1 up to 32 MiB of x
 //   (ld_x, row_kernel.cuh's kXOnceBytes), so that L1 keeps the weight and bias.
 // Rows that are 16-byte aligned (pointers and strides, weight and bias too) move in
@@ -281,12 +285,11 @@ __device__ __forceinline__ MeanM2 block_mean_m2(MeanM2 v, float n, float (&parti
 // Blocks an SM asked of layer_norm_split_exact, for its registers (48 at 2 vectors a
 // thread, 64 at 4). Uncapped, bf16 took 63-64 at 2 vectors and 72-96 at 4 (ptxas kept x
 // as fp32 across the passes; fp16 40-48 and 64) and lost to the flat fit from 128 rows.
-// Capped, fp16 is unchanged; bf16 at 4 vectors loads weight and bias after the
-// statistics and keeps x packed (launder), 64 registers without a spill (a cap of 72
-// without those left one 2-byte spill, which tests/test_build.py refuses). H200
-// (tune_norms, bf16 us; BENCHMARKS.md, thirty-fourth session): 4 x 256 x 2 at 128 rows
-// 4.99 uncapped against 4.41; 4 x 128 x 4 at 160 rows 5.53 uncapped, 5.17 at the 72 cap,
-// 5.19 as here; at 192 rows 6.23, 5.67, 5.59.
+// Capped, fp16 is unchanged; bf16 at 4 vectors keeps x, weight and bias packed
+// (launder) and converts them from their words (elem_float): 63 registers, no spill.
+// (Until the forty-fourth session bf16 loaded weight and bias after the statistics to
+// fit, and converted halves one at a time: 21.7 against 18.7-18.9 us at 1024 x 16384,
+// 15.9 against 13.9 at 768; H200, tune_norms, BENCHMARKS.md.)
 __host__ __device__ constexpr int split_blocks(int tx, int items) {
   return 65536 / (tx * (items == 4 ? 64 : 48));
 }
@@ -295,8 +298,7 @@ __host__ __device__ constexpr int split_blocks(int tx, int items) {
 // contiguous slice of ITEMS x TX vectors (rows of exactly CL x ITEMS x TX 16-byte
 // vectors). Weight and bias are loaded with x, before the reductions (the flat fits load
 // them after, to keep registers for resident warps; here a block's life is short and
-// a load after the reductions is one more L2 round trip in it), except in bf16 at 4
-// vectors a thread (kLate; split_blocks says why). ONE: each thread's
+// a load after the reductions is one more L2 round trip in it). ONE: each thread's
 // mean and M2 over its own elements (two passes in registers), merged up the block and
 // across the ranks by the pairwise update, one exchange of two floats a row; else the
 // mean, then the squared deviations about it, two exchanges. Either is a two-pass
@@ -313,21 +315,14 @@ __global__ void __launch_bounds__(TX, split_blocks(TX, ITEMS)) layer_norm_split_
   const int first = static_cast<int>(rank) * ITEMS * TX + static_cast<int>(threadIdx.x);
   const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row * p.x.stride) + first;
   P a[ITEMS], g[ITEMS], c[ITEMS];
-  const auto load_affine = [&] {
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) {
-      if constexpr (W) g[k] = reinterpret_cast<const P*>(p.weight)[first + k * TX];
-      if constexpr (B) c[k] = reinterpret_cast<const P*>(p.bias)[first + k * TX];
-    }
-  };
-#ifndef IK_LN_BF16_LATE
-#define IK_LN_BF16_LATE 0
-#endif
-  constexpr bool kBf4 = std::is_same_v<T, __nv_bfloat16> && ITEMS == 4;
-  constexpr bool kLate = kBf4 && IK_LN_BF16_LATE;  // split_blocks
+  constexpr bool kBf4 = std::is_same_v<T, __nv_bfloat16> && ITEMS == 4;  // split_blocks
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) a[k] = ld_x<ONCE>(xr + k * TX);
-  if constexpr (!kLate) load_affine();
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) {
+    if constexpr (W) g[k] = reinterpret_cast<const P*>(p.weight)[first + k * TX];
+    if constexpr (B) c[k] = reinterpret_cast<const P*>(p.bias)[first + k * TX];
+  }
   split_start(s);
   float sum = 0.0f;
 #pragma unroll
@@ -366,13 +361,12 @@ __global__ void __launch_bounds__(TX, split_blocks(TX, ITEMS)) layer_norm_split_
   }
   const float rstd = rsqrtf(m2 / kD + p.eps);
   P* orow = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row * p.out.stride) + first;
-  if constexpr (kLate) load_affine();
   if constexpr (kBf4) {
 #pragma unroll
     for (int k = 0; k < ITEMS; ++k) {
       launder(a[k]);
-      if constexpr (!kLate && W) launder(g[k]);
-      if constexpr (!kLate && B) launder(c[k]);
+      if constexpr (W) launder(g[k]);
+      if constexpr (B) launder(c[k]);
     }
   }
 #pragma unroll
@@ -659,28 +653,32 @@ cudaError_t launch_cached(const LayerNormParams& p, const RowConfig& c, bool pic
 //   3-8% faster at many rows (ninth session, tune_ln_exact: 18.94 against 20.19 us at
 //   4096 x 4096 fp16, 18.51 against 19.04 at 16384 x 1024, 35.33 against 36.64 at 4096 x
 //   8192, 34.53 against 35.72 at 16384 x 2048 bf16), 25-30% at one row (2.94 against 3.90
-//   us at 1 x 16384, 2.32 against 3.31 at 1 x 8192); from 384 rows of 2048 vectors
-//   (hidden 16384, where the split rows below do not take it; the flat fit holds 264 rows
-//   at once, 2 blocks an SM), the piped exact fit (layer_norm_piped_exact, bf16: 8.32
-//   against 9.21 us at 384 rows, 20.41 against 21.89 at 1024; at 265 rows 7.75 against
-//   the flat fit's 7.11); at 128 vectors (hidden 1024) 64 threads of 2 vectors (eleventh
+//   us at 1 x 16384, 2.32 against 3.31 at 1 x 8192); (the piped exact fit,
+//   layer_norm_piped_exact, ran bf16 hidden 16384 at 384-671 rows until the forty-fourth
+//   session: 8.32 against the flat fit's 9.21 us at 384 rows; the split rows below now
+//   take those rows); at 128 vectors (hidden 1024) 64 threads of 2 vectors (eleventh
 //   session: 17.88 against 18.56 us at 16384 x 1024 fp16, 17.93 against 18.50 bf16; 1.79
 //   against 1.90 at 256 rows), except at the row counts one_wave finds; 2 vectors a
 //   thread lost at every other measured width (19.60 against 18.88 us at 4096 x 4096,
 //   44.19 against 35.40 at 4096 x 8192, 29.86 against 20.11 at 1024 x 16384 fp16);
-// - 16-bit hidden 16384 at few rows (and fp16 up to 2048 rows), the split rows
+// - 16-bit hidden 16384 below 1024 rows in bf16 and up to 2048 in fp16, the split rows
 //   (layer_norm_split_exact; H200, tune_norms, thirty-fourth session, fp16 / bf16 us):
 //   up to 64 rows a cluster of 8 x 128 threads x 2 vectors (1.79 / 1.80 against the flat
 //   fit's 2.83 / 2.94 at one row; 3.28 / 3.26 against 3.78 / 3.86 at 64), to 143 rows 4 x
 //   256 x 2 (4.34 / 4.41 against 4.68 / 4.80 at 128 rows), then 4 x 128 x 4 (4.93 / 5.19
 //   against 5.38 / 5.57 at 160; 5.31 / 5.59 against 5.61 / 5.76 at 192; bf16 from the
-//   fifth call, s34e). In bf16 the flat fit is level again at 224 rows (6.04 against 6.07,
-//   s34e) and ahead from 263 (6.52 against 7.04); in fp16 the split stays level or
+//   fifth call, s34e). In fp16 the split stays level or
 //   ahead to 2048 rows (6.31 against 6.24-6.32 at 263, 8.09 against the piped 8.03 at 384,
 //   9.84 against 10.01 at 512, 19.07 against 20.23 at 1024, 35.07 against the flat 36.75
-//   at 2048; past 2048 the pair, below). The bounds 144 and 208
-//   are midpoints between measured rows;
-// - bf16 hidden 16384 from 672 rows: two rows a cluster of 4 x 128 x 4
+//   at 2048; past 2048 the pair, below). The bound 144 is a midpoint between measured
+//   rows. In bf16, since its elements convert from their words and the split
+//   loads weight and bias with x (s44b, two rounds, us, 4 x 128 x 4 against the rule
+//   before): 256 rows 5.96-5.97 against the flat fit's 5.93-5.95, 384 8.03 against the
+//   piped 7.89-8.07, 512 9.76-9.77 against the piped 9.94, 768 13.93-13.96 against the
+//   pair's 14.15-14.24, 1024 18.65-18.88 against the pair's 18.77-18.81, 2048 35.47-35.49
+//   against the pair's 35.23-35.26: the split below 1024 rows, the pair from 1024 (before
+//   s44b bf16 ran the flat fit at 208-383 rows and the piped one at 384-671);
+// - hidden 16384 past the split rows: two rows a cluster of 4 x 128 x 4
 //   (layer_norm_split_pair; thirty-fifth session, us): 19.61 against the piped fit's
 //   20.46 at 1024 rows, 35.52 against 37.83 at 2048, 67.42 against 71.77 at 4096 (s35d;
 //   more rows unmeasured, the same regime); at 384 rows 8.52 against 8.35. Between 512
@@ -688,7 +686,7 @@ cudaError_t launch_cached(const LayerNormParams& p, const RowConfig& c, bool pic
 //   10.21-10.23, 576 11.66-11.70 against 11.79-11.88, 640 12.99-13.02 against
 //   12.46-12.50, 704 13.96-13.97 against 14.78, 768 14.93-14.94 against 15.45-15.48,
 //   832 16.12-16.16 against 17.20-17.33, 896 17.26-17.29 against 17.98-18.03, 960
-//   18.43-18.47 against 19.92-20.05; the bound is the midpoint of 640 and 704. fp16 at 2048
+//   18.43-18.47 against 19.92-20.05; the pair took bf16 from 672 rows until s44b. fp16 at 2048
 //   rows 35.08 / 34.90 against the one-row split's 35.27 / 35.13 (s35d / s35e), within
 //   1%, and 19.33 against 19.12 at 1024: fp16 keeps the one-row split to 2048 rows and
 //   takes the pair past it, where the piped fit ran before (s39f, one round, us: 2560
@@ -718,14 +716,11 @@ inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool exact16, bool bf16
   if (exact16 && c.flat && c.items == 4 && int64_t{c.tx} * 4 == nvec && (c.tx & (c.tx - 1)) == 0) {
     c.exact = true;
     if (nvec == 128) c.tx = 64, c.items = 2;
-    if (c.tx == piped_threads(4) && rows >= 384) c.stages = 2;
-    if (nvec == 2048 && rows < (bf16 ? 208 : 2049)) {  // the split rows
-      c.stages = 0;
+    if (nvec == 2048 && rows < (bf16 ? 1024 : 2049)) {  // the split rows
       c.cluster = rows <= 64 ? 8 : 4;
       c.tx = rows <= 64 ? 128 : (rows < 144 ? 256 : 128);
       c.items = rows < 144 ? 2 : 4;
-    } else if (nvec == 2048 && (!bf16 || rows >= 672)) {  // two rows a cluster (fp16: past the split)
-      c.stages = 0;
+    } else if (nvec == 2048) {  // two rows a cluster, past the split rows
       c.cluster = 4;
       c.tx = 128;
       c.items = 4;

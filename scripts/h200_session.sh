@@ -136,6 +136,8 @@
 #          compute-sanitizer on the norm launches while time is left
 #   x_once_final: the norm tests, compute-sanitizer on the LayerNorm launches, then while time
 #          is left the A/B (2 rounds) and compute-sanitizer on the RMSNorm launches
+#   ln_words: layer_norm tests, LayerNorm launches under memcheck and racecheck, the LayerNorm
+#          benchmark, RMSNorm / add + RMSNorm bf16 at hidden 4096 (bench_rms_norm)
 #   q4k_read: EXPERIMENT (issue 6): benchmarks/q4k_read_probe.cu, the tiled Q4_K weight read by every
 #     division of its bytes (CTAs a tile, warps, blocks in flight), no arithmetic
 #   q4k_imma: EXPERIMENT (issue 6): benchmarks/q4k_imma_probe.cu, the tiled Q4_K gemv's m = 1 loop
@@ -982,6 +984,14 @@ case "$MODE" in
             [ $SECONDS -lt 400 ] && { sanitize ln --only-layernorm; pack; }
             [ $SECONDS -lt 440 ] && sanitize rms --only-rmsnorm
           fi
+          true ;;
+  ln_words) tests_layernorm; pack
+          sanitize ln --only-layernorm; pack
+          bench_layernorm; pack
+          step "RMSNorm and add + RMSNorm, bf16, hidden 4096 (since s43's x without L1)"
+          timeout 200 python3 benchmarks/bench_rms_norm.py --hidden 4096 --rows 1 16 256 1024 4096 \
+            --fused-rows 1 256 4096 --name bench_rms_4096 2>&1 | tee "$OUT/bench_rms_4096.log" | tail -30
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1
           true ;;
   bench8192) step "add + RMSNorm + FP8 and RMSNorm + FP8, fp16, hidden 8192"
           timeout 200 python3 benchmarks/bench_norm_fp8.py --hidden 8192 --rows 1 8 32 128 512 1024 2048 \

@@ -225,9 +225,9 @@ def main():
         # The flat layouts past 132 rows (4 vectors a thread over an exact fit: 160 x 4 at
         # 5120, a warp at 1000), the 16-bit exact fits (flat: 64 threads x 2 at 1024, a warp
         # x 4 there at 4000 rows (layer_norm.cu's one_wave, on 132 SMs), a warp
-        # to 512 threads x 4 at 2048 to 8192; the split rows at 5, 130, 170, 300 and 400 x
-        # 16384, bf16 the flat and piped fits at 300 and 400, two rows a cluster at 673 and 1025,
-        # fp16 two rows a cluster at 2049)
+        # to 512 threads x 4 at 2048 to 8192; the split rows at 5, 130, 170, 300, 400 and 673
+        # x 16384 (bf16 to 1023 rows, fp16 to 2048), two rows a cluster at 1025 in bf16 and
+        # 2049 in fp16)
         # and the others.
         for x, w, wide in norm_cases([(200, 5120), (300, 1000), (150, 1024), (4000, 1024), (140, 2048), (200, 4096),
                                       (140, 8192), (5, 16384), (130, 16384), (170, 16384), (300, 16384), (400, 16384), (673, 16384), (1025, 16384), (2049, 16384), (133, 2056),

@@ -104,9 +104,9 @@ def test_layer_norm_large_mean(ik, device):
 def test_layer_norm_large_mean_split_rows(ik, device, dtype, rows):
     """|mean| >> std at 16-bit hidden 16384 (the split rows: up to 143 rows each slice's
     mean and M2 merged by the pairwise update, from 144 the mean, then the squared
-    deviations about it; bf16 at 600 rows the piped fit, from 672 two rows a cluster,
-    fp16 two rows a cluster past 2048; at 673, 1025 and 2049 the last cluster one): as
-    accurate as the reference's rounding allows."""
+    deviations about it; two rows a cluster from 1024 rows in bf16 and past 2048 in fp16,
+    at 1025 and 2049 the last cluster one): as accurate as the reference's rounding
+    allows."""
     if device == "cpu" and rows in (673, 2049):
         pytest.skip("the CUDA layouts' bounds (7 s a case on the CPU)")
     x = (torch.randn(rows, 16384, device=device) * 0.5 + 100.0).to(dtype)
@@ -161,9 +161,9 @@ def test_layer_norm_strided_rows(ik, device, dtype, hidden):
                                          (130, 16384), (170, 16384), (300, 16384), (400, 16384), (1025, 16384)])
 def test_layer_norm_exact_fits_strided_and_in_place(ik, device, dtype, rows, hidden):
     """The 16-bit exact fits (flat at 1024 to 8192; at 16384 the split rows, 8 blocks a
-    row up to 64 rows, 4 blocks of 2 vectors a thread to 143, of 4 to 207 and in fp16 to
-    2048; in bf16 the flat fit at 300 rows, the piped one at 400 and from 1024 rows two
-    rows a cluster) on every other row of a tensor, and in place."""
+    row up to 64 rows, 4 blocks of 2 vectors a thread to 143, of 4 to 1023 in bf16 and
+    to 2048 in fp16; in bf16 from 1024 rows two rows a cluster) on every other row of a
+    tensor, and in place."""
     x = rand((2 * rows, hidden), dtype, device)[::2]
     w, b = affine("weight+bias", hidden, dtype, device)
     out = poisoned_like(x)
