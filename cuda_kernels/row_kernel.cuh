@@ -187,7 +187,10 @@ cudaError_t with_block_size(int tx, Launch&& launch) {
 // 67.09-67.30), as in RMSNorm's split rows at any size (rms bf16 4096 x 16384 69.0
 // against 65.7, add + RMSNorm + FP8 1024 x 16384 31.65 against 30.80), which keep plain
 // loads.
-constexpr int64_t kXOnceBytes = int64_t{32} << 20;
+#ifndef IK_NORM_X_ONCE_BYTES  // another bound, for experiments (h200_session.sh x_once_ncu)
+#define IK_NORM_X_ONCE_BYTES (int64_t{32} << 20)
+#endif
+constexpr int64_t kXOnceBytes = IK_NORM_X_ONCE_BYTES;
 
 // Calls launch(std::true_type{}) or launch(std::false_type{}) as once says.
 template <typename Launch>

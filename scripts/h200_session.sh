@@ -136,6 +136,9 @@
 #          compute-sanitizer on the norm launches while time is left
 #   x_once_final: the norm tests, compute-sanitizer on the LayerNorm launches, then while time
 #          is left the A/B (2 rounds) and compute-sanitizer on the RMSNorm launches
+#   x_once_ncu: (no package build) Nsight Compute of the norms' default kernels (XNCU_SHAPES) with
+#          this tree's x-without-L1 bound and with x read without L1 at every size (L1 / L2 hits,
+#          DRAM bytes, long-scoreboard stalls)
 #   ln_words: layer_norm tests, LayerNorm launches under memcheck and racecheck, the LayerNorm
 #          benchmark, RMSNorm / add + RMSNorm bf16 at hidden 4096 (bench_rms_norm)
 #   q4k_read: EXPERIMENT (issue 6): benchmarks/q4k_read_probe.cu, the tiled Q4_K weight read by every
@@ -682,6 +685,28 @@ if [ "$MODE" = shapes ]; then
     done
   done > "$OUT/shapes.log" 2>&1
   grep -v "^  " "$OUT/shapes.log"
+  echo "session status $status"; exit $status
+fi
+if [ "$MODE" = x_once_ncu ]; then
+  step "build tune_norms, and with x read without L1 at every size"
+  tune_build_par > "$OUT/tune_build.log" 2>&1 & tune_pid=$!
+  for f in rms_norm layer_norm; do
+    nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels -DIK_NORM_X_ONCE_BYTES=INT64_MAX \
+      -c cuda_kernels/$f.cu -o /tmp/${f}_ab.o &
+  done
+  wait
+  nvcc -arch=sm_90 /tmp/tune_main.o /tmp/rms_norm_ab.o /tmp/layer_norm_ab.o /tmp/activation.o -o /tmp/tune_ab || exit 1
+  export PATH="$PATH:/usr/local/cuda/bin"
+  metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,l1tex__t_sector_hit_rate.pct,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum,smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct,sm__warps_active.avg.pct_of_peak_sustained_active
+  IFS=',' read -ra xshapes <<< "${XNCU_SHAPES:-layer_norm fp16 1024x16384,layer_norm fp16 2048x16384,layer_norm fp16 4096x8192,layer_norm bf16 4096x16384}"
+  for sh in "${xshapes[@]}"; do
+    for b in norms ab; do
+      step "ncu: $sh, $b"
+      timeout 120 ncu --cache-control all --clock-control none -k regex:"layer_norm|rms_norm" --launch-skip 40 \
+        --launch-count 2 --metrics $metrics /tmp/tune_$b --defaults-only --only "$sh" 2>&1 \
+        | grep -E "^  [a-z_]+<|layer_norm|rms_norm|__|us \(" | grep -v "^==PROF" | tee -a "$OUT/x_once_ncu.log" | tail -26
+    done
+  done; pack
   echo "session status $status"; exit $status
 fi
 # fp8_tune (thirty-sixth session; no package build): the fp8 norm outputs a pair a cvt
