@@ -55,8 +55,8 @@ using inference_kernels::LayerNormParams;
 using namespace inference_kernels::cuda;
 
 // Element k of a as fp32: bf16 pairs from their 32-bit words (vec_io.cuh's
-// elem_float), unless WORDS is false (layer_norm_split_pair: there the word
-// conversions left ptxas 8 bytes short of registers).
+// elem_float), unless WORDS is false (layer_norm_split_pair's output pass: there the
+// word conversions left ptxas 8 bytes short of registers).
 template <bool WORDS, typename T, int VEC>
 __device__ __forceinline__ float lane_float(const Pack<T, VEC>& a, int k) {
   if constexpr (WORDS) {
@@ -81,20 +81,20 @@ __device__ __forceinline__ Pack<T, VEC> normalise(const Pack<T, VEC>& a, const P
   return out;
 }
 
-template <bool WORDS = true, typename T, int VEC>
+template <typename T, int VEC>
 __device__ __forceinline__ float vec_sum(const Pack<T, VEC>& a) {
   float s = 0.0f;
 #pragma unroll
-  for (int k = 0; k < VEC; ++k) s += lane_float<WORDS>(a, k);
+  for (int k = 0; k < VEC; ++k) s += elem_float(a, k);
   return s;
 }
 
-template <bool WORDS = true, typename T, int VEC>
+template <typename T, int VEC>
 __device__ __forceinline__ float vec_sq_dev(const Pack<T, VEC>& a, float mean) {
   float s = 0.0f;
 #pragma unroll
   for (int k = 0; k < VEC; ++k) {
-    const float c = lane_float<WORDS>(a, k) - mean;
+    const float c = elem_float(a, k) - mean;
     s += c * c;
   }
   return s;
