@@ -66,16 +66,23 @@ __device__ __forceinline__ float lane_float(const Pack<T, VEC>& a, int k) {
   }
 }
 
+// Which operands of normalise convert from words (lane_float): bit 0 x, bit 1 the weight,
+// bit 2 the bias.
+constexpr int kWordsAll = 7;
+#ifndef IK_LN_PAIR_WORDS
+#define IK_LN_PAIR_WORDS 0  // experiments: 3 (x and weight) or 7
+#endif
+
 // One output vector from one input vector: (a - mean) * rstd * g + c, rounded once.
-template <typename T, int VEC, bool W, bool B, bool WORDS = true>
+template <typename T, int VEC, bool W, bool B, int WORDS = kWordsAll>
 __device__ __forceinline__ Pack<T, VEC> normalise(const Pack<T, VEC>& a, const Pack<T, VEC>& g,
                                                   const Pack<T, VEC>& c, float mean, float rstd) {
   Pack<T, VEC> out;
 #pragma unroll
   for (int k = 0; k < VEC; ++k) {
-    float y = (lane_float<WORDS>(a, k) - mean) * rstd;
-    if constexpr (W) y *= lane_float<WORDS>(g, k);
-    if constexpr (B) y += lane_float<WORDS>(c, k);
+    float y = (lane_float<(WORDS & 1) != 0>(a, k) - mean) * rstd;
+    if constexpr (W) y *= lane_float<(WORDS & 2) != 0>(g, k);
+    if constexpr (B) y += lane_float<(WORDS & 4) != 0>(c, k);
     out.v[k] = from_float<T>(y);
   }
   return out;
@@ -433,10 +440,10 @@ __global__ void __launch_bounds__(TX, pair_blocks(TX)) layer_norm_split_pair(Lay
   P* o0 = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row0 * p.out.stride) + first;
   P* o1 = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row1 * p.out.stride) + first;
 #pragma unroll
-  for (int k = 0; k < ITEMS; ++k) o0[k * TX] = normalise<T, VEC, W, B, false>(a[0][k], g[k], c[k], mean0, rstd0);
+  for (int k = 0; k < ITEMS; ++k) o0[k * TX] = normalise<T, VEC, W, B, IK_LN_PAIR_WORDS>(a[0][k], g[k], c[k], mean0, rstd0);
   if (two) {
 #pragma unroll
-    for (int k = 0; k < ITEMS; ++k) o1[k * TX] = normalise<T, VEC, W, B, false>(a[1][k], g[k], c[k], mean1, rstd1);
+    for (int k = 0; k < ITEMS; ++k) o1[k * TX] = normalise<T, VEC, W, B, IK_LN_PAIR_WORDS>(a[1][k], g[k], c[k], mean1, rstd1);
   }
 }
 
