@@ -676,7 +676,7 @@ if [ "$MODE" = shapes ]; then
   if [ "$bins" != norms ]; then
     nvcc -arch=sm_90 /tmp/tune_main.o /tmp/rms_norm_ab.o /tmp/layer_norm_ab.o /tmp/activation.o -o /tmp/tune_ab || exit 1
   fi
-  step "tune_norms --only \"$SHAPES\", ${ROUNDS:-2} rounds ($bins)"
+  step "tune_norms --only \"${SHAPES:-}\" (defaults only: \"${DEFAULT_SHAPES:-}\"), ${ROUNDS:-2} rounds ($bins)"
   for r in $(seq "${ROUNDS:-2}"); do
     for b in $bins; do
       echo "--- $b, round $r"
