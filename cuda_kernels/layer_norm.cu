@@ -69,6 +69,11 @@ __device__ __forceinline__ float lane_float(const Pack<T, VEC>& a, int k) {
 // Which operands of normalise convert from words (lane_float): bit 0 x, bit 1 the weight,
 // bit 2 the bias.
 constexpr int kWordsAll = 7;
+#if IK_LN_EXACT2_WIDE  // experiments: 2 vectors a thread at 128-512 threads too (forced)
+#define IK_LN_EXACT2_SIZES 64, 128, 256, 512
+#else
+#define IK_LN_EXACT2_SIZES 64
+#endif
 #ifndef IK_LN_FLAT_ONE
 #define IK_LN_FLAT_ONE 0  // experiments: layer_norm_flat_exact's statistics in one reduction
 #endif
@@ -596,7 +601,7 @@ cudaError_t launch_exact(const LayerNormParams& p, const RowConfig& c, cudaStrea
     if (!c.flat || int64_t{c.tx} * c.items != nvec) return cudaErrorInvalidConfiguration;
     const bool once = p.rows * p.d * int64_t{sizeof(T)} <= kXOnceBytes;
     if (c.items == 2 && c.stages == 0) {
-      return with_block_size<64>(c.tx, [&](auto tx) {
+      return with_block_size<IK_LN_EXACT2_SIZES>(c.tx, [&](auto tx) {
         return with_once(once, [&](auto o) {
           return launch_rows(layer_norm_flat_exact<T, VEC, 2, decltype(tx)::value, W, B, decltype(o)::value>, p, c,
                              p.rows, stream);
