@@ -510,14 +510,14 @@ void silu(int64_t rows, int64_t d, bool fp8) {
   const float def = g_check_only ? 0.0f : time_us([&](int i) { return launch(i, nullptr); }, copies);
   float best = def;
   std::string best_s = "default";
-  for (int lean = 0; lean < 3 && !g_defaults_only; ++lean) {
+  for (int lean = 0; lean < 2 && !g_defaults_only; ++lean) {
   for (int vec_bytes : {4, 8, 16}) {
     for (int threads : {64, 128, 256, 512}) {
-      const SiluConfig c{threads, vec_bytes, lean >= 1, lean == 2 ? 2 : 1};
+      const SiluConfig c{threads, vec_bytes, lean == 1};
       const std::vector<uint8_t> o = output(&c);
       if (o.empty()) continue;
-      const std::string name = std::string(lean == 2 ? "lean2" : lean ? "lean" : "silu") + " t" +
-                               std::to_string(threads) + " v" + std::to_string(vec_bytes);
+      const std::string name = std::string(lean ? "lean" : "silu") + " t" + std::to_string(threads) + " v" +
+                               std::to_string(vec_bytes);
       if (g_check_only) {
         std::printf("  %-28s %-22s checked%s\n", what, name.c_str(), o == ref ? "" : " MISMATCH");
         continue;

@@ -119,20 +119,6 @@ __device__ __forceinline__ OutVec<Out, VEC> swiglu_vec(const Pack<T, VEC>& gv, c
   return y;
 }
 
-template <typename P>
-__device__ __forceinline__ uint32_t first_word(const P& p) {
-  uint32_t w;
-  memcpy(&w, &p, 4);
-  return w;
-}
-template <typename P>
-__device__ __forceinline__ void add_to_first_word(P& p, uint32_t v) {
-  uint32_t w;
-  memcpy(&w, &p, 4);
-  w += v;
-  memcpy(&p, &w, 4);
-}
-
 // swiglu_vec with the fp8 factor rn(1 / scale): the fast path's for every vector, redone
 // with __frcp_rn for the rare scales outside its range (rcp_fast).
 template <typename T, typename Out, int VEC, bool MUL>
@@ -186,41 +172,24 @@ __global__ void __launch_bounds__(kMaxThreads)
 // at one row (s28a). Past 8 MB, with 16-byte vectors, it beat the general kernel's loop
 // too (s38a, us): 512 x 13312 fp8 5.60-5.67 against 5.82, 2048 rows 17.4 against 17.75;
 // silu_mul bf16 512 x 14336 11.2 against 11.41, 4096 rows 82.1 against 85.8.
-template <typename T, typename Out, int VEC, bool MUL, int ITEMS>
+template <typename T, typename Out, int VEC, bool MUL>
 __global__ void __launch_bounds__(256)
     silu_mul_lean(Out* __restrict__ out, int64_t out_stride, const T* __restrict__ gate,
                   int64_t gate_stride, const T* __restrict__ up, int64_t up_stride,
-                  const float* __restrict__ scale, int64_t rows, int nvec) {
+                  const float* __restrict__ scale, int64_t, int nvec) {
   using In = Pack<T, VEC>;
   using O = OutVec<Out, VEC>;
   constexpr bool kFp8 = std::is_same_v<Out, Fp8>;
   float scale_in = kFp8 ? ld_ordered(scale) : 1.0f;
-  const int c = blockIdx.x * blockDim.x * ITEMS + threadIdx.x;
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  const int cc = min(c, nvec - 1);
   const int64_t r = blockIdx.y;
-  In gv[ITEMS], uv[ITEMS];
-#pragma unroll
-  for (int i = 0; i < ITEMS; ++i) {
-    const int cc = min(c + i * int(blockDim.x), nvec - 1);
-    gv[i] = ld_ordered(reinterpret_cast<const In*>(gate + r * gate_stride) + cc);
-    if constexpr (MUL) uv[i] = ld_ordered(reinterpret_cast<const In*>(up + r * up_stride) + cc);
-  }
-  // ptxas (at 32 registers) otherwise starts the first vector's math before the other
-  // loads are issued: a second memory latency. The first vector's first word takes a zero
-  // the compiler cannot see (rows < 2^62) and'ed with words of every other load, so its
-  // math waits on all of them: two integer instructions.
-  if constexpr (ITEMS > 1) {
-    uint32_t any = __float_as_uint(scale_in);
-#pragma unroll
-    for (int i = 1; i < ITEMS; ++i) any |= first_word(gv[i]) | (MUL ? first_word(uv[i]) : 0u);
-    if constexpr (MUL) any |= first_word(uv[0]);
-    add_to_first_word(gv[0], any & static_cast<uint32_t>(static_cast<uint64_t>(rows) >> 62));
-  }
+  const In gv = ld_ordered(reinterpret_cast<const In*>(gate + r * gate_stride) + cc);
+  In uv;
+  if constexpr (MUL) uv = ld_ordered(reinterpret_cast<const In*>(up + r * up_stride) + cc);
   const float s = after_loads(scale_in);
-#pragma unroll
-  for (int i = 0; i < ITEMS; ++i) {
-    const O y = swiglu_scaled<T, Out, VEC, MUL>(gv[i], uv[i], s);
-    if (c + i * int(blockDim.x) < nvec) reinterpret_cast<O*>(out + r * out_stride)[c + i * int(blockDim.x)] = y;
-  }
+  const O y = swiglu_scaled<T, Out, VEC, MUL>(gv, uv, s);
+  if (c < nvec) reinterpret_cast<O*>(out + r * out_stride)[c] = y;
 }
 
 template <typename T, typename Out, bool MUL>
@@ -261,8 +230,6 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
   // gridDim.y: rows. fp32 past 8 MB keeps the general kernel: not measured there.
   const bool lean = forced ? forced->lean : width > 1 && a.rows <= 65535 && (mid || sizeof(T) == 2);
   if (lean && width == 1) return cudaErrorInvalidConfiguration;
-  const int items = forced ? forced->items : 1;
-  if (items != 1 && (items != 2 || !lean)) return cudaErrorInvalidConfiguration;
   // Threads across a row: enough for the row's vectors (a warp at least); the rest
   // of the block's threads take further rows, so short rows still fill whole blocks.
   const int tx = static_cast<int>(std::min<int64_t>(threads, (nvec + 31) / 32 * 32));
@@ -274,8 +241,7 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
     // Past 8 MB 256 threads: 128 timed 17.30-18.46 us at 2048 x 13312 fp8 across s38a /
     // s38b, 256 17.38-17.45; at 512 rows 256 is within 1% (5.60-5.67 against 5.55-5.61).
     const int lt = forced || mid ? threads : 256;
-    const int span = lt * items;
-    grid = dim3(static_cast<unsigned>((nvec + span - 1) / span), static_cast<unsigned>(a.rows));
+    grid = dim3(static_cast<unsigned>((nvec + lt - 1) / lt), static_cast<unsigned>(a.rows));
     block = dim3(lt);
   }
   auto run = [&](auto kernel) {
@@ -288,12 +254,12 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
   if (lean) {  // width: k4, k8 or (forced) k16, at least 2 elements
     if constexpr (k4 > 1) {
       if (width == k4) {
-        run(items == 2 ? silu_mul_lean<T, Out, k4, MUL, 2> : silu_mul_lean<T, Out, k4, MUL, 1>);
+        run(silu_mul_lean<T, Out, k4, MUL>);
         return cudaSuccess;
       }
     }
-    if (width == k8) run(items == 2 ? silu_mul_lean<T, Out, k8, MUL, 2> : silu_mul_lean<T, Out, k8, MUL, 1>);
-    else run(items == 2 ? silu_mul_lean<T, Out, k16, MUL, 2> : silu_mul_lean<T, Out, k16, MUL, 1>);
+    if (width == k8) run(silu_mul_lean<T, Out, k8, MUL>);
+    else run(silu_mul_lean<T, Out, k16, MUL>);
     return cudaSuccess;
   }
   if (width == k16) run(silu_mul_kernel<T, Out, k16, MUL>);

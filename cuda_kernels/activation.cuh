@@ -9,12 +9,10 @@ namespace cuda {
 // threads: a block's threads (32..512, whole warps), spread over a row and then over
 // further rows; vec_bytes: the vector a thread loads of each input (4, 8 or 16 bytes);
 // lean: silu_mul_lean (one vector a thread, up to 256 threads, rows up to 65535 and
-// vectors of two elements at least), else the general kernel; items: vectors a thread
-// in the lean kernel (1, or 2 with every load issued before any arithmetic).
+// vectors of two elements at least), else the general kernel.
 struct SiluConfig {
   int threads, vec_bytes;
   bool lean = false;
-  int items = 1;
 };
 }  // namespace cuda
 

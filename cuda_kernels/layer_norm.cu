@@ -66,31 +66,16 @@ __device__ __forceinline__ float lane_float(const Pack<T, VEC>& a, int k) {
   }
 }
 
-// Which operands of normalise convert from words (lane_float): bit 0 x, bit 1 the weight,
-// bit 2 the bias.
-constexpr int kWordsAll = 7;
-#if IK_LN_EXACT2_WIDE  // experiments: 2 vectors a thread at 128-512 threads too (forced)
-#define IK_LN_EXACT2_SIZES 64, 128, 256, 512
-#else
-#define IK_LN_EXACT2_SIZES 64
-#endif
-#ifndef IK_LN_FLAT_ONE
-#define IK_LN_FLAT_ONE 0  // experiments: layer_norm_flat_exact's statistics in one reduction
-#endif
-#ifndef IK_LN_PAIR_WORDS
-#define IK_LN_PAIR_WORDS 0  // experiments: 3 (x and weight) or 7
-#endif
-
 // One output vector from one input vector: (a - mean) * rstd * g + c, rounded once.
-template <typename T, int VEC, bool W, bool B, int WORDS = kWordsAll>
+template <typename T, int VEC, bool W, bool B, bool WORDS = true>
 __device__ __forceinline__ Pack<T, VEC> normalise(const Pack<T, VEC>& a, const Pack<T, VEC>& g,
                                                   const Pack<T, VEC>& c, float mean, float rstd) {
   Pack<T, VEC> out;
 #pragma unroll
   for (int k = 0; k < VEC; ++k) {
-    float y = (lane_float<(WORDS & 1) != 0>(a, k) - mean) * rstd;
-    if constexpr (W) y *= lane_float<(WORDS & 2) != 0>(g, k);
-    if constexpr (B) y += lane_float<(WORDS & 4) != 0>(c, k);
+    float y = (lane_float<WORDS>(a, k) - mean) * rstd;
+    if constexpr (W) y *= lane_float<WORDS>(g, k);
+    if constexpr (B) y += lane_float<WORDS>(c, k);
     out.v[k] = from_float<T>(y);
   }
   return out;
@@ -225,6 +210,43 @@ __device__ __forceinline__ void store_exact(const LayerNormParams& p, int64_t ro
   }
 }
 
+// Blocks an SM asked of layer_norm_flat_exact: the most whose register bound leaves it
+// no spills (ptxas keeps x as fp32 across the three passes once no bounds test
+// separates them: 56 registers at 4 vectors a thread, 48 at 2, against 40-54 for
+// layer_norm_flat), and for one warp the 32-block limit (64 registers: no fewer warps
+// than any count below it).
+__host__ __device__ constexpr int flat_exact_blocks(int tx, int items) {
+  return tx == 32 ? 32 : 65536 / (tx * (items == 4 ? 56 : 48));
+}
+
+// layer_norm_flat for rows of exactly ITEMS x TX 16-byte vectors (RowConfig::exact with
+// stages 0; TX a power of two, known at compile time): no bounds test a vector, the
+// addresses immediates, the reductions without warp-count tests (row_reduce_fixed: the
+// same tree, so the same bits), and d = ITEMS x TX x VEC a power of two, so / d is an
+// exact multiply. The same arithmetic as layer_norm_flat in the same order: at the same
+// tx and items, the same results bit for bit.
+template <typename T, int VEC, int ITEMS, int TX, bool W, bool B, bool ONCE = false>
+__global__ void __launch_bounds__(TX, flat_exact_blocks(TX, ITEMS)) layer_norm_flat_exact(LayerNormParams p) {
+  using P = Pack<T, VEC>;
+  constexpr float kD = float(ITEMS * TX * VEC);
+  __shared__ float partial[2][2][TX / 32];  // [reduction][row parity: always 0 here][warp]
+  const int64_t row = blockIdx.x;
+  const int t = threadIdx.x;
+  const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row * p.x.stride) + t;
+  P a[ITEMS];
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) a[k] = ld_x<ONCE>(xr + k * TX);
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) sum += vec_sum(a[k]);
+  const float mean = row_reduce_fixed<Sum, TX>(sum, partial[0], 0) / kD;
+  float sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < ITEMS; ++k) sq += vec_sq_dev(a[k], mean);
+  const float rstd = rsqrtf(row_reduce_fixed<Sum, TX>(sq, partial[1], 0) / kD + p.eps);
+  store_exact<T, VEC, ITEMS, TX, W, B>(p, row, t, a, mean, rstd);
+}
+
 // A slice's statistics: its mean and sum of squared deviations (M2).
 struct MeanM2 {
   float mean, m2;
@@ -258,55 +280,6 @@ __device__ __forceinline__ MeanM2 block_mean_m2(MeanM2 v, float n, float (&parti
     }
   }
   return v;
-}
-
-// Blocks an SM asked of layer_norm_flat_exact: the most whose register bound leaves it
-// no spills (ptxas keeps x as fp32 across the three passes once no bounds test
-// separates them: 56 registers at 4 vectors a thread, 48 at 2, against 40-54 for
-// layer_norm_flat), and for one warp the 32-block limit (64 registers: no fewer warps
-// than any count below it).
-__host__ __device__ constexpr int flat_exact_blocks(int tx, int items) {
-  return tx == 32 ? 32 : 65536 / (tx * (items == 4 ? 56 : 48));
-}
-
-// layer_norm_flat for rows of exactly ITEMS x TX 16-byte vectors (RowConfig::exact with
-// stages 0; TX a power of two, known at compile time): no bounds test a vector, the
-// addresses immediates, the reductions without warp-count tests (row_reduce_fixed: the
-// same tree, so the same bits), and d = ITEMS x TX x VEC a power of two, so / d is an
-// exact multiply. The same arithmetic as layer_norm_flat in the same order: at the same
-// tx and items, the same results bit for bit.
-template <typename T, int VEC, int ITEMS, int TX, bool W, bool B, bool ONCE = false>
-__global__ void __launch_bounds__(TX, flat_exact_blocks(TX, ITEMS)) layer_norm_flat_exact(LayerNormParams p) {
-  using P = Pack<T, VEC>;
-  constexpr float kD = float(ITEMS * TX * VEC);
-  __shared__ float partial[2][2][TX / 32];  // [reduction][row parity: always 0 here][warp]
-  const int64_t row = blockIdx.x;
-  const int t = threadIdx.x;
-  const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row * p.x.stride) + t;
-  P a[ITEMS];
-#pragma unroll
-  for (int k = 0; k < ITEMS; ++k) a[k] = ld_x<ONCE>(xr + k * TX);
-  float sum = 0.0f;
-#pragma unroll
-  for (int k = 0; k < ITEMS; ++k) sum += vec_sum(a[k]);
-#if IK_LN_FLAT_ONE
-  // One reduction: each thread's mean and M2 over its own elements, merged up the block
-  // by the pairwise update (one barrier instead of two).
-  constexpr float kN = float(ITEMS * VEC);
-  const float mt = sum * (1.0f / kN);
-  float sq = 0.0f;
-#pragma unroll
-  for (int k = 0; k < ITEMS; ++k) sq += vec_sq_dev(a[k], mt);
-  const MeanM2 st = block_mean_m2<TX>({mt, sq}, kN, partial[0]);
-  const float mean = st.mean, rstd = rsqrtf(st.m2 / kD + p.eps);
-#else
-  const float mean = row_reduce_fixed<Sum, TX>(sum, partial[0], 0) / kD;
-  float sq = 0.0f;
-#pragma unroll
-  for (int k = 0; k < ITEMS; ++k) sq += vec_sq_dev(a[k], mean);
-  const float rstd = rsqrtf(row_reduce_fixed<Sum, TX>(sq, partial[1], 0) / kD + p.eps);
-#endif
-  store_exact<T, VEC, ITEMS, TX, W, B>(p, row, t, a, mean, rstd);
 }
 
 // Blocks an SM asked of layer_norm_split_exact, for its registers (48 at 2 vectors a
@@ -460,10 +433,10 @@ __global__ void __launch_bounds__(TX, pair_blocks(TX)) layer_norm_split_pair(Lay
   P* o0 = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row0 * p.out.stride) + first;
   P* o1 = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row1 * p.out.stride) + first;
 #pragma unroll
-  for (int k = 0; k < ITEMS; ++k) o0[k * TX] = normalise<T, VEC, W, B, IK_LN_PAIR_WORDS>(a[0][k], g[k], c[k], mean0, rstd0);
+  for (int k = 0; k < ITEMS; ++k) o0[k * TX] = normalise<T, VEC, W, B, false>(a[0][k], g[k], c[k], mean0, rstd0);
   if (two) {
 #pragma unroll
-    for (int k = 0; k < ITEMS; ++k) o1[k * TX] = normalise<T, VEC, W, B, IK_LN_PAIR_WORDS>(a[1][k], g[k], c[k], mean1, rstd1);
+    for (int k = 0; k < ITEMS; ++k) o1[k * TX] = normalise<T, VEC, W, B, false>(a[1][k], g[k], c[k], mean1, rstd1);
   }
 }
 
@@ -601,7 +574,7 @@ cudaError_t launch_exact(const LayerNormParams& p, const RowConfig& c, cudaStrea
     if (!c.flat || int64_t{c.tx} * c.items != nvec) return cudaErrorInvalidConfiguration;
     const bool once = p.rows * p.d * int64_t{sizeof(T)} <= kXOnceBytes;
     if (c.items == 2 && c.stages == 0) {
-      return with_block_size<IK_LN_EXACT2_SIZES>(c.tx, [&](auto tx) {
+      return with_block_size<64>(c.tx, [&](auto tx) {
         return with_once(once, [&](auto o) {
           return launch_rows(layer_norm_flat_exact<T, VEC, 2, decltype(tx)::value, W, B, decltype(o)::value>, p, c,
                              p.rows, stream);
