@@ -408,7 +408,12 @@ void rms(DType dt, int esize, int64_t rows, int64_t d, NormOut mode, bool fused)
         mode == NormOut::kSame ? 2 : 1);
 }
 
+// TUNE_LN_AFFINE=w or none (environment): LayerNorm without its bias, or without weight
+// and bias (what they cost); default both.
 void ln(DType dt, int64_t rows, int64_t d) {
+  const char* affine = std::getenv("TUNE_LN_AFFINE");
+  const bool with_w = !affine || std::strcmp(affine, "none") != 0;
+  const bool with_b = !affine || (std::strcmp(affine, "w") != 0 && std::strcmp(affine, "none") != 0);
   const size_t row_bytes = rows * d * 2;
   {
     char name[96];
@@ -427,8 +432,8 @@ void ln(DType dt, int64_t rows, int64_t d) {
           p.dtype = dt;
           p.out = {out.p[0], d};
           p.x = {x.p[i], d};
-          p.weight = w.p[0];
-          p.bias = b.p[0];
+          p.weight = with_w ? w.p[0] : nullptr;
+          p.bias = with_b ? b.p[0] : nullptr;
           p.rows = rows, p.d = d, p.eps = 1e-5f;
           return layer_norm_launch_with(p, c, g_stream);
         },
@@ -441,8 +446,8 @@ void ln(DType dt, int64_t rows, int64_t d) {
           p.dtype = dt;
           p.out = {out.p[0], d};
           p.x = {x.p[0], d};
-          p.weight = w.p[0];
-          p.bias = b.p[0];
+          p.weight = with_w ? w.p[0] : nullptr;
+          p.bias = with_b ? b.p[0] : nullptr;
           p.rows = rows, p.d = d, p.eps = 1e-5f;
           Outputs o;
           if (layer_norm_launch_with(p, c, g_stream) != 0) return o;
