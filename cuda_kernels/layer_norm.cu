@@ -191,22 +191,37 @@ __global__ void __launch_bounds__(kFlatThreads) layer_norm_flat(LayerNormParams 
 // their stores. Two round trips to L1 for weight and bias where layer_norm_flat takes
 // one a vector (a load cannot pass a store to out, which may alias weight and bias as
 // far as the compiler knows); all at once would need 16 more registers a thread.
+#ifndef IK_LN_WB_NC
+#define IK_LN_WB_NC 0  // experiments: 1 weight and bias by ld.global.nc, 2 all of them first too
+#endif
+template <typename P>
+__device__ __forceinline__ P ld_wb(const void* base, int i) {
+  if constexpr (IK_LN_WB_NC > 0 && sizeof(P) == 16) {
+    const uint4 v = __ldg(reinterpret_cast<const uint4*>(base) + i);
+    P r;
+    memcpy(&r, &v, 16);
+    return r;
+  } else {
+    return reinterpret_cast<const P*>(base)[i];
+  }
+}
 template <typename T, int VEC, int ITEMS, int TX, bool W, bool B>
 __device__ __forceinline__ void store_exact(const LayerNormParams& p, int64_t row, int t,
                                             const Pack<T, VEC> (&a)[ITEMS], float mean, float rstd) {
   using P = Pack<T, VEC>;
   static_assert(ITEMS % 2 == 0, "two vectors at a time");
   P* orow = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row * p.out.stride) + t;
+  constexpr int kAtOnce = IK_LN_WB_NC == 2 ? ITEMS : 2;
 #pragma unroll
-  for (int k0 = 0; k0 < ITEMS; k0 += 2) {
-    P g[2], c[2];
+  for (int k0 = 0; k0 < ITEMS; k0 += kAtOnce) {
+    P g[kAtOnce], c[kAtOnce];
 #pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      if constexpr (W) g[k] = reinterpret_cast<const P*>(p.weight)[t + (k0 + k) * TX];
-      if constexpr (B) c[k] = reinterpret_cast<const P*>(p.bias)[t + (k0 + k) * TX];
+    for (int k = 0; k < kAtOnce; ++k) {
+      if constexpr (W) g[k] = ld_wb<P>(p.weight, t + (k0 + k) * TX);
+      if constexpr (B) c[k] = ld_wb<P>(p.bias, t + (k0 + k) * TX);
     }
 #pragma unroll
-    for (int k = 0; k < 2; ++k) orow[(k0 + k) * TX] = normalise<T, VEC, W, B>(a[k0 + k], g[k], c[k], mean, rstd);
+    for (int k = 0; k < kAtOnce; ++k) orow[(k0 + k) * TX] = normalise<T, VEC, W, B>(a[k0 + k], g[k], c[k], mean, rstd);
   }
 }
 
