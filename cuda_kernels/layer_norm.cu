@@ -191,37 +191,22 @@ __global__ void __launch_bounds__(kFlatThreads) layer_norm_flat(LayerNormParams 
 // their stores. Two round trips to L1 for weight and bias where layer_norm_flat takes
 // one a vector (a load cannot pass a store to out, which may alias weight and bias as
 // far as the compiler knows); all at once would need 16 more registers a thread.
-#ifndef IK_LN_WB_NC
-#define IK_LN_WB_NC 0  // experiments: 1 weight and bias by ld.global.nc, 2 all of them first too
-#endif
-template <typename P>
-__device__ __forceinline__ P ld_wb(const void* base, int i) {
-  if constexpr (IK_LN_WB_NC > 0 && sizeof(P) == 16) {
-    const uint4 v = __ldg(reinterpret_cast<const uint4*>(base) + i);
-    P r;
-    memcpy(&r, &v, 16);
-    return r;
-  } else {
-    return reinterpret_cast<const P*>(base)[i];
-  }
-}
 template <typename T, int VEC, int ITEMS, int TX, bool W, bool B>
 __device__ __forceinline__ void store_exact(const LayerNormParams& p, int64_t row, int t,
                                             const Pack<T, VEC> (&a)[ITEMS], float mean, float rstd) {
   using P = Pack<T, VEC>;
   static_assert(ITEMS % 2 == 0, "two vectors at a time");
   P* orow = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row * p.out.stride) + t;
-  constexpr int kAtOnce = IK_LN_WB_NC == 2 ? ITEMS : 2;
 #pragma unroll
-  for (int k0 = 0; k0 < ITEMS; k0 += kAtOnce) {
-    P g[kAtOnce], c[kAtOnce];
+  for (int k0 = 0; k0 < ITEMS; k0 += 2) {
+    P g[2], c[2];
 #pragma unroll
-    for (int k = 0; k < kAtOnce; ++k) {
-      if constexpr (W) g[k] = ld_wb<P>(p.weight, t + (k0 + k) * TX);
-      if constexpr (B) c[k] = ld_wb<P>(p.bias, t + (k0 + k) * TX);
+    for (int k = 0; k < 2; ++k) {
+      if constexpr (W) g[k] = reinterpret_cast<const P*>(p.weight)[t + (k0 + k) * TX];
+      if constexpr (B) c[k] = reinterpret_cast<const P*>(p.bias)[t + (k0 + k) * TX];
     }
 #pragma unroll
-    for (int k = 0; k < kAtOnce; ++k) orow[(k0 + k) * TX] = normalise<T, VEC, W, B>(a[k0 + k], g[k], c[k], mean, rstd);
+    for (int k = 0; k < 2; ++k) orow[(k0 + k) * TX] = normalise<T, VEC, W, B>(a[k0 + k], g[k], c[k], mean, rstd);
   }
 }
 
@@ -260,89 +245,6 @@ __global__ void __launch_bounds__(TX, flat_exact_blocks(TX, ITEMS)) layer_norm_f
   for (int k = 0; k < ITEMS; ++k) sq += vec_sq_dev(a[k], mean);
   const float rstd = rsqrtf(row_reduce_fixed<Sum, TX>(sq, partial[1], 0) / kD + p.eps);
   store_exact<T, VEC, ITEMS, TX, W, B>(p, row, t, a, mean, rstd);
-}
-
-// Two rows' sums over the block at once (row_reduce_fixed's tree for each: the same
-// bits), one barrier; partial: this reduction's arrays, one a row.
-template <int TX>
-__device__ __forceinline__ void row_sum2_fixed(float& a, float& b, float (&partial)[2][TX / 32]) {
-  constexpr int kWarps = TX / 32;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    a = Sum()(a, __shfl_xor_sync(0xffffffffu, a, o));
-    b = Sum()(b, __shfl_xor_sync(0xffffffffu, b, o));
-  }
-  if constexpr (kWarps > 1) {
-    const int lane = threadIdx.x % 32;
-    if (lane == 0) partial[0][threadIdx.x / 32] = a, partial[1][threadIdx.x / 32] = b;
-    __syncthreads();
-    a = partial[0][lane % kWarps];
-    b = partial[1][lane % kWarps];
-#pragma unroll
-    for (int o = kWarps / 2; o > 0; o >>= 1) {
-      a = Sum()(a, __shfl_xor_sync(0xffffffffu, a, o));
-      b = Sum()(b, __shfl_xor_sync(0xffffffffu, b, o));
-    }
-  }
-}
-
-#ifndef IK_LN_FLAT_ROWS2
-#define IK_LN_FLAT_ROWS2 0  // experiments: the flat exact fit at 4 vectors takes two rows a block
-#endif
-#ifndef IK_LN_ROWS2_REGS
-#define IK_LN_ROWS2_REGS 80
-#endif
-// layer_norm_flat_exact with two rows a block (rows 2b and 2b + 1; an odd count's last
-// block normalises its row twice and stores once): weight and bias are read once for
-// both rows, half the L1 traffic a row. Each row's sums in layer_norm_flat_exact's order:
-// the same bits.
-template <typename T, int VEC, int ITEMS, int TX, bool W, bool B, bool ONCE = false>
-__global__ void __launch_bounds__(TX, 65536 / (TX * IK_LN_ROWS2_REGS)) layer_norm_flat_exact2(LayerNormParams p) {
-  using P = Pack<T, VEC>;
-  constexpr float kD = float(ITEMS * TX * VEC);
-  __shared__ float partial[2][2][TX / 32];  // [reduction][row][warp]
-  const int64_t row0 = int64_t(blockIdx.x) * 2;
-  const bool two = row0 + 1 < p.rows;
-  const int64_t row1 = two ? row0 + 1 : row0;
-  const int t = threadIdx.x;
-  const P* x0 = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row0 * p.x.stride) + t;
-  const P* x1 = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row1 * p.x.stride) + t;
-  P a[2][ITEMS];
-#pragma unroll
-  for (int k = 0; k < ITEMS; ++k) a[0][k] = ld_x<ONCE>(x0 + k * TX);
-#pragma unroll
-  for (int k = 0; k < ITEMS; ++k) a[1][k] = ld_x<ONCE>(x1 + k * TX);
-  float s0 = 0.0f, s1 = 0.0f;
-#pragma unroll
-  for (int k = 0; k < ITEMS; ++k) s0 += vec_sum(a[0][k]), s1 += vec_sum(a[1][k]);
-  row_sum2_fixed<TX>(s0, s1, partial[0]);
-  const float mean0 = s0 / kD, mean1 = s1 / kD;
-#pragma unroll
-  for (int k = 0; k < ITEMS; ++k) launder(a[0][k]), launder(a[1][k]);
-  float q0 = 0.0f, q1 = 0.0f;
-#pragma unroll
-  for (int k = 0; k < ITEMS; ++k) q0 += vec_sq_dev(a[0][k], mean0), q1 += vec_sq_dev(a[1][k], mean1);
-  row_sum2_fixed<TX>(q0, q1, partial[1]);
-  const float rstd0 = rsqrtf(q0 / kD + p.eps), rstd1 = rsqrtf(q1 / kD + p.eps);
-#pragma unroll
-  for (int k = 0; k < ITEMS; ++k) launder(a[0][k]), launder(a[1][k]);
-  P* o0 = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row0 * p.out.stride) + t;
-  P* o1 = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row1 * p.out.stride) + t;
-#pragma unroll
-  for (int k0 = 0; k0 < ITEMS; k0 += 2) {
-    P g[2], c[2];
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      if constexpr (W) g[k] = reinterpret_cast<const P*>(p.weight)[t + (k0 + k) * TX];
-      if constexpr (B) c[k] = reinterpret_cast<const P*>(p.bias)[t + (k0 + k) * TX];
-    }
-#pragma unroll
-    for (int k = 0; k < 2; ++k) o0[(k0 + k) * TX] = normalise<T, VEC, W, B>(a[0][k0 + k], g[k], c[k], mean0, rstd0);
-    if (two) {
-#pragma unroll
-      for (int k = 0; k < 2; ++k) o1[(k0 + k) * TX] = normalise<T, VEC, W, B>(a[1][k0 + k], g[k], c[k], mean1, rstd1);
-    }
-  }
 }
 
 // A slice's statistics: its mean and sum of squared deviations (M2).
@@ -685,18 +587,6 @@ cudaError_t launch_exact(const LayerNormParams& p, const RowConfig& c, cudaStrea
       return launch_piped(layer_norm_piped_exact<T, VEC, 4, W, B>, p, c, p.rows, nvec, 1, stream);
     }
     if (c.stages != 0) return cudaErrorInvalidConfiguration;
-#if IK_LN_FLAT_ROWS2
-    if (c.tx >= 64) {
-      RowConfig one = c;
-      one.rows_per_block = 1;
-      return with_block_size<64, 128, 256, 512>(c.tx, [&](auto tx) {
-        return with_once(once, [&](auto o) {
-          return launch_rows(layer_norm_flat_exact2<T, VEC, 4, decltype(tx)::value, W, B, decltype(o)::value>, p,
-                             one, (p.rows + 1) / 2, stream);
-        });
-      });
-    }
-#endif
     return with_block_size<32, 64, 128, 256, 512>(c.tx, [&](auto tx) {
       return with_once(once, [&](auto o) {
         return launch_rows(layer_norm_flat_exact<T, VEC, 4, decltype(tx)::value, W, B, decltype(o)::value>, p, c,
