@@ -247,72 +247,6 @@ __global__ void __launch_bounds__(TX, flat_exact_blocks(TX, ITEMS)) layer_norm_f
   store_exact<T, VEC, ITEMS, TX, W, B>(p, row, t, a, mean, rstd);
 }
 
-#ifndef IK_LN_PERSIST
-#define IK_LN_PERSIST 0  // experiments: the flat exact fit at 4 vectors as persistent blocks
-#endif
-#ifndef IK_LN_PERSIST_REGS
-#define IK_LN_PERSIST_REGS 96
-#endif
-// layer_norm_flat_exact as persistent blocks (as many as fit, rows blockIdx.x, + gridDim.x,
-// ...): weight and bias are loaded once a block and stay in registers, where the
-// one-row kernel reads them from L1 again for every row; the next row's x is loaded
-// before this row's statistics. The reductions alternate their shared arrays by the row's
-// parity (one barrier a reduction, as the piped kernels). The same arithmetic a row in
-// the same order: the same bits.
-template <typename T, int VEC, int ITEMS, int TX, bool W, bool B, bool ONCE = false>
-__global__ void __launch_bounds__(TX, 65536 / (TX * IK_LN_PERSIST_REGS)) layer_norm_flat_persist(LayerNormParams p) {
-  using P = Pack<T, VEC>;
-  constexpr float kD = float(ITEMS * TX * VEC);
-  __shared__ float partial[2][2][TX / 32];  // [reduction][row parity][warp]
-  const int t = threadIdx.x;
-  const int64_t rows = p.rows;
-  int64_t row = blockIdx.x;
-  P g[ITEMS], c[ITEMS], a[ITEMS];
-#pragma unroll
-  for (int k = 0; k < ITEMS; ++k) {
-    if constexpr (W) g[k] = reinterpret_cast<const P*>(p.weight)[t + k * TX];
-    if constexpr (B) c[k] = reinterpret_cast<const P*>(p.bias)[t + k * TX];
-  }
-  {
-    const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row * p.x.stride) + t;
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) a[k] = ld_x<ONCE>(xr + k * TX);
-  }
-  for (int parity = 0;; parity ^= 1) {
-    const int64_t next = row + gridDim.x;
-    const bool more = next < rows;
-    P n[ITEMS];
-    if (more) {
-      const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + next * p.x.stride) + t;
-#pragma unroll
-      for (int k = 0; k < ITEMS; ++k) n[k] = ld_x<ONCE>(xr + k * TX);
-    }
-    float sum = 0.0f;
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) sum += vec_sum(a[k]);
-    const float mean = row_reduce_fixed<Sum, TX>(sum, partial[0], parity) / kD;
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) launder(a[k]);
-    float sq = 0.0f;
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) sq += vec_sq_dev(a[k], mean);
-    const float rstd = rsqrtf(row_reduce_fixed<Sum, TX>(sq, partial[1], parity) / kD + p.eps);
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) {
-      launder(a[k]);
-      if constexpr (W) launder(g[k]);
-      if constexpr (B) launder(c[k]);
-    }
-    P* orow = reinterpret_cast<P*>(static_cast<T*>(p.out.ptr) + row * p.out.stride) + t;
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) orow[k * TX] = normalise<T, VEC, W, B>(a[k], g[k], c[k], mean, rstd);
-    if (!more) break;
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) a[k] = n[k];
-    row = next;
-  }
-}
-
 // A slice's statistics: its mean and sum of squared deviations (M2).
 struct MeanM2 {
   float mean, m2;
@@ -653,19 +587,6 @@ cudaError_t launch_exact(const LayerNormParams& p, const RowConfig& c, cudaStrea
       return launch_piped(layer_norm_piped_exact<T, VEC, 4, W, B>, p, c, p.rows, nvec, 1, stream);
     }
     if (c.stages != 0) return cudaErrorInvalidConfiguration;
-#if IK_LN_PERSIST
-    if (c.tx >= 64) {
-      return with_block_size<64, 128, 256, 512>(c.tx, [&](auto tx) {
-        return with_once(once, [&](auto o) {
-          constexpr auto kernel = layer_norm_flat_persist<T, VEC, 4, decltype(tx)::value, W, B, decltype(o)::value>;
-          const int64_t blocks = std::min<int64_t>(p.rows, resident_blocks_once<kernel, decltype(tx)::value>());
-          if (blocks < 1) return cudaErrorInvalidConfiguration;
-          kernel<<<static_cast<unsigned>(blocks), decltype(tx)::value, 0, stream>>>(p);
-          return cudaGetLastError();
-        });
-      });
-    }
-#endif
     return with_block_size<32, 64, 128, 256, 512>(c.tx, [&](auto tx) {
       return with_once(once, [&](auto o) {
         return launch_rows(layer_norm_flat_exact<T, VEC, 4, decltype(tx)::value, W, B, decltype(o)::value>, p, c,
