@@ -426,31 +426,26 @@ void ln(DType dt, int64_t rows, int64_t d) {
   char what[96];
   std::snprintf(what, sizeof what, "layer_norm %s %lldx%lld", dt == DType::kFloat16 ? "fp16" : "bf16",
                 (long long)rows, (long long)d);
+  // The launch's parameters reading input copy i.
+  auto params = [&](int i) {
+    LayerNormParams p{};
+    p.dtype = dt;
+    p.out = {out.p[0], d};
+    p.x = {x.p[i], d};
+    p.weight = with_w ? w.p[0] : nullptr;
+    p.bias = with_b ? b.p[0] : nullptr;
+    p.rows = rows, p.d = d, p.eps = 1e-5f;
+    return p;
+  };
   sweep(what, d / 8, rows, 2.0 * row_bytes + 4.0 * d,
-        [&](int i, const RowConfig* c) {
-          LayerNormParams p{};
-          p.dtype = dt;
-          p.out = {out.p[0], d};
-          p.x = {x.p[i], d};
-          p.weight = with_w ? w.p[0] : nullptr;
-          p.bias = with_b ? b.p[0] : nullptr;
-          p.rows = rows, p.d = d, p.eps = 1e-5f;
-          return layer_norm_launch_with(p, c, g_stream);
-        },
+        [&](int i, const RowConfig* c) { return layer_norm_launch_with(params(i), c, g_stream); },
         copies, [&](const RowConfig* c) {
           upload(x.p[0], pattern(rows * d, 4, -1.5f, 4.0f), dt);
           upload(w.p[0], pattern(d, 5, -1.0f, 2.0f), dt);
           upload(b.p[0], pattern(d, 6, -1.0f, 2.0f), dt);
           CHECK(cudaDeviceSynchronize());
-          LayerNormParams p{};
-          p.dtype = dt;
-          p.out = {out.p[0], d};
-          p.x = {x.p[0], d};
-          p.weight = with_w ? w.p[0] : nullptr;
-          p.bias = with_b ? b.p[0] : nullptr;
-          p.rows = rows, p.d = d, p.eps = 1e-5f;
           Outputs o;
-          if (layer_norm_launch_with(p, c, g_stream) != 0) return o;
+          if (layer_norm_launch_with(params(0), c, g_stream) != 0) return o;
           CHECK(cudaStreamSynchronize(g_stream));
           o.first.resize(row_bytes);
           CHECK(cudaMemcpy(o.first.data(), out.p[0], row_bytes, cudaMemcpyDeviceToHost));
