@@ -172,6 +172,53 @@ __global__ void __launch_bounds__(kMaxThreads)
 // at one row (s28a). Past 8 MB, with 16-byte vectors, it beat the general kernel's loop
 // too (s38a, us): 512 x 13312 fp8 5.60-5.67 against 5.82, 2048 rows 17.4 against 17.75;
 // silu_mul bf16 512 x 14336 11.2 against 11.41, 4096 rows 82.1 against 85.8.
+#ifndef IK_SILU_DIAG
+#define IK_SILU_DIAG 0  // experiments (tune_norms A/B): 0 the kernel as landed
+#endif
+#if IK_SILU_DIAG
+// 1: the output address and the store's predicate formed before the loads, the rare
+// scale's fix-up out of line; 2: 1 with the fp16 roundings in f16x2 (one pack for
+// silu's pair, HMUL2 for the product: the same bits); 3: 1 without the fix-up (wrong for
+// extreme scales); 4: 1 without the math (the gate's bytes stored: timing only).
+template <typename T, typename Out, int VEC, bool MUL>
+__device__ __forceinline__ OutVec<Out, VEC> diag_vec(const Pack<T, VEC>& gv, const Pack<T, VEC>& uv, float inv) {
+  OutVec<Out, VEC> y;
+  if constexpr (IK_SILU_DIAG == 4) {
+#pragma unroll
+    for (int j = 0; j < VEC / 2; ++j) y.v[j] = reinterpret_cast<const uint16_t*>(&gv)[j] ^ reinterpret_cast<const uint16_t*>(&uv)[j];
+    return y;
+  } else if constexpr (IK_SILU_DIAG == 2 && std::is_same_v<T, __half> && std::is_same_v<Out, Fp8>) {
+#pragma unroll
+    for (int j = 0; j < VEC; j += 2) {
+      const __half2 sh = __floats2half2_rn(silu<T>(to_float(gv.v[j])), silu<T>(to_float(gv.v[j + 1])));
+      const __half2 yh = __hmul2(sh, __halves2half2(uv.v[j], uv.v[j + 1]));
+      const float2 yf = __half22float2(yh);
+      y.v[j / 2] = __nv_cvt_float2_to_fp8x2(make_float2(yf.x * inv, yf.y * inv), __NV_SATFINITE, __NV_E4M3);
+    }
+    return y;
+  } else {
+    return swiglu_vec<T, Out, VEC, MUL>(gv, uv, inv);
+  }
+}
+// A store to a global address held as an integer (opaque to the compiler, so formed
+// where it is written).
+template <typename V>
+__device__ __forceinline__ void st_global_at(uint64_t a, const V& v) {
+  static_assert(sizeof(V) == 2 || sizeof(V) == 4 || sizeof(V) == 8);
+  if constexpr (sizeof(V) == 2) {
+    asm volatile("st.global.b16 [%0], %1;" ::"l"(a), "h"(reinterpret_cast<const uint16_t&>(v)) : "memory");
+  } else if constexpr (sizeof(V) == 4) {
+    asm volatile("st.global.b32 [%0], %1;" ::"l"(a), "r"(reinterpret_cast<const uint32_t&>(v)) : "memory");
+  } else {
+    asm volatile("st.global.b64 [%0], %1;" ::"l"(a), "l"(reinterpret_cast<const uint64_t&>(v)) : "memory");
+  }
+}
+template <typename T, typename Out, int VEC, bool MUL>
+__device__ __noinline__ OutVec<Out, VEC> diag_slow(const Pack<T, VEC> gv, const Pack<T, VEC> uv, float s) {
+  return diag_vec<T, Out, VEC, MUL>(gv, uv, __frcp_rn(s));
+}
+#endif
+
 template <typename T, typename Out, int VEC, bool MUL>
 __global__ void __launch_bounds__(256)
     silu_mul_lean(Out* __restrict__ out, int64_t out_stride, const T* __restrict__ gate,
@@ -180,6 +227,26 @@ __global__ void __launch_bounds__(256)
   using In = Pack<T, VEC>;
   using O = OutVec<Out, VEC>;
   constexpr bool kFp8 = std::is_same_v<Out, Fp8>;
+#if IK_SILU_DIAG
+  if constexpr (kFp8 && VEC >= 2) {
+    float scale_in = ld_ordered(scale);
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    const int cc = min(c, nvec - 1);
+    const int64_t r = blockIdx.y;
+    uint64_t o = __cvta_generic_to_global(reinterpret_cast<O*>(out + r * out_stride) + cc);
+    int st = c < nvec;
+    asm volatile("" : "+l"(o), "+r"(st));
+    const In gv = ld_ordered(reinterpret_cast<const In*>(gate + r * gate_stride) + cc);
+    const In uv = ld_ordered(reinterpret_cast<const In*>(up + r * up_stride) + cc);
+    const float s = after_loads(scale_in);
+    O y = diag_vec<T, Out, VEC, MUL>(gv, uv, rcp_fast(s));
+    if constexpr (IK_SILU_DIAG != 3 && IK_SILU_DIAG != 4) {
+      if (__builtin_expect(!rcp_fast_exact(s), 0)) y = diag_slow<T, Out, VEC, MUL>(gv, uv, s);
+    }
+    if (st) st_global_at(o, y);
+    return;
+  }
+#endif
   float scale_in = kFp8 ? ld_ordered(scale) : 1.0f;
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   const int cc = min(c, nvec - 1);

@@ -647,6 +647,41 @@ if [ "$MODE" = split_tune ]; then
   grep -E "split|exact|MISMATCH" "$OUT/tune_norms.log" | head -150
   echo "session status $status"; exit $status
 fi
+# silu_diag (no package build; EXPERIMENT, issue 3): SwiGLU's lean kernel built with
+# each IK_SILU_DIAG in SILU_VARIANTS (activation.cu), the fp8 defaults at SILU_SHAPES with
+# 256 input copies (bench_swiglu.py's), ROUNDS rounds in turn; torch.compile's kernel alone
+# at the same rows (benchmarks/compiled_swiglu.py) and its Triton source and SASS.
+if [ "$MODE" = silu_diag ]; then
+  step "build tune_norms with IK_SILU_DIAG in ${SILU_VARIANTS:=0 1 2 3 4}"
+  for f in rms_norm layer_norm; do
+    nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels -c cuda_kernels/$f.cu -o /tmp/$f.o &
+  done
+  nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels -c benchmarks/tune_norms.cu -o /tmp/tune_main.o &
+  for v in $SILU_VARIANTS; do
+    nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels -DIK_SILU_DIAG=$v -c cuda_kernels/activation.cu -o /tmp/act_$v.o &
+  done
+  wait
+  for v in $SILU_VARIANTS; do
+    nvcc -arch=sm_90 /tmp/tune_main.o /tmp/rms_norm.o /tmp/layer_norm.o /tmp/act_$v.o -o /tmp/tune_v$v || exit 1
+  done
+  step "torch.compile's kernel alone, its Triton code"
+  rows=${SILU_ROWS:-1 8 32 128 512}
+  TRITON_CACHE_DIR=/tmp/tc TORCH_LOGS=output_code timeout 200 python3 benchmarks/compiled_swiglu.py --rows $rows \
+    > "$OUT/compiled_swiglu.log" 2>&1 || status=1
+  grep "^compile_scale" "$OUT/compiled_swiglu.log"
+  for f in /tmp/tc/*/*.cubin; do echo "=== $f"; /usr/local/cuda/bin/cuobjdump -sass "$f"; done > "$OUT/triton_sass.txt" 2>&1
+  tar czf "$OUT/triton_cache.tgz" -C /tmp tc 2>/dev/null
+  shapes=""; for r in $rows; do shapes="$shapes${shapes:+,}silu_and_mul_fp8 fp16 ${r}x13312"; done
+  step "tune_norms --defaults-only --max-copies 256 --only \"$shapes\", ${ROUNDS:-3} rounds"
+  for r in $(seq "${ROUNDS:-3}"); do
+    for v in $SILU_VARIANTS; do
+      echo "--- v$v, round $r"
+      timeout 60 /tmp/tune_v$v --defaults-only --max-copies 256 --only "$shapes" || status=1
+    done
+  done > "$OUT/silu_diag.log" 2>&1
+  grep -E "^---|empty|default" "$OUT/silu_diag.log"
+  echo "session status $status"; exit $status
+fi
 if [ "$MODE" = tuneonly ]; then tune; echo "session status $status"; exit $status; fi
 # shapes (no package build): every layout of the norm and SwiGLU shapes named in SHAPES
 # (tune_norms --only, any rows and hidden size), ROUNDS times (default 2). The thirty-ninth
