@@ -219,6 +219,36 @@ __device__ __noinline__ OutVec<Out, VEC> diag_slow(const Pack<T, VEC> gv, const 
 }
 #endif
 
+#if IK_SILU_DIAG >= 5
+// 5: 1 with the block's size a template constant and 32-bit row offsets (the launcher
+// checks they fit); 6: 5 without the fix-up (wrong for extreme scales); 7: 5 with 64-bit
+// row offsets.
+template <typename T, int VEC, int BLOCK, bool OFF32>
+__global__ void __launch_bounds__(BLOCK)
+    silu_lean_diag(Fp8* __restrict__ out, int64_t out_stride, const T* __restrict__ gate,
+                   int64_t gate_stride, const T* __restrict__ up, int64_t up_stride,
+                   const float* __restrict__ scale, int64_t, int nvec) {
+  using In = Pack<T, VEC>;
+  using O = OutVec<Fp8, VEC>;
+  float scale_in = ld_ordered(scale);
+  const int c = blockIdx.x * BLOCK + threadIdx.x;
+  const int cc = min(c, nvec - 1);
+  using Off = std::conditional_t<OFF32, int, int64_t>;
+  const Off r = static_cast<Off>(blockIdx.y);
+  uint64_t o = __cvta_generic_to_global(reinterpret_cast<O*>(out + r * static_cast<Off>(out_stride)) + cc);
+  int st = c < nvec;
+  asm volatile("" : "+l"(o), "+r"(st));
+  const In gv = ld_ordered(reinterpret_cast<const In*>(gate + r * static_cast<Off>(gate_stride)) + cc);
+  const In uv = ld_ordered(reinterpret_cast<const In*>(up + r * static_cast<Off>(up_stride)) + cc);
+  const float s = after_loads(scale_in);
+  O y = diag_vec<T, Fp8, VEC, true>(gv, uv, rcp_fast(s));
+  if constexpr (IK_SILU_DIAG != 6) {
+    if (__builtin_expect(!rcp_fast_exact(s), 0)) y = diag_slow<T, Fp8, VEC, true>(gv, uv, s);
+  }
+  if (st) st_global_at(o, y);
+}
+#endif
+
 template <typename T, typename Out, int VEC, bool MUL>
 __global__ void __launch_bounds__(256)
     silu_mul_lean(Out* __restrict__ out, int64_t out_stride, const T* __restrict__ gate,
@@ -319,6 +349,22 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
   };
   constexpr int k16 = 16 / sizeof(T), k8 = 8 / sizeof(T), k4 = 4 / sizeof(T);
   if (lean) {  // width: k4, k8 or (forced) k16, at least 2 elements
+#if IK_SILU_DIAG >= 5
+    if constexpr (std::is_same_v<Out, Fp8> && k4 > 1) {
+      const int64_t span = (a.rows - 1) * std::max({a.gate.stride, a.up.stride, a.out.stride}) + 2 * a.d;
+      if (!forced && small && width == k4 && span < INT32_MAX) {
+        if (IK_SILU_DIAG == 7) {
+          run(silu_lean_diag<T, k4, 256, false>);
+        } else if (IK_SILU_DIAG == 8) {  // 8: 5 at 128 threads a block (Triton's shape there)
+          grid.x = static_cast<unsigned>((nvec + 127) / 128), block = dim3(128);
+          run(silu_lean_diag<T, k4, 128, true>);
+        } else {
+          run(silu_lean_diag<T, k4, 256, true>);
+        }
+        return cudaSuccess;
+      }
+    }
+#endif
     if constexpr (k4 > 1) {
       if (width == k4) {
         run(silu_mul_lean<T, Out, k4, MUL>);
