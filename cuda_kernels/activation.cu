@@ -119,13 +119,20 @@ __device__ __forceinline__ OutVec<Out, VEC> swiglu_vec(const Pack<T, VEC>& gv, c
   return y;
 }
 
+// The vector again with __frcp_rn's factor, out of line: inlined, its code sat between
+// the fast path's last conversion and the store.
+template <typename T, typename Out, int VEC, bool MUL>
+__device__ __noinline__ OutVec<Out, VEC> swiglu_exact_scale(const Pack<T, VEC> gv, const Pack<T, VEC> uv, float s) {
+  return swiglu_vec<T, Out, VEC, MUL>(gv, uv, __frcp_rn(s));
+}
+
 // swiglu_vec with the fp8 factor rn(1 / scale): the fast path's for every vector, redone
 // with __frcp_rn for the rare scales outside its range (rcp_fast).
 template <typename T, typename Out, int VEC, bool MUL>
 __device__ __forceinline__ OutVec<Out, VEC> swiglu_scaled(const Pack<T, VEC>& gv, const Pack<T, VEC>& uv, float s) {
   if constexpr (std::is_same_v<Out, Fp8>) {
     OutVec<Out, VEC> y = swiglu_vec<T, Out, VEC, MUL>(gv, uv, rcp_fast(s));
-    if (!rcp_fast_exact(s)) y = swiglu_vec<T, Out, VEC, MUL>(gv, uv, __frcp_rn(s));
+    if (__builtin_expect(!rcp_fast_exact(s), 0)) y = swiglu_exact_scale<T, Out, VEC, MUL>(gv, uv, s);
     return y;
   } else {
     return swiglu_vec<T, Out, VEC, MUL>(gv, uv, 1.0f);
@@ -172,121 +179,31 @@ __global__ void __launch_bounds__(kMaxThreads)
 // at one row (s28a). Past 8 MB, with 16-byte vectors, it beat the general kernel's loop
 // too (s38a, us): 512 x 13312 fp8 5.60-5.67 against 5.82, 2048 rows 17.4 against 17.75;
 // silu_mul bf16 512 x 14336 11.2 against 11.41, 4096 rows 82.1 against 85.8.
-#ifndef IK_SILU_DIAG
-#define IK_SILU_DIAG 0  // experiments (tune_norms A/B): 0 the kernel as landed
-#endif
-#if IK_SILU_DIAG
-// 1: the output address and the store's predicate formed before the loads, the rare
-// scale's fix-up out of line; 2: 1 with the fp16 roundings in f16x2 (one pack for
-// silu's pair, HMUL2 for the product: the same bits); 3: 1 without the fix-up (wrong for
-// extreme scales); 4: 1 without the math (the gate's bytes stored: timing only).
-template <typename T, typename Out, int VEC, bool MUL>
-__device__ __forceinline__ OutVec<Out, VEC> diag_vec(const Pack<T, VEC>& gv, const Pack<T, VEC>& uv, float inv) {
-  OutVec<Out, VEC> y;
-  if constexpr (IK_SILU_DIAG == 4) {
-#pragma unroll
-    for (int j = 0; j < VEC / 2; ++j) y.v[j] = reinterpret_cast<const uint16_t*>(&gv)[j] ^ reinterpret_cast<const uint16_t*>(&uv)[j];
-    return y;
-  } else if constexpr (IK_SILU_DIAG == 2 && std::is_same_v<T, __half> && std::is_same_v<Out, Fp8>) {
-#pragma unroll
-    for (int j = 0; j < VEC; j += 2) {
-      const __half2 sh = __floats2half2_rn(silu<T>(to_float(gv.v[j])), silu<T>(to_float(gv.v[j + 1])));
-      const __half2 yh = __hmul2(sh, __halves2half2(uv.v[j], uv.v[j + 1]));
-      const float2 yf = __half22float2(yh);
-      y.v[j / 2] = __nv_cvt_float2_to_fp8x2(make_float2(yf.x * inv, yf.y * inv), __NV_SATFINITE, __NV_E4M3);
-    }
-    return y;
-  } else {
-    return swiglu_vec<T, Out, VEC, MUL>(gv, uv, inv);
-  }
-}
-// A store to a global address held as an integer (opaque to the compiler, so formed
-// where it is written).
-template <typename V>
-__device__ __forceinline__ void st_global_at(uint64_t a, const V& v) {
-  static_assert(sizeof(V) == 2 || sizeof(V) == 4 || sizeof(V) == 8);
-  if constexpr (sizeof(V) == 2) {
-    asm volatile("st.global.b16 [%0], %1;" ::"l"(a), "h"(reinterpret_cast<const uint16_t&>(v)) : "memory");
-  } else if constexpr (sizeof(V) == 4) {
-    asm volatile("st.global.b32 [%0], %1;" ::"l"(a), "r"(reinterpret_cast<const uint32_t&>(v)) : "memory");
-  } else {
-    asm volatile("st.global.b64 [%0], %1;" ::"l"(a), "l"(reinterpret_cast<const uint64_t&>(v)) : "memory");
-  }
-}
-template <typename T, typename Out, int VEC, bool MUL>
-__device__ __noinline__ OutVec<Out, VEC> diag_slow(const Pack<T, VEC> gv, const Pack<T, VEC> uv, float s) {
-  return diag_vec<T, Out, VEC, MUL>(gv, uv, __frcp_rn(s));
-}
-#endif
-
-#if IK_SILU_DIAG >= 5
-// 5: 1 with the block's size a template constant and 32-bit row offsets (the launcher
-// checks they fit); 6: 5 without the fix-up (wrong for extreme scales); 7: 5 with 64-bit
-// row offsets.
-template <typename T, int VEC, int BLOCK, bool OFF32>
-__global__ void __launch_bounds__(BLOCK)
-    silu_lean_diag(Fp8* __restrict__ out, int64_t out_stride, const T* __restrict__ gate,
-                   int64_t gate_stride, const T* __restrict__ up, int64_t up_stride,
-                   const float* __restrict__ scale, int64_t, int nvec) {
-  using In = Pack<T, VEC>;
-  using O = OutVec<Fp8, VEC>;
-  float scale_in = ld_ordered(scale);
-  const int c = blockIdx.x * BLOCK + threadIdx.x;
-  const int cc = min(c, nvec - 1);
-  using Off = std::conditional_t<OFF32, int, int64_t>;
-  const Off r = static_cast<Off>(blockIdx.y);
-  uint64_t o = __cvta_generic_to_global(reinterpret_cast<O*>(out + r * static_cast<Off>(out_stride)) + cc);
-  int st = c < nvec;
-  asm volatile("" : "+l"(o), "+r"(st));
-  const In gv = ld_ordered(reinterpret_cast<const In*>(gate + r * static_cast<Off>(gate_stride)) + cc);
-  const In uv = ld_ordered(reinterpret_cast<const In*>(up + r * static_cast<Off>(up_stride)) + cc);
-  const float s = after_loads(scale_in);
-  O y = diag_vec<T, Fp8, VEC, true>(gv, uv, rcp_fast(s));
-  if constexpr (IK_SILU_DIAG != 6) {
-    if (__builtin_expect(!rcp_fast_exact(s), 0)) y = diag_slow<T, Fp8, VEC, true>(gv, uv, s);
-  }
-  if (st) st_global_at(o, y);
-}
-#endif
-
-template <typename T, typename Out, int VEC, bool MUL>
-__global__ void __launch_bounds__(256)
+// The output's address and the store's predicate are pinned before the loads (ptx.cuh
+// global_addr), and BLOCK (0: blockDim.x) is the launcher's default block as a constant:
+// silu_and_mul_fp8 fp16 at 1 / 8 / 32 rows of 13312, 1.19 / 1.81 / 1.93 us against
+// 1.24 / 1.88 / 1.96 (s46b, 256 input copies; torch.compile 1.19 / 1.80 / 1.94).
+template <typename T, typename Out, int VEC, bool MUL, int BLOCK>
+__global__ void __launch_bounds__(BLOCK ? BLOCK : 256)
     silu_mul_lean(Out* __restrict__ out, int64_t out_stride, const T* __restrict__ gate,
                   int64_t gate_stride, const T* __restrict__ up, int64_t up_stride,
                   const float* __restrict__ scale, int64_t, int nvec) {
   using In = Pack<T, VEC>;
   using O = OutVec<Out, VEC>;
   constexpr bool kFp8 = std::is_same_v<Out, Fp8>;
-#if IK_SILU_DIAG
-  if constexpr (kFp8 && VEC >= 2) {
-    float scale_in = ld_ordered(scale);
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    const int cc = min(c, nvec - 1);
-    const int64_t r = blockIdx.y;
-    uint64_t o = __cvta_generic_to_global(reinterpret_cast<O*>(out + r * out_stride) + cc);
-    int st = c < nvec;
-    asm volatile("" : "+l"(o), "+r"(st));
-    const In gv = ld_ordered(reinterpret_cast<const In*>(gate + r * gate_stride) + cc);
-    const In uv = ld_ordered(reinterpret_cast<const In*>(up + r * up_stride) + cc);
-    const float s = after_loads(scale_in);
-    O y = diag_vec<T, Out, VEC, MUL>(gv, uv, rcp_fast(s));
-    if constexpr (IK_SILU_DIAG != 3 && IK_SILU_DIAG != 4) {
-      if (__builtin_expect(!rcp_fast_exact(s), 0)) y = diag_slow<T, Out, VEC, MUL>(gv, uv, s);
-    }
-    if (st) st_global_at(o, y);
-    return;
-  }
-#endif
   float scale_in = kFp8 ? ld_ordered(scale) : 1.0f;
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  const int c = blockIdx.x * (BLOCK ? BLOCK : blockDim.x) + threadIdx.x;
   const int cc = min(c, nvec - 1);
   const int64_t r = blockIdx.y;
+  const uint64_t o = global_addr(reinterpret_cast<O*>(out + r * out_stride) + cc);
+  int store = c < nvec;
+  pin_here(store);
   const In gv = ld_ordered(reinterpret_cast<const In*>(gate + r * gate_stride) + cc);
   In uv;
   if constexpr (MUL) uv = ld_ordered(reinterpret_cast<const In*>(up + r * up_stride) + cc);
   const float s = after_loads(scale_in);
   const O y = swiglu_scaled<T, Out, VEC, MUL>(gv, uv, s);
-  if (c < nvec) reinterpret_cast<O*>(out + r * out_stride)[c] = y;
+  if (store) st_global(o, y);
 }
 
 template <typename T, typename Out, bool MUL>
@@ -349,30 +266,19 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
   };
   constexpr int k16 = 16 / sizeof(T), k8 = 8 / sizeof(T), k4 = 4 / sizeof(T);
   if (lean) {  // width: k4, k8 or (forced) k16, at least 2 elements
-#if IK_SILU_DIAG >= 5
-    if constexpr (std::is_same_v<Out, Fp8> && k4 > 1) {
-      const int64_t span = (a.rows - 1) * std::max({a.gate.stride, a.up.stride, a.out.stride}) + 2 * a.d;
-      if (!forced && small && width == k4 && span < INT32_MAX) {
-        if (IK_SILU_DIAG == 7) {
-          run(silu_lean_diag<T, k4, 256, false>);
-        } else if (IK_SILU_DIAG == 8) {  // 8: 5 at 128 threads a block (Triton's shape there)
-          grid.x = static_cast<unsigned>((nvec + 127) / 128), block = dim3(128);
-          run(silu_lean_diag<T, k4, 128, true>);
-        } else {
-          run(silu_lean_diag<T, k4, 256, true>);
-        }
-        return cudaSuccess;
-      }
-    }
-#endif
+    // The default's 256 threads as a constant; forced shapes and the mid tier's 128: blockDim.
+    auto lean_kernel = [&](auto vec) {
+      constexpr int V = decltype(vec)::value;
+      run(!forced && block.x == 256 ? silu_mul_lean<T, Out, V, MUL, 256> : silu_mul_lean<T, Out, V, MUL, 0>);
+    };
     if constexpr (k4 > 1) {
       if (width == k4) {
-        run(silu_mul_lean<T, Out, k4, MUL>);
+        lean_kernel(std::integral_constant<int, k4>{});
         return cudaSuccess;
       }
     }
-    if (width == k8) run(silu_mul_lean<T, Out, k8, MUL>);
-    else run(silu_mul_lean<T, Out, k16, MUL>);
+    if (width == k8) lean_kernel(std::integral_constant<int, k8>{});
+    else lean_kernel(std::integral_constant<int, k16>{});
     return cudaSuccess;
   }
   if (width == k16) run(silu_mul_kernel<T, Out, k16, MUL>);

@@ -32,6 +32,9 @@
 #   swiglu_lean: the lean SwiGLU kernel up to 65535 rows (16-byte vectors past 8 MB): activation
 #           tests, the SwiGLU benchmark, activation launches under compute-sanitizer, the sweep
 #           at 192-4096 rows (two rounds)
+#   silu_land: activation tests, the SwiGLU benchmark, activation launches under compute-sanitizer,
+#           then SwiGLU's defaults at 1-4096 rows against ab_old/activation.cu (untracked, the
+#           kernels before; 256 input copies, ROUNDS rounds in turn)
 #   swiglu_tier: activation tests, the SwiGLU benchmark, SwiGLU's lean 4- and 8-byte shapes at
 #           4-32 rows with 256 input copies (two rounds), activation launches under compute-sanitizer
 #   fp8_final: the fp8 norm and activation tests, the add + RMSNorm + FP8 and SwiGLU benchmarks,
@@ -647,41 +650,6 @@ if [ "$MODE" = split_tune ]; then
   grep -E "split|exact|MISMATCH" "$OUT/tune_norms.log" | head -150
   echo "session status $status"; exit $status
 fi
-# silu_diag (no package build; EXPERIMENT, issue 3): SwiGLU's lean kernel built with
-# each IK_SILU_DIAG in SILU_VARIANTS (activation.cu), the fp8 defaults at SILU_SHAPES with
-# 256 input copies (bench_swiglu.py's), ROUNDS rounds in turn; torch.compile's kernel alone
-# at the same rows (benchmarks/compiled_swiglu.py) and its Triton source and SASS.
-if [ "$MODE" = silu_diag ]; then
-  step "build tune_norms with IK_SILU_DIAG in ${SILU_VARIANTS:=0 1 2 3 4}"
-  for f in rms_norm layer_norm; do
-    nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels -c cuda_kernels/$f.cu -o /tmp/$f.o &
-  done
-  nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels -c benchmarks/tune_norms.cu -o /tmp/tune_main.o &
-  for v in $SILU_VARIANTS; do
-    nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels -DIK_SILU_DIAG=$v -c cuda_kernels/activation.cu -o /tmp/act_$v.o &
-  done
-  wait
-  for v in $SILU_VARIANTS; do
-    nvcc -arch=sm_90 /tmp/tune_main.o /tmp/rms_norm.o /tmp/layer_norm.o /tmp/act_$v.o -o /tmp/tune_v$v || exit 1
-  done
-  step "torch.compile's kernel alone, its Triton code"
-  rows=${SILU_ROWS:-1 8 32 128 512}
-  TRITON_CACHE_DIR=/tmp/tc TORCH_LOGS=output_code timeout 200 python3 benchmarks/compiled_swiglu.py --rows $rows \
-    > "$OUT/compiled_swiglu.log" 2>&1 || status=1
-  grep "^compile_scale" "$OUT/compiled_swiglu.log"
-  for f in /tmp/tc/*/*.cubin; do echo "=== $f"; /usr/local/cuda/bin/cuobjdump -sass "$f"; done > "$OUT/triton_sass.txt" 2>&1
-  tar czf "$OUT/triton_cache.tgz" -C /tmp tc 2>/dev/null
-  shapes=""; for r in $rows; do shapes="$shapes${shapes:+,}silu_and_mul_fp8 fp16 ${r}x13312"; done
-  step "tune_norms --defaults-only --max-copies 256 --only \"$shapes\", ${ROUNDS:-3} rounds"
-  for r in $(seq "${ROUNDS:-3}"); do
-    for v in $SILU_VARIANTS; do
-      echo "--- v$v, round $r"
-      timeout 60 /tmp/tune_v$v --defaults-only --max-copies 256 --only "$shapes" || status=1
-    done
-  done > "$OUT/silu_diag.log" 2>&1
-  grep -E "^---|empty|default" "$OUT/silu_diag.log"
-  echo "session status $status"; exit $status
-fi
 if [ "$MODE" = tuneonly ]; then tune; echo "session status $status"; exit $status; fi
 # shapes (no package build): every layout of the norm and SwiGLU shapes named in SHAPES
 # (tune_norms --only, any rows and hidden size), ROUNDS times (default 2). The thirty-ninth
@@ -879,7 +847,11 @@ layout_check() {
 }
 ln_check() { layout_check ln "$1"; }
 # ln_split: the sweep's binary builds beside the package.
-case "$MODE" in ln_split|ln_pair|pair_verify|fp8_verify|fp8_final|swiglu_tier|swiglu_lean) tune_build_par > "$OUT/tune_build.log" 2>&1 & tune_pid=$! ;; esac
+case "$MODE" in ln_split|ln_pair|pair_verify|fp8_verify|fp8_final|swiglu_tier|swiglu_lean|silu_land) tune_build_par > "$OUT/tune_build.log" 2>&1 & tune_pid=$! ;; esac
+# silu_land: a second tune_norms with ab_old/activation.cu (untracked: the SwiGLU kernels before the change).
+if [ "$MODE" = silu_land ] && [ -f ab_old/activation.cu ]; then
+  nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels -c ab_old/activation.cu -o /tmp/activation_ab.o > "$OUT/tune_ab_build.log" 2>&1 & ab_pid=$!
+fi
 build
 case "$MODE" in
   check)  tests; error_paths; sass; sanitizers; example; bench_quick ;;
@@ -954,6 +926,23 @@ case "$MODE" in
               | grep -E "default|lean t(128|256) v(4|8) " || status=1
           done 2>&1 | tee "$OUT/silu_tier.log"; pack
           sanitize act --only-activations ;;
+  silu_land) step "activation tests"
+          python3 -m pytest tests/test_activation.py -q -rfE -p no:cacheprovider 2>&1 \
+            | tee "$OUT/pytest_activation.log" | tail -3; [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+          bench_swiglu; pack
+          sanitize act --only-activations; pack
+          wait $tune_pid || { tail -5 "$OUT/tune_build.log"; status=1; }
+          bins=norms
+          if [ -n "${ab_pid:-}" ] && wait $ab_pid; then
+            nvcc -arch=sm_90 /tmp/tune_main.o /tmp/rms_norm.o /tmp/layer_norm.o /tmp/activation_ab.o -o /tmp/tune_ab && bins="norms ab"
+          fi
+          step "SwiGLU's defaults, this tree against ab_old/activation.cu, 256 copies, ${ROUNDS:-2} rounds ($bins)"
+          for r in $(seq "${ROUNDS:-2}"); do
+            for b in $bins; do
+              echo "--- $b, round $r"
+              timeout 100 /tmp/tune_$b --defaults-only --max-copies 256 --only "$(printf 'silu_and_mul_fp8 fp16 %sx13312,' 1 8 32 128 512 2048)$(printf 'silu_mul bf16 %sx14336,' 1 128 1024)silu_mul bf16 4096x14336" || status=1
+            done
+          done 2>&1 | tee "$OUT/silu_ab.log" | grep -E "^---|default" ;;
   swiglu_lean) step "activation tests"
           python3 -m pytest tests/test_activation.py -q -rfE -p no:cacheprovider 2>&1 \
             | tee "$OUT/pytest_activation.log" | tail -3; [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
