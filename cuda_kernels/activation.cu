@@ -202,18 +202,6 @@ __global__ void __launch_bounds__(BLOCK ? BLOCK : 256)
   In uv;
   if constexpr (MUL) uv = ld_ordered(reinterpret_cast<const In*>(up + r * up_stride) + cc);
   const float s = after_loads(scale_in);
-#if IK_SILU_FALL
-  if constexpr (kFp8) {
-    const O y = swiglu_vec<T, Out, VEC, MUL>(gv, uv, rcp_fast(s));
-    if (__builtin_expect(rcp_fast_exact(s), 1)) {
-      if (store) st_global(o, y);
-      return;
-    }
-    const O z = swiglu_exact_scale<T, Out, VEC, MUL>(gv, uv, s);
-    if (store) st_global(o, z);
-    return;
-  }
-#endif
   const O y = swiglu_scaled<T, Out, VEC, MUL>(gv, uv, s);
   if (store) st_global(o, y);
 }
