@@ -655,7 +655,8 @@ if [ "$MODE" = tuneonly ]; then tune; echo "session status $status"; exit $statu
 # (tune_norms --only, any rows and hidden size), ROUNDS times (default 2). The thirty-ninth
 # session's calls: s39d, LayerNorm bf16 512-1024 x 16384 ("ln_cross"); s39f, RMSNorm and
 # add + RMSNorm (+ FP8) at hidden 8192, LayerNorm fp16 2560-4096 x 16384 ("rule_sweep").
-# AB_FLAGS="-D..." and/or AB_SRC=DIR (rms_norm.cu / layer_norm.cu found there replace the
+# TUNE_ARGS: more tune_norms flags (e.g. --max-copies 256).
+# AB_FLAGS="-D..." and/or AB_SRC=DIR (rms_norm.cu / layer_norm.cu / activation.cu found there replace the
 # tree's: an older version kept untracked, e.g. `git show REV:cuda_kernels/layer_norm.cu >
 # ab_old/layer_norm.cu`) build a second tune_norms (/tmp/tune_ab), run in turn with this
 # tree's each round; DEFAULT_SHAPES (optional) are timed at their default layouts only.
@@ -666,7 +667,7 @@ if [ "$MODE" = shapes ]; then
   bins=norms
   if [ -n "${AB_FLAGS:-}${AB_SRC:-}" ]; then
     ab_pids=""
-    for f in rms_norm layer_norm; do
+    for f in rms_norm layer_norm activation; do
       src=cuda_kernels/$f.cu; [ -n "${AB_SRC:-}" ] && [ -f "$AB_SRC/$f.cu" ] && src=$AB_SRC/$f.cu
       echo "ab: $src ${AB_FLAGS:-}"
       nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Icuda_kernels ${AB_FLAGS:-} -c $src -o /tmp/${f}_ab.o &
@@ -677,14 +678,14 @@ if [ "$MODE" = shapes ]; then
   fi
   wait $tune_pid || { tail -5 "$OUT/tune_build.log"; exit 1; }
   if [ "$bins" != norms ]; then
-    nvcc -arch=sm_90 /tmp/tune_main.o /tmp/rms_norm_ab.o /tmp/layer_norm_ab.o /tmp/activation.o -o /tmp/tune_ab || exit 1
+    nvcc -arch=sm_90 /tmp/tune_main.o /tmp/rms_norm_ab.o /tmp/layer_norm_ab.o /tmp/activation_ab.o -o /tmp/tune_ab || exit 1
   fi
   step "tune_norms --only \"${SHAPES:-}\" (defaults only: \"${DEFAULT_SHAPES:-}\"), ${ROUNDS:-2} rounds ($bins)"
   for r in $(seq "${ROUNDS:-2}"); do
     for b in $bins; do
       echo "--- $b, round $r"
-      [ -n "${SHAPES:-}" ] && { timeout 240 /tmp/tune_$b --only "$SHAPES" || status=1; }
-      [ -n "${DEFAULT_SHAPES:-}" ] && { timeout 120 /tmp/tune_$b --defaults-only --only "$DEFAULT_SHAPES" || status=1; }
+      [ -n "${SHAPES:-}" ] && { timeout 240 /tmp/tune_$b ${TUNE_ARGS:-} --only "$SHAPES" || status=1; }
+      [ -n "${DEFAULT_SHAPES:-}" ] && { timeout 120 /tmp/tune_$b ${TUNE_ARGS:-} --defaults-only --only "$DEFAULT_SHAPES" || status=1; }
     done
   done > "$OUT/shapes.log" 2>&1
   grep -v "^  " "$OUT/shapes.log"
