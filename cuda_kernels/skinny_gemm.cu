@@ -577,6 +577,100 @@ __global__ void __launch_bounds__(kRowsThreads, 1) skinny_gemm_rows_kernel(const
   }
 }
 
+// EXPERIMENT (IK_SKINNY_GEMM_ROWS_PERSIST = BPS, blocks an SM): convert 7 as persistent
+// blocks, for K <= 4 KB x V (a row in one pass): x is read once a block and kept as f16,
+// and each block takes groups of R rows blockIdx.x, + gridDim.x, ..., the next group's
+// weight loads issued before this group's arithmetic (two named register stages, so no
+// register move waits on a load). One barrier a group: the warps' partial sums alternate
+// between two shared arrays by the group's parity. The same sums in the same order as
+// skinny_gemm_rows_kernel (F32 = false): the same bits.
+template <typename OutT, int R, int V, int BPS>
+__global__ void __launch_bounds__(kRowsThreads, BPS) skinny_gemm_rows_persist_kernel(const SkinnyGemmParams p) {
+  __shared__ float part[2][kRowsThreads / 32][R];
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+  const int64_t groups = (p.N + R - 1) / R, G = gridDim.x;
+  const auto* a = static_cast<const uint8_t*>(p.a);
+  const auto* b = static_cast<const uint8_t*>(p.b);
+  const uint8_t* last = b + (p.N - 1) * p.ldb;
+  constexpr uint32_t kTwoM8 = 0x1C001C00u;  // 2^-8 in both f16 halves
+  F16x8 xs[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const int64_t off = int64_t(t) * 16 + int64_t(j) * kRowsThreads * 16;
+    xs[j] = to_f16(load16<false>(a + off, p.K - off));
+#pragma unroll
+    for (int i = 0; i < 8; ++i) xs[j].f[i] = hmul2_u(xs[j].f[i], kTwoM8);
+  }
+  // A stage: the group's weight segments, and row g R + t % R's factor scale_b (times
+  // scale_a) and bias, loaded with them (every thread, no branch: threads t < R store).
+  const float sa = *p.scale_a;
+  const auto load = [&](int64_t g, uint4 (&w)[R][V], float& f, float& bias) {
+    const int64_t n = std::min(g * R + t % R, p.N - 1);
+    f = p.scale_b[p.scale_b_per_channel ? n : 0];
+    bias = p.bias ? to_float(static_cast<const OutT*>(p.bias)[n]) : 0.0f;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* row = std::min(b + (g * R + r) * p.ldb, last);
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const int64_t off = int64_t(t) * 16 + int64_t(j) * kRowsThreads * 16;
+        w[r][j] = off < p.K ? ld_stream16_ordered(row + off) : make_uint4(0, 0, 0, 0);
+      }
+    }
+  };
+  const auto finish = [&](int64_t g, uint4 (&w)[R][V], float f, float bias, int parity) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) after_loads(w[r][j]);
+    }
+    float acc[R] = {};
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const F16x8 wf = to_f16(w[r][j]);
+        uint32_t h = hmul2_u(wf.f[0], xs[j].f[0]);
+#pragma unroll
+        for (int i = 1; i < 8; ++i) h = hfma2_u(wf.f[i], xs[j].f[i], h);
+        const float2 v = f16x2_to_float2(h);
+        acc[r] += v.x + v.y;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float v = acc[r];
+#pragma unroll
+      for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+      if (lane == 0) part[parity][warp][r] = v;
+    }
+    __syncthreads();
+    if (t < R && g * R + t < p.N) {
+      const int64_t n = g * R + t;
+      float sum = 0.0f;
+#pragma unroll
+      for (int q = 0; q < kRowsThreads / 32; ++q) sum += part[parity][q][t];
+      static_cast<OutT*>(p.out)[n] = from_float<OutT>(sum * 256.0f * (sa * f) + bias);
+    }
+  };
+  // The next group's loads are unconditional (past the last group: the last group's
+  // rows again, from L2), so that no branch stands between them and this group's loads.
+  uint4 wa[R][V], wb[R][V];
+  float fa = 0.0f, ba = 0.0f, fb = 0.0f, bb = 0.0f;
+  int64_t g = blockIdx.x;  // < groups: the grid is at most that
+  load(g, wa, fa, ba);
+  for (;;) {
+    load(std::min(g + G, groups - 1), wb, fb, bb);
+    finish(g, wa, fa, ba, 0);
+    g += G;
+    if (g >= groups) break;
+    load(std::min(g + G, groups - 1), wa, fa, ba);
+    finish(g, wb, fb, bb, 1);
+    g += G;
+    if (g >= groups) break;
+  }
+}
+
 // Any layout (rows not 16-byte aligned, K % 16 != 0): a warp per weight row, lanes
 // striding K with byte loads, fp32 sums reduced by shuffles. Correct, not fast.
 template <typename OutT>
@@ -2025,6 +2119,24 @@ int launch_rows_with(const SkinnyGemmParams& p, int r, int v, cudaStream_t strea
   return with_v(std::integral_constant<int, 4>{});
 }
 
+// EXPERIMENT: IK_SKINNY_GEMM_ROWS_PERSIST=BPS (2 or 3; read at each launch) runs convert 7
+// as skinny_gemm_rows_persist_kernel with BPS blocks an SM (R 1 or 2) where a row fits
+// one pass.
+int rows_persist() {
+  const char* v = std::getenv("IK_SKINNY_GEMM_ROWS_PERSIST");
+  return v ? std::atoi(v) : 0;
+}
+
+template <typename OutT, int R, int V, int BPS>
+int launch_rows_persist(const SkinnyGemmParams& p, cudaStream_t stream) {
+  constexpr auto kernel = skinny_gemm_rows_persist_kernel<OutT, R, V, BPS>;
+  const int64_t groups = (p.N + R - 1) / R;
+  const int64_t blocks = std::min<int64_t>(groups, resident_blocks_once<kernel, kRowsThreads>());
+  if (blocks < 1) return cudaErrorInvalidConfiguration;
+  kernel<<<unsigned(blocks), kRowsThreads, 0, stream>>>(p);
+  return int(cudaSuccess);
+}
+
 template <typename OutT>
 int launch_rows(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int r = p.tiles_per_block ? p.tiles_per_block : 2;
@@ -2032,6 +2144,18 @@ int launch_rows(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int v = p.warps_per_tile ? p.warps_per_tile : p.K <= 4096 ? 1 : p.K <= 8192 ? 2 : 4;
   if (p.M != 1 || p.cluster > 1 || (r != 1 && r != 2 && r != 4) || (v != 1 && v != 2 && v != 4))
     return cudaErrorInvalidValue;  // the wrapper says so first
+  if (const int bps = rows_persist(); bps && p.K <= int64_t(kRowsThreads) * 16 * v && !rows_f32() && r <= 2) {
+    auto with_r = [&](auto rc) {
+      constexpr int R = decltype(rc)::value;
+      auto with_v = [&](auto vc) {
+        constexpr int V = decltype(vc)::value;
+        return bps == 3 ? launch_rows_persist<OutT, R, V, 3>(p, stream) : launch_rows_persist<OutT, R, V, 2>(p, stream);
+      };
+      return v == 1 ? with_v(std::integral_constant<int, 1>{}) : v == 2 ? with_v(std::integral_constant<int, 2>{})
+                                                                      : with_v(std::integral_constant<int, 4>{});
+    };
+    return r == 1 ? with_r(std::integral_constant<int, 1>{}) : with_r(std::integral_constant<int, 2>{});
+  }
   return rows_f32() ? launch_rows_with<OutT, true>(p, r, v, stream) : launch_rows_with<OutT, false>(p, r, v, stream);
 }
 
