@@ -185,9 +185,12 @@ PATHS = {"default": ([], None), "cvt1": ([0, 0, 0, 1], None), "cvt2": ([0, 0, 0,
          "cvt7 f32": ([0, 0, 0, 7], {"IK_SKINNY_GEMM_ROWS_F32": "1"}),
          "cvt7 r1 f32": ([1, 0, 0, 7], {"IK_SKINNY_GEMM_ROWS_F32": "1"}),
          # EXPERIMENT: convert 7 as persistent blocks, 2 or 3 an SM (IK_SKINNY_GEMM_ROWS_PERSIST)
-         "cvt7 p2": ([0, 0, 0, 7], {"IK_SKINNY_GEMM_ROWS_PERSIST": "2"}),
-         "cvt7 r1 p2": ([1, 0, 0, 7], {"IK_SKINNY_GEMM_ROWS_PERSIST": "2"}),
-         "cvt7 r1 p3": ([1, 0, 0, 7], {"IK_SKINNY_GEMM_ROWS_PERSIST": "3"}),
+         # (10 x blocks an SM + register stages)
+         "cvt7 p2": ([0, 0, 0, 7], {"IK_SKINNY_GEMM_ROWS_PERSIST": "22"}),
+         "cvt7 r1 p2": ([1, 0, 0, 7], {"IK_SKINNY_GEMM_ROWS_PERSIST": "22"}),
+         "cvt7 r1 p2 s3": ([1, 0, 0, 7], {"IK_SKINNY_GEMM_ROWS_PERSIST": "23"}),
+         "cvt7 r1 p2 s4": ([1, 0, 0, 7], {"IK_SKINNY_GEMM_ROWS_PERSIST": "24"}),
+         "cvt7 r1 p3": ([1, 0, 0, 7], {"IK_SKINNY_GEMM_ROWS_PERSIST": "32"}),
          # convert 8 (M = 1, sm_90a): weight rows a block (r), groups of 8 steps in flight (g)
          "cvt8": ([0, 0, 0, 8], None), "cvt8 r1": ([1, 0, 0, 8], None), "cvt8 r2": ([2, 0, 0, 8], None),
          "cvt8 r4": ([4, 0, 0, 8], None), "cvt8 g2": ([0, 2, 0, 8], None), "cvt8 r2 g2": ([2, 2, 0, 8], None),

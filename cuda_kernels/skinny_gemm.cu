@@ -577,14 +577,14 @@ __global__ void __launch_bounds__(kRowsThreads, 1) skinny_gemm_rows_kernel(const
   }
 }
 
-// EXPERIMENT (IK_SKINNY_GEMM_ROWS_PERSIST = BPS, blocks an SM): convert 7 as persistent
-// blocks, for K <= 4 KB x V (a row in one pass): x is read once a block and kept as f16,
-// and each block takes groups of R rows blockIdx.x, + gridDim.x, ..., the next group's
-// weight loads issued before this group's arithmetic (two named register stages, so no
-// register move waits on a load). One barrier a group: the warps' partial sums alternate
-// between two shared arrays by the group's parity. The same sums in the same order as
-// skinny_gemm_rows_kernel (F32 = false): the same bits.
-template <typename OutT, int R, int V, int BPS>
+// EXPERIMENT (IK_SKINNY_GEMM_ROWS_PERSIST = 10 BPS + S: BPS blocks an SM, S stages):
+// convert 7 as persistent blocks, for K <= 4 KB x V (a row in one pass): x is read once a
+// block and kept as f16, and each block takes groups of R rows blockIdx.x, + gridDim.x,
+// ..., with S - 1 later groups' weight loads in flight during a group's arithmetic (S
+// named register stages, so no register move waits on a load). One barrier a group: the
+// warps' partial sums alternate between two shared arrays by the group's parity. The
+// same sums in the same order as skinny_gemm_rows_kernel (F32 = false): the same bits.
+template <typename OutT, int R, int V, int BPS, int S>
 __global__ void __launch_bounds__(kRowsThreads, BPS) skinny_gemm_rows_persist_kernel(const SkinnyGemmParams p) {
   __shared__ float part[2][kRowsThreads / 32][R];
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
@@ -601,10 +601,12 @@ __global__ void __launch_bounds__(kRowsThreads, BPS) skinny_gemm_rows_persist_ke
 #pragma unroll
     for (int i = 0; i < 8; ++i) xs[j].f[i] = hmul2_u(xs[j].f[i], kTwoM8);
   }
-  // A stage: the group's weight segments, and row g R + t % R's factor scale_b (times
-  // scale_a) and bias, loaded with them (every thread, no branch: threads t < R store).
+  // A stage: the group's weight segments, and row g R + t % R's factor scale_b and bias,
+  // loaded with them (every thread, no branch: threads t < R store). Past the last group:
+  // the last group's rows again (from L2), so that no branch stands before the loads.
   const float sa = *p.scale_a;
   const auto load = [&](int64_t g, uint4 (&w)[R][V], float& f, float& bias) {
+    g = std::min(g, groups - 1);
     const int64_t n = std::min(g * R + t % R, p.N - 1);
     f = p.scale_b[p.scale_b_per_channel ? n : 0];
     bias = p.bias ? to_float(static_cast<const OutT*>(p.bias)[n]) : 0.0f;
@@ -653,21 +655,22 @@ __global__ void __launch_bounds__(kRowsThreads, BPS) skinny_gemm_rows_persist_ke
       static_cast<OutT*>(p.out)[n] = from_float<OutT>(sum * 256.0f * (sa * f) + bias);
     }
   };
-  // The next group's loads are unconditional (past the last group: the last group's
-  // rows again, from L2), so that no branch stands between them and this group's loads.
-  uint4 wa[R][V], wb[R][V];
-  float fa = 0.0f, ba = 0.0f, fb = 0.0f, bb = 0.0f;
+  uint4 w[S][R][V];
+  float f[S], bias[S];
   int64_t g = blockIdx.x;  // < groups: the grid is at most that
-  load(g, wa, fa, ba);
-  for (;;) {
-    load(std::min(g + G, groups - 1), wb, fb, bb);
-    finish(g, wa, fa, ba, 0);
-    g += G;
-    if (g >= groups) break;
-    load(std::min(g + G, groups - 1), wa, fa, ba);
-    finish(g, wb, fb, bb, 1);
-    g += G;
-    if (g >= groups) break;
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) load(g + s * G, w[s], f[s], bias[s]);
+  for (int parity = 0;;) {
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      constexpr int kS = S;
+      const int fill = (s + kS - 1) % kS;
+      load(g + (S - 1) * G, w[fill], f[fill], bias[fill]);
+      finish(g, w[s], f[s], bias[s], parity);
+      parity ^= 1;
+      g += G;
+      if (g >= groups) return;
+    }
   }
 }
 
@@ -2119,17 +2122,16 @@ int launch_rows_with(const SkinnyGemmParams& p, int r, int v, cudaStream_t strea
   return with_v(std::integral_constant<int, 4>{});
 }
 
-// EXPERIMENT: IK_SKINNY_GEMM_ROWS_PERSIST=BPS (2 or 3; read at each launch) runs convert 7
-// as skinny_gemm_rows_persist_kernel with BPS blocks an SM (R 1 or 2) where a row fits
-// one pass.
+// EXPERIMENT: IK_SKINNY_GEMM_ROWS_PERSIST=10 BPS + S (read at each launch) runs convert 7
+// as skinny_gemm_rows_persist_kernel (R 1 or 2) where a row fits one pass.
 int rows_persist() {
   const char* v = std::getenv("IK_SKINNY_GEMM_ROWS_PERSIST");
   return v ? std::atoi(v) : 0;
 }
 
-template <typename OutT, int R, int V, int BPS>
+template <typename OutT, int R, int V, int BPS, int S>
 int launch_rows_persist(const SkinnyGemmParams& p, cudaStream_t stream) {
-  constexpr auto kernel = skinny_gemm_rows_persist_kernel<OutT, R, V, BPS>;
+  constexpr auto kernel = skinny_gemm_rows_persist_kernel<OutT, R, V, BPS, S>;
   const int64_t groups = (p.N + R - 1) / R;
   const int64_t blocks = std::min<int64_t>(groups, resident_blocks_once<kernel, kRowsThreads>());
   if (blocks < 1) return cudaErrorInvalidConfiguration;
@@ -2149,7 +2151,12 @@ int launch_rows(const SkinnyGemmParams& p, cudaStream_t stream) {
       constexpr int R = decltype(rc)::value;
       auto with_v = [&](auto vc) {
         constexpr int V = decltype(vc)::value;
-        return bps == 3 ? launch_rows_persist<OutT, R, V, 3>(p, stream) : launch_rows_persist<OutT, R, V, 2>(p, stream);
+        switch (bps) {
+          case 23: return launch_rows_persist<OutT, R, V, 2, 3>(p, stream);
+          case 24: return launch_rows_persist<OutT, R, V, 2, 4>(p, stream);
+          case 32: return launch_rows_persist<OutT, R, V, 3, 2>(p, stream);
+          default: return launch_rows_persist<OutT, R, V, 2, 2>(p, stream);
+        }
       };
       return v == 1 ? with_v(std::integral_constant<int, 1>{}) : v == 2 ? with_v(std::integral_constant<int, 2>{})
                                                                       : with_v(std::integral_constant<int, 4>{});

@@ -994,7 +994,7 @@ case "$MODE" in
             2>&1 | tee "$OUT/bench_rows7.log" | grep -v "^ *$" | tail -40
           [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
   # rows_persist (EXPERIMENT, issue 4): convert 7 as persistent blocks (IK_SKINNY_GEMM_ROWS_PERSIST)
-  rows_persist) for bps in 2 3; do
+  rows_persist) for bps in 22 23 24 32; do
             step "skinny GEMM tests: convert 7 with IK_SKINNY_GEMM_ROWS_PERSIST=$bps"
             IK_SKINNY_GEMM_ROWS_PERSIST=$bps timeout 200 python3 -m pytest tests/test_skinny_gemm.py -q -rfE -p no:cacheprovider \
               -k "rows_path or nan_and_extremes" 2>&1 | tee "$OUT/pytest_rows_p$bps.log" | tail -4
@@ -1003,10 +1003,10 @@ case "$MODE" in
           step "convert 7 persistent against the default at M = 1"
           timeout 300 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --ms 1 --out "$OUT" \
             --shapes ${ROWS7_SHAPES:-2304x16384,4096x14336,6144x4096,4096x4096,1280x8192,16384x6656} \
-            --path-names "${ROWS7_PATHS:-default,cvt7,cvt7 r1,cvt7 p2,cvt7 r1 p2,cvt7 r1 p3}" \
+            --path-names "${ROWS7_PATHS:-default,cvt7,cvt7 r1 p2,cvt7 r1 p2 s3,cvt7 r1 p2 s4,cvt7 r1 p3}" \
             2>&1 | tee "$OUT/bench_rows_persist.log" | grep -v "^ *$" | tail -40
           [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
-          IK_SKINNY_GEMM_ROWS_PERSIST=2 sanitize gemm_rows_p2 skinny_gemm_rows ;;
+          IK_SKINNY_GEMM_ROWS_PERSIST=${ROWS_SAN:-23} sanitize gemm_rows_p skinny_gemm_rows ;;
   # rows_final: convert 7 as the default at M = 1 (its rule in convert_for)
   rows_final) tests_gemm; pack
           step "M = 1 on the 11 weights: the default (convert 7 where its rule applies) against convert 6 and 7"
