@@ -180,17 +180,12 @@ PATHS = {"default": ([], None), "cvt1": ([0, 0, 0, 1], None), "cvt2": ([0, 0, 0,
          "cvt3": ([0, 0, 0, 3], None), "cvt3 no PDL": ([0, 0, 0, 3], {"IK_SKINNY_GEMM_PDL": "0"}),
          "cvt4": ([0, 0, 0, 4], None), "cvt6": ([0, 0, 0, 6], None),
          # convert 7 (M = 1): rows a block (r), segments a thread in flight (v), fp32 sums
-         "cvt7": ([0, 0, 0, 7], None), "cvt7 r1": ([1, 0, 0, 7], None), "cvt7 r4": ([4, 0, 0, 7], None),
+         # (automatic: persistent blocks where a row is one pass of 8-16 KB, skinny_gemm.cu)
+         "cvt7": ([0, 0, 0, 7], None), "cvt7 r1": ([1, 0, 0, 7], None), "cvt7 r2": ([2, 0, 0, 7], None),
+         "cvt7 r4": ([4, 0, 0, 7], None),
          "cvt7 v1": ([0, 1, 0, 7], None), "cvt7 v2": ([0, 2, 0, 7], None), "cvt7 r1 v2": ([1, 2, 0, 7], None),
          "cvt7 f32": ([0, 0, 0, 7], {"IK_SKINNY_GEMM_ROWS_F32": "1"}),
          "cvt7 r1 f32": ([1, 0, 0, 7], {"IK_SKINNY_GEMM_ROWS_F32": "1"}),
-         # EXPERIMENT: convert 7 as persistent blocks, 2 or 3 an SM (IK_SKINNY_GEMM_ROWS_PERSIST)
-         # (10 x blocks an SM + register stages)
-         "cvt7 p2": ([0, 0, 0, 7], {"IK_SKINNY_GEMM_ROWS_PERSIST": "22"}),
-         "cvt7 r1 p2": ([1, 0, 0, 7], {"IK_SKINNY_GEMM_ROWS_PERSIST": "22"}),
-         "cvt7 r1 p2 s3": ([1, 0, 0, 7], {"IK_SKINNY_GEMM_ROWS_PERSIST": "23"}),
-         "cvt7 r1 p2 s4": ([1, 0, 0, 7], {"IK_SKINNY_GEMM_ROWS_PERSIST": "24"}),
-         "cvt7 r1 p3": ([1, 0, 0, 7], {"IK_SKINNY_GEMM_ROWS_PERSIST": "32"}),
          # convert 8 (M = 1, sm_90a): weight rows a block (r), groups of 8 steps in flight (g)
          "cvt8": ([0, 0, 0, 8], None), "cvt8 r1": ([1, 0, 0, 8], None), "cvt8 r2": ([2, 0, 0, 8], None),
          "cvt8 r4": ([4, 0, 0, 8], None), "cvt8 g2": ([0, 2, 0, 8], None), "cvt8 r2 g2": ([2, 2, 0, 8], None),

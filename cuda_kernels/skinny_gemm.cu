@@ -577,100 +577,84 @@ __global__ void __launch_bounds__(kRowsThreads, 1) skinny_gemm_rows_kernel(const
   }
 }
 
-// EXPERIMENT (IK_SKINNY_GEMM_ROWS_PERSIST = 10 BPS + S: BPS blocks an SM, S stages):
-// convert 7 as persistent blocks, for K <= 4 KB x V (a row in one pass): x is read once a
-// block and kept as f16, and each block takes groups of R rows blockIdx.x, + gridDim.x,
-// ..., with S - 1 later groups' weight loads in flight during a group's arithmetic (S
-// named register stages, so no register move waits on a load). One barrier a group: the
-// warps' partial sums alternate between two shared arrays by the group's parity. The
-// same sums in the same order as skinny_gemm_rows_kernel (F32 = false): the same bits.
-template <typename OutT, int R, int V, int BPS, int S>
-__global__ void __launch_bounds__(kRowsThreads, BPS) skinny_gemm_rows_persist_kernel(const SkinnyGemmParams p) {
-  __shared__ float part[2][kRowsThreads / 32][R];
+// convert 7 where a row is one pass of V segments a thread (K <= 4 KB x V) and the launcher
+// picks the division: persistent blocks, two an SM, each taking weight rows blockIdx.x, +
+// gridDim.x, ..., with the next row's loads in flight during this row's arithmetic; x is
+// read once a block and kept as f16. The one-shot blocks above load, then compute, then
+// meet at the barrier, then end, and their SM's loads pause meanwhile (2304 x 16384: 11.34
+// us against the rows read alone in 9.9-10.1). Two named register stages: no register
+// move waits on a load. Deeper (3 or 4 stages) ran slower, 12.9 / 13.5 us: ptxas sank
+// the later stages' loads below the arithmetic; so did 3 blocks an SM (12.2) and two rows
+// a stage (12.5) (s46e, s46f). One barrier a row: the warps' partial sums alternate
+// between two shared arrays by the row's parity. The same sums, in the same order and
+// rounding steps, as skinny_gemm_rows_kernel<R = 1, F32 = false>: the same bits.
+constexpr int kRowsPersistBlocks = 2;  // blocks an SM
+
+template <typename OutT, int V>
+__global__ void __launch_bounds__(kRowsThreads, kRowsPersistBlocks) skinny_gemm_rows_persist_kernel(const SkinnyGemmParams p) {
+  __shared__ float part[2][kRowsThreads / 32];
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
-  const int64_t groups = (p.N + R - 1) / R, G = gridDim.x;
-  const auto* a = static_cast<const uint8_t*>(p.a);
+  const int64_t G = gridDim.x;
   const auto* b = static_cast<const uint8_t*>(p.b);
-  const uint8_t* last = b + (p.N - 1) * p.ldb;
   constexpr uint32_t kTwoM8 = 0x1C001C00u;  // 2^-8 in both f16 halves
   F16x8 xs[V];
 #pragma unroll
   for (int j = 0; j < V; ++j) {
     const int64_t off = int64_t(t) * 16 + int64_t(j) * kRowsThreads * 16;
-    xs[j] = to_f16(load16<false>(a + off, p.K - off));
+    xs[j] = to_f16(load16<false>(static_cast<const uint8_t*>(p.a) + off, p.K - off));
 #pragma unroll
     for (int i = 0; i < 8; ++i) xs[j].f[i] = hmul2_u(xs[j].f[i], kTwoM8);
   }
-  // A stage: the group's weight segments, and row g R + t % R's factor scale_b and bias,
-  // loaded with them (every thread, no branch: threads t < R store). Past the last group:
-  // the last group's rows again (from L2), so that no branch stands before the loads.
   const float sa = *p.scale_a;
-  const auto load = [&](int64_t g, uint4 (&w)[R][V], float& f, float& bias) {
-    g = std::min(g, groups - 1);
-    const int64_t n = std::min(g * R + t % R, p.N - 1);
+  // A stage: row n's segments, its scale_b and bias (every thread: no branch before the
+  // loads). Past the last row: the last row again (from L2), so that none is conditional.
+  const auto load = [&](int64_t n, uint4 (&w)[V], float& f, float& bias) {
+    n = std::min(n, p.N - 1);
     f = p.scale_b[p.scale_b_per_channel ? n : 0];
     bias = p.bias ? to_float(static_cast<const OutT*>(p.bias)[n]) : 0.0f;
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* row = std::min(b + (g * R + r) * p.ldb, last);
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        const int64_t off = int64_t(t) * 16 + int64_t(j) * kRowsThreads * 16;
-        w[r][j] = off < p.K ? ld_stream16_ordered(row + off) : make_uint4(0, 0, 0, 0);
-      }
+    for (int j = 0; j < V; ++j) {
+      const int64_t off = int64_t(t) * 16 + int64_t(j) * kRowsThreads * 16;
+      w[j] = off < p.K ? ld_stream16_ordered(b + n * p.ldb + off) : make_uint4(0, 0, 0, 0);
     }
   };
-  const auto finish = [&](int64_t g, uint4 (&w)[R][V], float f, float bias, int parity) {
+  const auto finish = [&](int64_t n, uint4 (&w)[V], float f, float bias, int parity) {
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-#pragma unroll
-      for (int j = 0; j < V; ++j) after_loads(w[r][j]);
-    }
-    float acc[R] = {};
+    for (int j = 0; j < V; ++j) after_loads(w[j]);
+    float acc = 0.0f;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
+      const F16x8 wf = to_f16(w[j]);
+      uint32_t h = hmul2_u(wf.f[0], xs[j].f[0]);
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const F16x8 wf = to_f16(w[r][j]);
-        uint32_t h = hmul2_u(wf.f[0], xs[j].f[0]);
-#pragma unroll
-        for (int i = 1; i < 8; ++i) h = hfma2_u(wf.f[i], xs[j].f[i], h);
-        const float2 v = f16x2_to_float2(h);
-        acc[r] += v.x + v.y;
-      }
+      for (int i = 1; i < 8; ++i) h = hfma2_u(wf.f[i], xs[j].f[i], h);
+      const float2 v = f16x2_to_float2(h);
+      acc += v.x + v.y;
     }
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      float v = acc[r];
-#pragma unroll
-      for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-      if (lane == 0) part[parity][warp][r] = v;
-    }
+    for (int o = 16; o > 0; o /= 2) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
+    if (lane == 0) part[parity][warp] = acc;
     __syncthreads();
-    if (t < R && g * R + t < p.N) {
-      const int64_t n = g * R + t;
+    if (t == 0) {
       float sum = 0.0f;
 #pragma unroll
-      for (int q = 0; q < kRowsThreads / 32; ++q) sum += part[parity][q][t];
-      static_cast<OutT*>(p.out)[n] = from_float<OutT>(sum * 256.0f * (sa * f) + bias);
+      for (int q = 0; q < kRowsThreads / 32; ++q) sum += part[parity][q];
+      float y = __fmul_rn(__fmul_rn(sum, 256.0f), __fmul_rn(sa, f));  // convert 7's steps, no FMA
+      if (p.bias) y = __fadd_rn(y, bias);
+      static_cast<OutT*>(p.out)[n] = from_float<OutT>(y);
     }
   };
-  uint4 w[S][R][V];
-  float f[S], bias[S];
-  int64_t g = blockIdx.x;  // < groups: the grid is at most that
-#pragma unroll
-  for (int s = 0; s < S - 1; ++s) load(g + s * G, w[s], f[s], bias[s]);
-  for (int parity = 0;;) {
-#pragma unroll
-    for (int s = 0; s < S; ++s) {
-      constexpr int kS = S;
-      const int fill = (s + kS - 1) % kS;
-      load(g + (S - 1) * G, w[fill], f[fill], bias[fill]);
-      finish(g, w[s], f[s], bias[s], parity);
-      parity ^= 1;
-      g += G;
-      if (g >= groups) return;
-    }
+  uint4 wa[V], wb[V];
+  float fa = 0.0f, ba = 0.0f, fb = 0.0f, bb = 0.0f;
+  int64_t n = blockIdx.x;  // < N: the grid is at most that
+  load(n, wa, fa, ba);
+  for (;;) {
+    load(n + G, wb, fb, bb);
+    finish(n, wa, fa, ba, 0);
+    if ((n += G) >= p.N) break;
+    load(n + G, wa, fa, ba);
+    finish(n, wb, fb, bb, 1);
+    if ((n += G) >= p.N) break;
   }
 }
 
@@ -1577,6 +1561,14 @@ bool use_ring() {
 // 5.90). Past 40 MiB the split streams as well and it is level or behind (s41f / s41g:
 // 13312 x 16384 52.61 / 52.09 and 52.58 / 53.14, 16384 x 6656 27.72 / 26.81 and 27.73 /
 // 27.23, 4096 x 14336 16.46 / 16.27; ahead at 7168 x 8192, 15.96 / 16.32, one run).
+// convert 7's persistent blocks (launch_rows) where convert 8 ran before too: a row is one
+// pass past 8 KB, up to 64 MiB of weight (4096 x 14336: 16.03 / 15.98 us against convert
+// 8's 16.15 / 16.17, s46e / s46f; not measured past 64 MiB).
+bool rows_persist_wins(const SkinnyGemmParams& p) {
+  return p.M == 1 && p.N >= 1024 && p.K > 8192 && p.K <= 16384 && p.N * p.K <= 64 * kMiB && vector_path(p) &&
+         !p.tiles_per_block && !p.warps_per_tile && !p.cluster;
+}
+
 bool rows_wins(const SkinnyGemmParams& p) {
   return p.M == 1 && p.N >= 1024 && p.K >= 4096 && p.N * p.K <= 40 * kMiB && vector_path(p) && !p.tiles_per_block &&
          !p.warps_per_tile && !p.cluster;
@@ -1623,6 +1615,7 @@ int convert_for(const SkinnyGemmParams& p, int nt) {
       ring_min_cluster(p) > 0) {
     return kWgmmaRing;
   }
+  if (rows_persist_wins(p)) return kRows;
   if (rows_wgmma_rows(p)) return kRowsWgmma;
   if (rows_wins(p)) return kRows;
   if (p.N >= 1024 && !p.tiles_per_block && !p.warps_per_tile && tma_ready(p)) return kTma;
@@ -2122,23 +2115,6 @@ int launch_rows_with(const SkinnyGemmParams& p, int r, int v, cudaStream_t strea
   return with_v(std::integral_constant<int, 4>{});
 }
 
-// EXPERIMENT: IK_SKINNY_GEMM_ROWS_PERSIST=10 BPS + S (read at each launch) runs convert 7
-// as skinny_gemm_rows_persist_kernel (R 1 or 2) where a row fits one pass.
-int rows_persist() {
-  const char* v = std::getenv("IK_SKINNY_GEMM_ROWS_PERSIST");
-  return v ? std::atoi(v) : 0;
-}
-
-template <typename OutT, int R, int V, int BPS, int S>
-int launch_rows_persist(const SkinnyGemmParams& p, cudaStream_t stream) {
-  constexpr auto kernel = skinny_gemm_rows_persist_kernel<OutT, R, V, BPS, S>;
-  const int64_t groups = (p.N + R - 1) / R;
-  const int64_t blocks = std::min<int64_t>(groups, resident_blocks_once<kernel, kRowsThreads>());
-  if (blocks < 1) return cudaErrorInvalidConfiguration;
-  kernel<<<unsigned(blocks), kRowsThreads, 0, stream>>>(p);
-  return int(cudaSuccess);
-}
-
 template <typename OutT>
 int launch_rows(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int r = p.tiles_per_block ? p.tiles_per_block : 2;
@@ -2146,22 +2122,18 @@ int launch_rows(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int v = p.warps_per_tile ? p.warps_per_tile : p.K <= 4096 ? 1 : p.K <= 8192 ? 2 : 4;
   if (p.M != 1 || p.cluster > 1 || (r != 1 && r != 2 && r != 4) || (v != 1 && v != 2 && v != 4))
     return cudaErrorInvalidValue;  // the wrapper says so first
-  if (const int bps = rows_persist(); bps && p.K <= int64_t(kRowsThreads) * 16 * v && !rows_f32() && r <= 2) {
-    auto with_r = [&](auto rc) {
-      constexpr int R = decltype(rc)::value;
-      auto with_v = [&](auto vc) {
-        constexpr int V = decltype(vc)::value;
-        switch (bps) {
-          case 23: return launch_rows_persist<OutT, R, V, 2, 3>(p, stream);
-          case 24: return launch_rows_persist<OutT, R, V, 2, 4>(p, stream);
-          case 32: return launch_rows_persist<OutT, R, V, 3, 2>(p, stream);
-          default: return launch_rows_persist<OutT, R, V, 2, 2>(p, stream);
-        }
-      };
-      return v == 1 ? with_v(std::integral_constant<int, 1>{}) : v == 2 ? with_v(std::integral_constant<int, 2>{})
-                                                                      : with_v(std::integral_constant<int, 4>{});
-    };
-    return r == 1 ? with_r(std::integral_constant<int, 1>{}) : with_r(std::integral_constant<int, 2>{});
+  // The launcher's own division where a row is one pass of 4 segments past 8 KB: the
+  // persistent blocks. s46e / s46f (us, against convert 7's one-shot blocks and the
+  // default then): 2304 x 16384 10.86 / 10.89 against 11.34 / 11.35, 4096 x 14336 16.03 /
+  // 15.98 against 16.50 / 16.45 and convert 8's 16.15 / 16.17. At K <= 8192 they lost
+  // (6144 x 4096 9.7 against convert 8's 7.6).
+  if (!p.tiles_per_block && !p.warps_per_tile && v == 4 && p.K > 8192 && p.K <= int64_t(kRowsThreads) * 16 * 4 &&
+      !rows_f32()) {
+    constexpr auto kernel = skinny_gemm_rows_persist_kernel<OutT, 4>;
+    const int64_t blocks = std::min<int64_t>(p.N, resident_blocks_once<kernel, kRowsThreads>());
+    if (blocks < 1) return cudaErrorInvalidConfiguration;
+    kernel<<<unsigned(blocks), kRowsThreads, 0, stream>>>(p);
+    return cudaSuccess;
   }
   return rows_f32() ? launch_rows_with<OutT, true>(p, r, v, stream) : launch_rows_with<OutT, false>(p, r, v, stream);
 }

@@ -130,6 +130,8 @@
 #   rows7: the skinny GEMM's convert 7 (M = 1): its tests, sanitizers, and --paths at M = 1
 #   rows_final: every skinny GEMM test, then --paths at M = 1 on the 11 weights (default, convert 6, 7)
 #   rows_verify: every skinny GEMM test, compute-sanitizer on convert 7's launches
+#   rows_land: every skinny GEMM test, convert 7 and 8 under compute-sanitizer, M = 1 on the 11
+#          weights (the default, convert 7's one-shot blocks, convert 8): convert 7's persistent blocks
 #   rows8: convert 8's tests, --paths at M = 1 (default, convert 6 and 7, convert 8's four forms),
 #          compute-sanitizer on convert 7 and 8's launches while time is left
 #   rows8_final: the same with every skinny GEMM test instead of convert 8's
@@ -993,20 +995,15 @@ case "$MODE" in
             --path-names "${ROWS7_PATHS:-default,cvt7,cvt7 r1,cvt7 r4,cvt7 v1,cvt7 v2,cvt7 r1 v2,cvt7 f32,cvt7 r1 f32}" \
             2>&1 | tee "$OUT/bench_rows7.log" | grep -v "^ *$" | tail -40
           [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
-  # rows_persist (EXPERIMENT, issue 4): convert 7 as persistent blocks (IK_SKINNY_GEMM_ROWS_PERSIST)
-  rows_persist) for bps in 22 23 24 32; do
-            step "skinny GEMM tests: convert 7 with IK_SKINNY_GEMM_ROWS_PERSIST=$bps"
-            IK_SKINNY_GEMM_ROWS_PERSIST=$bps timeout 200 python3 -m pytest tests/test_skinny_gemm.py -q -rfE -p no:cacheprovider \
-              -k "rows_path or nan_and_extremes" 2>&1 | tee "$OUT/pytest_rows_p$bps.log" | tail -4
-            [ "${PIPESTATUS[0]}" = 0 ] || status=1
-          done; pack
-          step "convert 7 persistent against the default at M = 1"
+  # rows_land: convert 7's persistent blocks (K 8-16 KB at M = 1): every skinny GEMM test, convert 7 and 8
+  # under compute-sanitizer, the 11 weights at M = 1 (default, convert 7's one-shot blocks, convert 8)
+  rows_land) tests_gemm; pack
+          sanitize gemm_rows skinny_gemm_rows; pack
+          step "M = 1 on the 11 weights: the default against convert 7's one-shot blocks (r2) and convert 8"
           timeout 300 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --ms 1 --out "$OUT" \
-            --shapes ${ROWS7_SHAPES:-2304x16384,4096x14336,6144x4096,4096x4096,1280x8192,16384x6656} \
-            --path-names "${ROWS7_PATHS:-default,cvt7,cvt7 r1 p2,cvt7 r1 p2 s3,cvt7 r1 p2 s4,cvt7 r1 p3}" \
-            2>&1 | tee "$OUT/bench_rows_persist.log" | grep -v "^ *$" | tail -40
-          [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
-          IK_SKINNY_GEMM_ROWS_PERSIST=${ROWS_SAN:-23} sanitize gemm_rows_p skinny_gemm_rows ;;
+            --shapes 2304x16384,13312x16384,16384x6656,6144x4096,4096x4096,28672x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584 \
+            --path-names "default,cvt7 r2,cvt8" 2>&1 | tee "$OUT/bench_rows_land.log" | grep -v "^ *$" | tail -60
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
   # rows_final: convert 7 as the default at M = 1 (its rule in convert_for)
   rows_final) tests_gemm; pack
           step "M = 1 on the 11 weights: the default (convert 7 where its rule applies) against convert 6 and 7"

@@ -174,15 +174,16 @@ def skinny_gemms(ik, dev):
 
 
 def rows_gemms(ik, dev):
-    """skinny_gemm_fp8's convert 7 and 8 (M = 1, whole weight rows a block): odd N (the last
-    block's rows past N), K tails (segments past K, K = 16), several steps of K, 1, 2 and 4
+    """skinny_gemm_fp8's convert 7 and 8 (M = 1, whole weight rows a block; convert 7's
+    persistent blocks where K is 8-16 KB): odd N (the last block's rows past N), K tails (segments past K, K = 16), several steps of K, 1, 2 and 4
     rows a block, 1, 2 and 4 segments a thread, f16 partial sums and fp32 ones, strided
     rows, a misaligned row stride of out, bias and per-channel scales. Returns the launch
     count."""
     import os
     fp8 = torch.float8_e4m3fn
     n_launch = 0
-    for n, k in [(1, 16), (17, 80), (129, 1040), (2317, 272), (37, 6656 + 16), (1030, 8192 + 64), (5, 4096 * 5 + 48)]:
+    for n, k in [(1, 16), (17, 80), (129, 1040), (2317, 272), (37, 6656 + 16), (1030, 8192 + 64), (5, 4096 * 5 + 48),
+                 (2311, 16384), (3, 9008)]:  # the last two (and 8256): convert 7's persistent blocks
         a = (torch.randn(1, k + 32, device=dev) * 3).to(fp8)
         b = (torch.randn(n, k + 16, device=dev) * 3).to(fp8)[:, :k]
         sa = torch.tensor([0.01], device=dev)

@@ -360,15 +360,18 @@ def test_tma_path(ik, device, m, n, k):
 
 @pytest.mark.parametrize("f32", ["0", "1"])
 @pytest.mark.parametrize("n,k", [(1000, 64 * 37 + 16), (37, 6656), (2304 + 13, 1040), (130, 16), (77, 8192 + 64),
-                                 (129, 4096 * 3 + 48), (301, 16384), (5, 20480)])
+                                 (129, 4096 * 3 + 48), (301, 16384), (2311, 16384), (5, 20480)])
 def test_rows_path(ik, device, monkeypatch, n, k, f32):
     """convert 7 (M = 1: whole weight rows a block, no K split between blocks) at 1, 2 and 4
     rows a block and 1, 2 and 4 segments a thread in flight: odd N (the last block's rows
     past N clamped, not stored), K tails (K % 4096 != 0: segments past K load zeros; K = 16:
-    one thread of 256 has work; K = 8256: the automatic 4 segments a thread), several steps of K, strided rows of a and b, per-channel
-    scales, bias, both out dtypes; products summed 16 at a time in f16 (the default) or all
-    in fp32 (IK_SKINNY_GEMM_ROWS_F32=1). A row's sums run in the same order whatever the
-    rows a block, so those outputs are bitwise equal."""
+    one thread of 256 has work; K = 8256: the automatic 4 segments a thread), several steps
+    of K, strided rows of a and b, per-channel scales, bias, both out dtypes; products
+    summed 16 at a time in f16 (the default) or all in fp32 (IK_SKINNY_GEMM_ROWS_F32=1).
+    Automatic rows and segments (0, 0) with f16 sums at K 8256-16384 run the persistent
+    blocks, two an SM (2311 rows: several rows a block, both stages and shared arrays). A
+    row's sums run in the same order whatever the rows a block or the kernel, so those
+    outputs are bitwise equal."""
     cuda_only(device)
     monkeypatch.setenv("IK_SKINNY_GEMM_ROWS_F32", f32)
     a, b, sa, sb = strided_operands(1, n, k, device)
@@ -452,18 +455,19 @@ def test_tma_is_the_default(ik, device, m, n, k):
 
 
 @pytest.mark.parametrize("n,k,cfg", [(1024, 8192, [0, 0, 0, 7]), (2304, 16384, [0, 0, 0, 7]), (4304, 4096, [0, 0, 0, 7]),
-                                     (4096 + 77, 4096, [8, 0, 0, 8]), (4096, 14336, [8, 0, 0, 8]),
+                                     (4096 + 77, 4096, [8, 0, 0, 8]), (4096, 14336, [0, 0, 0, 7]),
                                      (6144, 8192, [8, 0, 0, 8]), (8192, 4096, [4, 0, 0, 8]), (8192, 3584, [4, 0, 0, 8]),
                                      (16384 + 33, 4096, [4, 0, 0, 8]), (1024, 4096 - 16, [0, 0, 0, 6]),
                                      (16384, 2048, [0, 0, 0, 6])])
 def test_rows_is_the_default_at_m1(ik, device, n, k, cfg):
-    """At M = 1 (bitwise the explicit config's output): convert 8 with blocks of 8 rows
-    where they fill an H200 in one wave (at most 7 an SM: 924), at least 3.5 an SM and the
-    SMs within a tenth of each other (4173 rows: 522 blocks, 4 on the busiest SM; 4096 x
-    14336: 512; 6144 x 8192: 768), with blocks of 4 rows where 8 would take more than one
-    wave (K >= 3584); else convert 7 for N >= 1024, K >= 4096 and up to 40 MiB of weight
-    (2304 x 16384: 288 blocks, 2.2 an SM; 4304 x 4096: 538 blocks, 5 on the busiest SM
-    against 4.1 on average); convert 6 past any of those."""
+    """At M = 1 (bitwise the explicit config's output): convert 7's persistent blocks where
+    K is past 8 KB up to 16 KB and the weight up to 64 MiB (2304 x 16384, 4096 x 14336);
+    else convert 8 with blocks of 8 rows where they fill an H200 in one wave (at most 7 an
+    SM: 924), at least 3.5 an SM and the SMs within a tenth of each other (4173 rows: 522
+    blocks, 4 on the busiest SM; 6144 x 8192: 768), with blocks of 4 rows where 8 would
+    take more than one wave (K >= 3584); else convert 7 for N >= 1024, K >= 4096 and up to
+    40 MiB of weight (4304 x 4096: 538 blocks, 5 on the busiest SM against 4.1 on
+    average); convert 6 past any of those."""
     cuda_only(device)
     if cfg[3] == 8 and (torch.cuda.get_device_capability()[0] != 9
                         or torch.cuda.get_device_properties(0).multi_processor_count != 132):
