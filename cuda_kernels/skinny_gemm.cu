@@ -615,12 +615,17 @@ __global__ void __launch_bounds__(kRowsThreads, kRowsPersistBlocks) skinny_gemm_
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       const int64_t off = int64_t(t) * 16 + int64_t(j) * kRowsThreads * 16;
-      w[j] = off < p.K ? ld_stream16_ordered(b + n * p.ldb + off) : make_uint4(0, 0, 0, 0);
+      w[j] = ld_stream16_ordered(b + n * p.ldb + std::min(off, p.K - 16));
     }
   };
   const auto finish = [&](int64_t n, uint4 (&w)[V], float f, float bias, int parity) {
 #pragma unroll
-    for (int j = 0; j < V; ++j) after_loads(w[j]);
+    for (int j = 0; j < V; ++j) {
+      after_loads(w[j]);
+      // Segments past K were loaded from the row's last one (no predicate on the loads:
+      // ptxas sank a predicated one below the arithmetic) and count as zeros.
+      if (int64_t(t) * 16 + int64_t(j) * kRowsThreads * 16 >= p.K) w[j] = make_uint4(0, 0, 0, 0);
+    }
     float acc = 0.0f;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
