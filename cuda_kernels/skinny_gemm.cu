@@ -47,9 +47,10 @@
 //   both operands in shared memory, copied there by the tensor memory accelerator from a
 //   producer warpgroup (skinny_gemm_tma_kernel). The paths above serve the rest.
 // - convert 7 (M = 1; the default for N >= 1024, K >= 4096 up to 40 MiB of weight where
-//   convert 8's rule does not apply): no tensor cores and no K split between blocks,
-//   whole weight rows a block (skinny_gemm_rows_kernel), so no block waits for another's
-//   partial sums at the end.
+//   convert 8's rule does not apply, and for K of 8-16 KB up to 64 MiB): no tensor cores
+//   and no K split between blocks, whole weight rows a block (skinny_gemm_rows_kernel), so
+//   no block waits for another's partial sums at the end; where a row is one pass of K,
+//   persistent blocks with the next row in flight (skinny_gemm_rows_persist_kernel).
 // - convert 8 (M = 1, sm_90a; the default where its blocks fill the GPU in one balanced
 //   wave, or take several: rows_wgmma_rows): convert 7's division with convert 4's MMAs,
 //   the MMA's 64 logical rows a block's few weight rows cut into slices of K
@@ -2128,10 +2129,9 @@ int launch_rows(const SkinnyGemmParams& p, cudaStream_t stream) {
   if (p.M != 1 || p.cluster > 1 || (r != 1 && r != 2 && r != 4) || (v != 1 && v != 2 && v != 4))
     return cudaErrorInvalidValue;  // the wrapper says so first
   // The launcher's own division where a row is one pass of 4 segments past 8 KB: the
-  // persistent blocks. s46e / s46f (us, against convert 7's one-shot blocks and the
-  // default then): 2304 x 16384 10.86 / 10.89 against 11.34 / 11.35, 4096 x 14336 16.03 /
-  // 15.98 against 16.50 / 16.45 and convert 8's 16.15 / 16.17. At K <= 8192 they lost
-  // (6144 x 4096 9.7 against convert 8's 7.6).
+  // persistent blocks. s46h (us, against the one-shot blocks of 2 rows and convert 8):
+  // 2304 x 16384 10.78 against 11.39 and 12.37, 4096 x 14336 15.81 against 16.55 and
+  // 16.05. At K <= 8192 they lost (s46e, 6144 x 4096: 9.7 against convert 8's 7.6).
   if (!p.tiles_per_block && !p.warps_per_tile && v == 4 && p.K > 8192 && p.K <= int64_t(kRowsThreads) * 16 * 4 &&
       !rows_f32()) {
     constexpr auto kernel = skinny_gemm_rows_persist_kernel<OutT, 4>;
