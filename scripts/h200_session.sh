@@ -608,6 +608,16 @@ tests_gpu() {
     2>&1 | tee "$OUT/pytest_gpu.log" | tail -15
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 }
+# The activation tests, the SwiGLU benchmark, the activation launches under compute-sanitizer,
+# then a wait for the sweep's binary (built meanwhile).
+act_verify() {
+  step "activation tests"
+  python3 -m pytest tests/test_activation.py -q -rfE -p no:cacheprovider 2>&1 \
+    | tee "$OUT/pytest_activation.log" | tail -3; [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+  bench_swiglu; pack
+  sanitize act --only-activations; pack
+  wait $tune_pid || { tail -5 "$OUT/tune_build.log"; status=1; }
+}
 bench_fp8() { step "add+RMSNorm+FP8 benchmark"; timeout 200 python3 benchmarks/bench_norm_fp8.py "$@" 2>&1 | tee "$OUT/bench_norm_fp8.log" | tail -30; }
 
 environment
@@ -929,12 +939,7 @@ case "$MODE" in
               | grep -E "default|lean t(128|256) v(4|8) " || status=1
           done 2>&1 | tee "$OUT/silu_tier.log"; pack
           sanitize act --only-activations ;;
-  silu_land) step "activation tests"
-          python3 -m pytest tests/test_activation.py -q -rfE -p no:cacheprovider 2>&1 \
-            | tee "$OUT/pytest_activation.log" | tail -3; [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
-          bench_swiglu; pack
-          sanitize act --only-activations; pack
-          wait $tune_pid || { tail -5 "$OUT/tune_build.log"; status=1; }
+  silu_land) act_verify
           bins=norms
           if [ -n "${ab_pid:-}" ] && wait $ab_pid; then
             nvcc -arch=sm_90 /tmp/tune_main.o /tmp/rms_norm.o /tmp/layer_norm.o /tmp/activation_ab.o -o /tmp/tune_ab && bins="norms ab"
@@ -946,12 +951,7 @@ case "$MODE" in
               timeout 100 /tmp/tune_$b --defaults-only --max-copies 256 --only "$(printf 'silu_and_mul_fp8 fp16 %sx13312,' 1 8 32 128 512 2048)$(printf 'silu_mul bf16 %sx14336,' 1 128 1024)silu_mul bf16 4096x14336" || status=1
             done
           done 2>&1 | tee "$OUT/silu_ab.log" | grep -E "^---|default" ;;
-  swiglu_lean) step "activation tests"
-          python3 -m pytest tests/test_activation.py -q -rfE -p no:cacheprovider 2>&1 \
-            | tee "$OUT/pytest_activation.log" | tail -3; [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
-          bench_swiglu; pack
-          sanitize act --only-activations; pack
-          wait $tune_pid || { tail -5 "$OUT/tune_build.log"; status=1; }
+  swiglu_lean) act_verify
           step "SwiGLU's default against the general kernel's and the lean 16-byte shapes, two rounds"
           for r in 1 2; do
             timeout 150 /tmp/tune_norms --only "$(printf 'silu_and_mul_fp8 fp16 %sx13312,' 192 256 384 512 1024 2048)$(printf 'silu_mul bf16 %sx14336,' 256 1024 4096)" \
