@@ -591,39 +591,32 @@ __global__ void __launch_bounds__(kRowsThreads, 1) skinny_gemm_rows_kernel(const
 // rounding steps, as skinny_gemm_rows_kernel<R = 1, F32 = false>: the same bits.
 constexpr int kRowsPersistBlocks = 2;  // blocks an SM
 
-// EXPERIMENT (IK_SKINNY_GEMM_ROWS_SYNC, read at each launch): how a row's warps meet.
-// SYNC 0: one block barrier a row (the landed form). SYNC 1: named barriers, warp 0 the
-// only waiter: warps 1-7 store their partial and arrive (FULL), warp 0 waits, sums,
-// stores, and frees the slot two rows later (EMPTY), so no warp but warp 0 waits for the
-// block's slowest load. SYNC 2: the last warp to arrive (a shared counter) sums and
-// stores; a block barrier every two rows bounds the drift (the two slots' reuse).
-__device__ __forceinline__ void named_bar_sync(int id) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(kRowsThreads) : "memory");
-}
-__device__ __forceinline__ void named_bar_arrive(int id) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(kRowsThreads) : "memory");
-}
-
-template <typename OutT, int V, int SYNC = 0>
+// EXPERIMENT (EARLY, IK_SKINNY_GEMM_ROWS_EARLY=1 read at each launch): both stages' loads
+// issued before x's conversion, which waits for x; the landed form issues the second
+// stage after it, so each block has one row in flight until x arrives.
+template <typename OutT, int V, bool EARLY = false>
 __global__ void __launch_bounds__(kRowsThreads, kRowsPersistBlocks) skinny_gemm_rows_persist_kernel(const SkinnyGemmParams p) {
   __shared__ float part[2][kRowsThreads / 32];
-  __shared__ unsigned arrived[2];  // SYNC 2
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const int64_t G = gridDim.x;
   const auto* b = static_cast<const uint8_t*>(p.b);
   constexpr uint32_t kTwoM8 = 0x1C001C00u;  // 2^-8 in both f16 halves
-  if constexpr (SYNC == 2) {
-    if (t < 2) arrived[t] = 0;
-    __syncthreads();
-  }
-  F16x8 xs[V];
+  uint4 xr[V];
 #pragma unroll
   for (int j = 0; j < V; ++j) {
     const int64_t off = int64_t(t) * 16 + int64_t(j) * kRowsThreads * 16;
-    xs[j] = to_f16(load16<false>(static_cast<const uint8_t*>(p.a) + off, p.K - off));
-#pragma unroll
-    for (int i = 0; i < 8; ++i) xs[j].f[i] = hmul2_u(xs[j].f[i], kTwoM8);
+    xr[j] = load16<false>(static_cast<const uint8_t*>(p.a) + off, p.K - off);
   }
+  F16x8 xs[V];
+  const auto convert_x = [&] {
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      xs[j] = to_f16(xr[j]);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) xs[j].f[i] = hmul2_u(xs[j].f[i], kTwoM8);
+    }
+  };
+  if constexpr (!EARLY) convert_x();
   const float sa = *p.scale_a;
   // A stage: row n's segments, its scale_b and bias (every thread: no branch before the
   // loads). Past the last row: the last row again (from L2), so that none is conditional.
@@ -636,15 +629,6 @@ __global__ void __launch_bounds__(kRowsThreads, kRowsPersistBlocks) skinny_gemm_
       const int64_t off = int64_t(t) * 16 + int64_t(j) * kRowsThreads * 16;
       w[j] = ld_stream16_ordered(b + n * p.ldb + std::min(off, p.K - 16));
     }
-  };
-  // The row's output from the warps' partials, in warp order (the same bits whoever sums).
-  const auto store = [&](int64_t n, float f, float bias, int parity) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int q = 0; q < kRowsThreads / 32; ++q) sum += part[parity][q];
-    float y = __fmul_rn(__fmul_rn(sum, 256.0f), __fmul_rn(sa, f));  // convert 7's steps, no FMA
-    if (p.bias) y = __fadd_rn(y, bias);
-    static_cast<OutT*>(p.out)[n] = from_float<OutT>(y);
   };
   const auto finish = [&](int64_t n, uint4 (&w)[V], float f, float bias, int parity) {
 #pragma unroll
@@ -666,47 +650,42 @@ __global__ void __launch_bounds__(kRowsThreads, kRowsPersistBlocks) skinny_gemm_
     }
 #pragma unroll
     for (int o = 16; o > 0; o /= 2) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
-    if constexpr (SYNC == 0) {
-      if (lane == 0) part[parity][warp] = acc;
-      __syncthreads();
-      if (t == 0) store(n, f, bias, parity);
-    } else if constexpr (SYNC == 1) {
-      // Slot `parity` is reused two rows on: warp 0 frees it (EMPTY) once it has summed.
-      const bool reused = n >= int64_t(blockIdx.x) + 2 * G, again = n + 2 * G < p.N;
-      if (warp != 0) {
-        if (reused) named_bar_sync(3 + parity);
-        if (lane == 0) part[parity][warp] = acc;
-        named_bar_arrive(1 + parity);
-      } else {
-        if (lane == 0) part[parity][0] = acc;
-        named_bar_sync(1 + parity);
-        if (lane == 0) store(n, f, bias, parity);
-        if (again) named_bar_arrive(3 + parity);
-      }
-    } else {
-      if (lane == 0) {
-        part[parity][warp] = acc;
-        __threadfence_block();
-        if (atomicAdd(&arrived[parity], 1u) == kRowsThreads / 32 - 1) {
-          __threadfence_block();
-          arrived[parity] = 0;
-          store(n, f, bias, parity);
-        }
-      }
-      if (parity) __syncthreads();
+    if (lane == 0) part[parity][warp] = acc;
+    __syncthreads();
+    if (t == 0) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int q = 0; q < kRowsThreads / 32; ++q) sum += part[parity][q];
+      float y = __fmul_rn(__fmul_rn(sum, 256.0f), __fmul_rn(sa, f));  // convert 7's steps, no FMA
+      if (p.bias) y = __fadd_rn(y, bias);
+      static_cast<OutT*>(p.out)[n] = from_float<OutT>(y);
     }
   };
   uint4 wa[V], wb[V];
   float fa = 0.0f, ba = 0.0f, fb = 0.0f, bb = 0.0f;
   int64_t n = blockIdx.x;  // < N: the grid is at most that
   load(n, wa, fa, ba);
-  for (;;) {
+  if constexpr (EARLY) {
+    // The same loads and rows in the same order, the loop rotated by one load.
     load(n + G, wb, fb, bb);
-    finish(n, wa, fa, ba, 0);
-    if ((n += G) >= p.N) break;
-    load(n + G, wa, fa, ba);
-    finish(n, wb, fb, bb, 1);
-    if ((n += G) >= p.N) break;
+    convert_x();
+    for (;;) {
+      finish(n, wa, fa, ba, 0);
+      if ((n += G) >= p.N) break;
+      load(n + G, wa, fa, ba);
+      finish(n, wb, fb, bb, 1);
+      if ((n += G) >= p.N) break;
+      load(n + G, wb, fb, bb);
+    }
+  } else {
+    for (;;) {
+      load(n + G, wb, fb, bb);
+      finish(n, wa, fa, ba, 0);
+      if ((n += G) >= p.N) break;
+      load(n + G, wa, fa, ba);
+      finish(n, wb, fb, bb, 1);
+      if ((n += G) >= p.N) break;
+    }
   }
 }
 
@@ -2148,11 +2127,11 @@ bool rows_f32() {
   return v && v[0] == '1';
 }
 
-// IK_SKINNY_GEMM_ROWS_SYNC=1 or 2 (read at each launch; an experiment switch): the
-// persistent blocks' other ways for a row's warps to meet (skinny_gemm_rows_persist_kernel).
-int rows_sync() {
-  const char* v = std::getenv("IK_SKINNY_GEMM_ROWS_SYNC");
-  return v && (v[0] == '1' || v[0] == '2') ? v[0] - '0' : 0;
+// IK_SKINNY_GEMM_ROWS_EARLY=1 (read at each launch; an experiment switch): the persistent
+// blocks issue both stages' loads before converting x (skinny_gemm_rows_persist_kernel).
+bool rows_early() {
+  const char* v = std::getenv("IK_SKINNY_GEMM_ROWS_EARLY");
+  return v && v[0] == '1';
 }
 
 template <typename OutT, bool F32>
@@ -2187,17 +2166,14 @@ int launch_rows(const SkinnyGemmParams& p, cudaStream_t stream) {
   // 16.05. At K <= 8192 they lost (s46e, 6144 x 4096: 9.7 against convert 8's 7.6).
   if (!p.tiles_per_block && !p.warps_per_tile && v == 4 && p.K > 8192 && p.K <= int64_t(kRowsThreads) * 16 * 4 &&
       !rows_f32()) {
-    const auto go = [&](auto sc) {
-      constexpr auto kernel = skinny_gemm_rows_persist_kernel<OutT, 4, decltype(sc)::value>;
+    const auto go = [&](auto early) {
+      constexpr auto kernel = skinny_gemm_rows_persist_kernel<OutT, 4, decltype(early)::value>;
       const int64_t blocks = std::min<int64_t>(p.N, resident_blocks_once<kernel, kRowsThreads>());
       if (blocks < 1) return int(cudaErrorInvalidConfiguration);
       kernel<<<unsigned(blocks), kRowsThreads, 0, stream>>>(p);
       return int(cudaSuccess);
     };
-    const int sync = rows_sync();
-    if (sync == 1) return go(std::integral_constant<int, 1>{});
-    if (sync == 2) return go(std::integral_constant<int, 2>{});
-    return go(std::integral_constant<int, 0>{});
+    return rows_early() ? go(std::true_type{}) : go(std::false_type{});
   }
   return rows_f32() ? launch_rows_with<OutT, true>(p, r, v, stream) : launch_rows_with<OutT, false>(p, r, v, stream);
 }
