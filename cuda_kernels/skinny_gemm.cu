@@ -591,32 +591,21 @@ __global__ void __launch_bounds__(kRowsThreads, 1) skinny_gemm_rows_kernel(const
 // rounding steps, as skinny_gemm_rows_kernel<R = 1, F32 = false>: the same bits.
 constexpr int kRowsPersistBlocks = 2;  // blocks an SM
 
-// EXPERIMENT (EARLY, IK_SKINNY_GEMM_ROWS_EARLY=1 read at each launch): both stages' loads
-// issued before x's conversion, which waits for x; the landed form issues the second
-// stage after it, so each block has one row in flight until x arrives.
-template <typename OutT, int V, bool EARLY = false>
+template <typename OutT, int V>
 __global__ void __launch_bounds__(kRowsThreads, kRowsPersistBlocks) skinny_gemm_rows_persist_kernel(const SkinnyGemmParams p) {
   __shared__ float part[2][kRowsThreads / 32];
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const int64_t G = gridDim.x;
   const auto* b = static_cast<const uint8_t*>(p.b);
   constexpr uint32_t kTwoM8 = 0x1C001C00u;  // 2^-8 in both f16 halves
-  uint4 xr[V];
+  F16x8 xs[V];
 #pragma unroll
   for (int j = 0; j < V; ++j) {
     const int64_t off = int64_t(t) * 16 + int64_t(j) * kRowsThreads * 16;
-    xr[j] = load16<false>(static_cast<const uint8_t*>(p.a) + off, p.K - off);
+    xs[j] = to_f16(load16<false>(static_cast<const uint8_t*>(p.a) + off, p.K - off));
+#pragma unroll
+    for (int i = 0; i < 8; ++i) xs[j].f[i] = hmul2_u(xs[j].f[i], kTwoM8);
   }
-  F16x8 xs[V];
-  const auto convert_x = [&] {
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-      xs[j] = to_f16(xr[j]);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) xs[j].f[i] = hmul2_u(xs[j].f[i], kTwoM8);
-    }
-  };
-  if constexpr (!EARLY) convert_x();
   const float sa = *p.scale_a;
   // A stage: row n's segments, its scale_b and bias (every thread: no branch before the
   // loads). Past the last row: the last row again (from L2), so that none is conditional.
@@ -665,27 +654,13 @@ __global__ void __launch_bounds__(kRowsThreads, kRowsPersistBlocks) skinny_gemm_
   float fa = 0.0f, ba = 0.0f, fb = 0.0f, bb = 0.0f;
   int64_t n = blockIdx.x;  // < N: the grid is at most that
   load(n, wa, fa, ba);
-  if constexpr (EARLY) {
-    // The same loads and rows in the same order, the loop rotated by one load.
+  for (;;) {
     load(n + G, wb, fb, bb);
-    convert_x();
-    for (;;) {
-      finish(n, wa, fa, ba, 0);
-      if ((n += G) >= p.N) break;
-      load(n + G, wa, fa, ba);
-      finish(n, wb, fb, bb, 1);
-      if ((n += G) >= p.N) break;
-      load(n + G, wb, fb, bb);
-    }
-  } else {
-    for (;;) {
-      load(n + G, wb, fb, bb);
-      finish(n, wa, fa, ba, 0);
-      if ((n += G) >= p.N) break;
-      load(n + G, wa, fa, ba);
-      finish(n, wb, fb, bb, 1);
-      if ((n += G) >= p.N) break;
-    }
+    finish(n, wa, fa, ba, 0);
+    if ((n += G) >= p.N) break;
+    load(n + G, wa, fa, ba);
+    finish(n, wb, fb, bb, 1);
+    if ((n += G) >= p.N) break;
   }
 }
 
@@ -2127,13 +2102,6 @@ bool rows_f32() {
   return v && v[0] == '1';
 }
 
-// IK_SKINNY_GEMM_ROWS_EARLY=1 (read at each launch; an experiment switch): the persistent
-// blocks issue both stages' loads before converting x (skinny_gemm_rows_persist_kernel).
-bool rows_early() {
-  const char* v = std::getenv("IK_SKINNY_GEMM_ROWS_EARLY");
-  return v && v[0] == '1';
-}
-
 template <typename OutT, bool F32>
 int launch_rows_with(const SkinnyGemmParams& p, int r, int v, cudaStream_t stream) {
   const int64_t blocks = (p.N + r - 1) / r;
@@ -2166,14 +2134,11 @@ int launch_rows(const SkinnyGemmParams& p, cudaStream_t stream) {
   // 16.05. At K <= 8192 they lost (s46e, 6144 x 4096: 9.7 against convert 8's 7.6).
   if (!p.tiles_per_block && !p.warps_per_tile && v == 4 && p.K > 8192 && p.K <= int64_t(kRowsThreads) * 16 * 4 &&
       !rows_f32()) {
-    const auto go = [&](auto early) {
-      constexpr auto kernel = skinny_gemm_rows_persist_kernel<OutT, 4, decltype(early)::value>;
-      const int64_t blocks = std::min<int64_t>(p.N, resident_blocks_once<kernel, kRowsThreads>());
-      if (blocks < 1) return int(cudaErrorInvalidConfiguration);
-      kernel<<<unsigned(blocks), kRowsThreads, 0, stream>>>(p);
-      return int(cudaSuccess);
-    };
-    return rows_early() ? go(std::true_type{}) : go(std::false_type{});
+    constexpr auto kernel = skinny_gemm_rows_persist_kernel<OutT, 4>;
+    const int64_t blocks = std::min<int64_t>(p.N, resident_blocks_once<kernel, kRowsThreads>());
+    if (blocks < 1) return cudaErrorInvalidConfiguration;
+    kernel<<<unsigned(blocks), kRowsThreads, 0, stream>>>(p);
+    return cudaSuccess;
   }
   return rows_f32() ? launch_rows_with<OutT, true>(p, r, v, stream) : launch_rows_with<OutT, false>(p, r, v, stream);
 }

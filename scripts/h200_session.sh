@@ -132,8 +132,6 @@
 #   rows_verify: every skinny GEMM test, compute-sanitizer on convert 7's launches
 #   rows_land: every skinny GEMM test, convert 7 and 8 under compute-sanitizer, M = 1 on the 11
 #          weights (the default, convert 7's one-shot blocks, convert 8): convert 7's persistent blocks
-#   rows_early: EXPERIMENT (issue 4): convert 7's persistent blocks with both stages' loads issued before
-#          x's conversion (IK_SKINNY_GEMM_ROWS_EARLY) against the landed form; tests, M = 1, sanitizers
 #   rows8: convert 8's tests, --paths at M = 1 (default, convert 6 and 7, convert 8's four forms),
 #          compute-sanitizer on convert 7 and 8's launches while time is left
 #   rows8_final: the same with every skinny GEMM test instead of convert 8's
@@ -1014,21 +1012,6 @@ case "$MODE" in
             --path-names "default,cvt6,cvt7" 2>&1 | tee "$OUT/bench_rows_final.log" | grep -v "^ *$" | tail -60
           [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
   rows_verify) tests_gemm; pack; sanitize gemm_rows skinny_gemm_rows ;;
-  # rows_early: EXPERIMENT (issue 4): convert 7's persistent blocks with both stages' loads issued
-  # before x's conversion against the landed form: their tests, M = 1 on the persistent rule's
-  # weights (two rounds), compute-sanitizer on convert 7 and 8
-  rows_early) step "skinny GEMM tests: convert 7 (rows, persistent, early second stage)"
-          python3 -m pytest tests/test_skinny_gemm.py -q -rfE -p no:cacheprovider -k "rows" 2>&1 \
-            | tee "$OUT/pytest_rows.log" | tail -6; [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
-          for round in 1 2; do
-            step "M = 1, round $round: the landed form against both stages before x (early)"
-            timeout 230 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --ms 1 --out "$OUT" \
-              --shapes ${ROWS_EARLY_SHAPES:-2304x16384,2112x16384,2376x16384,4096x14336,3072x12288} \
-              --path-names "default,cvt7 early,cvt7 r2" 2>&1 | tee "$OUT/bench_rows_early_$round.log" \
-              | grep -v "^ *$" | tail -14
-            [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
-          done
-          sanitize gemm_rows skinny_gemm_rows ;;
   # rows8: the skinny GEMM's convert 8 (M = 1, wgmma with whole weight rows a block; forty-second session)
   rows8_final) tests_gemm; pack
           step "the decode MLP at M = 1 (its GEMMs now convert 8 at 4 rows a block)"
