@@ -2102,6 +2102,13 @@ bool rows_f32() {
   return v && v[0] == '1';
 }
 
+// IK_SKINNY_GEMM_ROWS_GRID=G (read at each launch; an experiment switch): the persistent
+// blocks' grid, at most the resident blocks (fewer rows in flight on the GPU).
+int64_t rows_grid() {
+  const char* v = std::getenv("IK_SKINNY_GEMM_ROWS_GRID");
+  return v ? std::atoll(v) : 0;
+}
+
 template <typename OutT, bool F32>
 int launch_rows_with(const SkinnyGemmParams& p, int r, int v, cudaStream_t stream) {
   const int64_t blocks = (p.N + r - 1) / r;
@@ -2135,7 +2142,9 @@ int launch_rows(const SkinnyGemmParams& p, cudaStream_t stream) {
   if (!p.tiles_per_block && !p.warps_per_tile && v == 4 && p.K > 8192 && p.K <= int64_t(kRowsThreads) * 16 * 4 &&
       !rows_f32()) {
     constexpr auto kernel = skinny_gemm_rows_persist_kernel<OutT, 4>;
-    const int64_t blocks = std::min<int64_t>(p.N, resident_blocks_once<kernel, kRowsThreads>());
+    const int64_t grid = rows_grid();  // EXPERIMENT: a grid smaller than the resident blocks
+    const int64_t blocks = std::min<int64_t>(p.N, grid > 0 ? std::min(grid, resident_blocks_once<kernel, kRowsThreads>())
+                                                           : resident_blocks_once<kernel, kRowsThreads>());
     if (blocks < 1) return cudaErrorInvalidConfiguration;
     kernel<<<unsigned(blocks), kRowsThreads, 0, stream>>>(p);
     return cudaSuccess;

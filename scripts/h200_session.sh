@@ -1012,6 +1012,16 @@ case "$MODE" in
             --path-names "default,cvt6,cvt7" 2>&1 | tee "$OUT/bench_rows_final.log" | grep -v "^ *$" | tail -60
           [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
   rows_verify) tests_gemm; pack; sanitize gemm_rows skinny_gemm_rows ;;
+  # rows_grid: EXPERIMENT (issue 4): convert 7's persistent blocks on smaller grids (fewer rows in
+  # flight on the GPU, IK_SKINNY_GEMM_ROWS_GRID), M = 1, two rounds
+  rows_grid) for round in 1 2; do
+            step "M = 1, round $round: the persistent blocks' grid"
+            timeout 280 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --ms 1 --out "$OUT" \
+              --shapes ${ROWS_GRID_SHAPES:-2304x16384,2112x16384,4096x14336} \
+              --path-names "default,cvt7 g132,cvt7 g176,cvt7 g198,cvt7 g220,cvt7 g232,cvt7 g248" 2>&1 \
+              | tee "$OUT/bench_rows_grid_$round.log" | grep -v "^ *$" | tail -14
+            [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+          done ;;
   # rows8: the skinny GEMM's convert 8 (M = 1, wgmma with whole weight rows a block; forty-second session)
   rows8_final) tests_gemm; pack
           step "the decode MLP at M = 1 (its GEMMs now convert 8 at 4 rows a block)"
