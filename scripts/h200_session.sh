@@ -1014,6 +1014,20 @@ case "$MODE" in
   rows_verify) tests_gemm; pack; sanitize gemm_rows skinny_gemm_rows ;;
   # rows_grid: EXPERIMENT (issue 4): convert 7's persistent blocks on smaller grids (fewer rows in
   # flight on the GPU, IK_SKINNY_GEMM_ROWS_GRID), M = 1, two rounds
+  # rows_ring: EXPERIMENT (issue 4): convert 7's persistent blocks through a ring of bulk-copied rows
+  # (IK_SKINNY_GEMM_ROWS_RING): the rows tests, M = 1 twice, compute-sanitizer on convert 7 and 8
+  rows_ring) step "skinny GEMM tests: convert 7 (rows, persistent, ring)"
+          python3 -m pytest tests/test_skinny_gemm.py -q -rfE -p no:cacheprovider -k "rows" 2>&1 \
+            | tee "$OUT/pytest_rows.log" | tail -6; [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+          for round in 1 2; do
+            step "M = 1, round $round: the persistent blocks through a ring of bulk-copied rows"
+            timeout 200 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --ms 1 --out "$OUT" \
+              --shapes ${ROWS_RING_SHAPES:-2304x16384,2112x16384,4096x14336,3072x12288} \
+              --path-names "default,cvt7 ring3,cvt7 ring4,cvt7 ring6,cvt7 ring3 g264,cvt7 ring4 g264,cvt7 ring3 g396" 2>&1 \
+              | tee "$OUT/bench_rows_ring_$round.log" | grep -v "^ *$" | tail -14
+            [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+          done
+          sanitize gemm_rows skinny_gemm_rows ;;
   rows_grid) for round in 1 2; do
             step "M = 1, round $round: the persistent blocks' grid"
             timeout 280 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --ms 1 --out "$OUT" \
