@@ -186,10 +186,6 @@ PATHS = {"default": ([], None), "cvt1": ([0, 0, 0, 1], None), "cvt2": ([0, 0, 0,
          "cvt7 v1": ([0, 1, 0, 7], None), "cvt7 v2": ([0, 2, 0, 7], None), "cvt7 r1 v2": ([1, 2, 0, 7], None),
          "cvt7 f32": ([0, 0, 0, 7], {"IK_SKINNY_GEMM_ROWS_F32": "1"}),
          "cvt7 r1 f32": ([1, 0, 0, 7], {"IK_SKINNY_GEMM_ROWS_F32": "1"}),
-         **{f"cvt7 g{g}": ([], {"IK_SKINNY_GEMM_ROWS_GRID": str(g)}) for g in (132, 176, 198, 220, 232, 248)},
-         **{f"cvt7 ring{r}": ([], {"IK_SKINNY_GEMM_ROWS_RING": str(r)}) for r in (3, 4, 6)},
-         **{f"cvt7 ring{r} g{g}": ([], {"IK_SKINNY_GEMM_ROWS_RING": str(r), "IK_SKINNY_GEMM_ROWS_GRID": str(g)})
-            for r in (3, 4) for g in (264, 396)},
          # convert 8 (M = 1, sm_90a): weight rows a block (r), groups of 8 steps in flight (g)
          "cvt8": ([0, 0, 0, 8], None), "cvt8 r1": ([1, 0, 0, 8], None), "cvt8 r2": ([2, 0, 0, 8], None),
          "cvt8 r4": ([4, 0, 0, 8], None), "cvt8 g2": ([0, 2, 0, 8], None), "cvt8 r2 g2": ([2, 2, 0, 8], None),

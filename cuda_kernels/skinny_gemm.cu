@@ -664,99 +664,6 @@ __global__ void __launch_bounds__(kRowsThreads, kRowsPersistBlocks) skinny_gemm_
   }
 }
 
-// EXPERIMENT (IK_SKINNY_GEMM_ROWS_RING=S, read at each launch): the persistent blocks with
-// each weight row copied whole into a ring of S shared-memory stages by one bulk copy
-// (cp.async.bulk, the copy engine), S rows a block in flight without a register for
-// them; thread 0 refills a stage after the row's barrier. Same sums, order and rounding
-// steps as skinny_gemm_rows_persist_kernel: the same bits.
-__device__ __forceinline__ void bulk_row(uint32_t dst, const void* src, int bytes, uint32_t bar) {
-#if IK_SM90
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the ring's earlier reads first
-  mbar_arrive_expect_tx(bar, bytes);
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
-#else
-  (void)dst, (void)src, (void)bytes, (void)bar;
-  __trap();
-#endif
-}
-
-template <typename OutT, int S>
-__global__ void __launch_bounds__(kRowsThreads, kRowsPersistBlocks) skinny_gemm_rows_ring_kernel(const SkinnyGemmParams p) {
-  extern __shared__ __align__(128) uint8_t ring[];  // S stages of K bytes (K % 16 == 0)
-  __shared__ __align__(8) uint64_t full[S];
-  __shared__ float part[2][kRowsThreads / 32];
-  constexpr int V = 4;
-  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
-  const int64_t G = gridDim.x;
-  const int K = static_cast<int>(p.K);
-  const auto* b = static_cast<const uint8_t*>(p.b);
-  const uint32_t ring0 = smem_addr(ring), full0 = smem_addr(full);
-  int64_t n = blockIdx.x;  // < N: the grid is at most that
-  if (t == 0) {
-#pragma unroll
-    for (int s = 0; s < S; ++s) mbar_init(full0 + 8 * s, 1);
-    mbar_init_fence();
-#pragma unroll
-    for (int s = 0; s < S; ++s)
-      if (n + s * G < p.N) bulk_row(ring0 + s * K, b + (n + s * G) * p.ldb, K, full0 + 8 * s);
-  }
-  constexpr uint32_t kTwoM8 = 0x1C001C00u;  // 2^-8 in both f16 halves
-  F16x8 xs[V];
-#pragma unroll
-  for (int j = 0; j < V; ++j) {
-    const int64_t off = int64_t(t) * 16 + int64_t(j) * kRowsThreads * 16;
-    xs[j] = to_f16(load16<false>(static_cast<const uint8_t*>(p.a) + off, p.K - off));
-#pragma unroll
-    for (int i = 0; i < 8; ++i) xs[j].f[i] = hmul2_u(xs[j].f[i], kTwoM8);
-  }
-  const float sa = *p.scale_a;
-  float f = 0.0f, bias = 0.0f;
-  if (t == 0) {
-    f = p.scale_b[p.scale_b_per_channel ? n : 0];
-    bias = p.bias ? to_float(static_cast<const OutT*>(p.bias)[n]) : 0.0f;
-  }
-  __syncthreads();  // the barriers set before any thread waits on them
-  for (int i = 0; n < p.N; ++i, n += G) {
-    const int s = i % S;
-    float fn = 0.0f, bn = 0.0f;
-    if (t == 0 && n + G < p.N) {
-      fn = p.scale_b[p.scale_b_per_channel ? n + G : 0];
-      bn = p.bias ? to_float(static_cast<const OutT*>(p.bias)[n + G]) : 0.0f;
-    }
-    mbar_wait(full0 + 8 * s, (i / S) & 1);
-    float acc = 0.0f;
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-      const int off = t * 16 + j * kRowsThreads * 16;
-      uint4 w = make_uint4(0, 0, 0, 0);
-      if (off < K) w = *reinterpret_cast<const uint4*>(ring + s * K + off);
-      const F16x8 wf = to_f16(w);
-      uint32_t h = hmul2_u(wf.f[0], xs[j].f[0]);
-#pragma unroll
-      for (int q = 1; q < 8; ++q) h = hfma2_u(wf.f[q], xs[j].f[q], h);
-      const float2 v = f16x2_to_float2(h);
-      acc += v.x + v.y;
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o /= 2) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
-    if (lane == 0) part[i & 1][warp] = acc;
-    __syncthreads();
-    if (t == 0) {
-      if (n + S * G < p.N) bulk_row(ring0 + s * K, b + (n + S * G) * p.ldb, K, full0 + 8 * s);
-      float sum = 0.0f;
-#pragma unroll
-      for (int q = 0; q < kRowsThreads / 32; ++q) sum += part[i & 1][q];
-      float y = __fmul_rn(__fmul_rn(sum, 256.0f), __fmul_rn(sa, f));  // convert 7's steps, no FMA
-      if (p.bias) y = __fadd_rn(y, bias);
-      static_cast<OutT*>(p.out)[n] = from_float<OutT>(y);
-      f = fn;
-      bias = bn;
-    }
-  }
-}
-
 // Any layout (rows not 16-byte aligned, K % 16 != 0): a warp per weight row, lanes
 // striding K with byte loads, fp32 sums reduced by shuffles. Correct, not fast.
 template <typename OutT>
@@ -2195,33 +2102,6 @@ bool rows_f32() {
   return v && v[0] == '1';
 }
 
-// IK_SKINNY_GEMM_ROWS_GRID=G (read at each launch; an experiment switch): the persistent
-// blocks' grid, at most the resident blocks (fewer rows in flight on the GPU).
-int64_t rows_grid() {
-  const char* v = std::getenv("IK_SKINNY_GEMM_ROWS_GRID");
-  return v ? std::atoll(v) : 0;
-}
-
-// IK_SKINNY_GEMM_ROWS_RING=S (3, 4 or 6; read at each launch; an experiment switch): the
-// persistent blocks through a ring of S bulk-copied rows (skinny_gemm_rows_ring_kernel).
-int rows_ring() {
-  const char* v = std::getenv("IK_SKINNY_GEMM_ROWS_RING");
-  return v ? std::atoi(v) : 0;
-}
-
-template <typename OutT, int S>
-int launch_rows_ring(const SkinnyGemmParams& p, cudaStream_t stream) {
-  constexpr auto kernel = skinny_gemm_rows_ring_kernel<OutT, S>;
-  const int smem = S * static_cast<int>(p.K);
-  if (max_dynamic_smem_once<kernel>(S * 16384) != cudaSuccess) return cudaErrorInvalidConfiguration;
-  const int64_t resident = resident_blocks(kernel, kRowsThreads, smem);
-  const int64_t grid = rows_grid();
-  const int64_t blocks = std::min<int64_t>(p.N, grid > 0 ? std::min(grid, resident) : resident);
-  if (blocks < 1) return cudaErrorInvalidConfiguration;
-  kernel<<<unsigned(blocks), kRowsThreads, smem, stream>>>(p);
-  return cudaGetLastError();
-}
-
 template <typename OutT, bool F32>
 int launch_rows_with(const SkinnyGemmParams& p, int r, int v, cudaStream_t stream) {
   const int64_t blocks = (p.N + r - 1) / r;
@@ -2254,13 +2134,8 @@ int launch_rows(const SkinnyGemmParams& p, cudaStream_t stream) {
   // 16.05. At K <= 8192 they lost (s46e, 6144 x 4096: 9.7 against convert 8's 7.6).
   if (!p.tiles_per_block && !p.warps_per_tile && v == 4 && p.K > 8192 && p.K <= int64_t(kRowsThreads) * 16 * 4 &&
       !rows_f32()) {
-    if (rows_ring() == 3) return launch_rows_ring<OutT, 3>(p, stream);
-    if (rows_ring() == 4) return launch_rows_ring<OutT, 4>(p, stream);
-    if (rows_ring() == 6) return launch_rows_ring<OutT, 6>(p, stream);
     constexpr auto kernel = skinny_gemm_rows_persist_kernel<OutT, 4>;
-    const int64_t grid = rows_grid();  // EXPERIMENT: a grid smaller than the resident blocks
-    const int64_t blocks = std::min<int64_t>(p.N, grid > 0 ? std::min(grid, resident_blocks_once<kernel, kRowsThreads>())
-                                                           : resident_blocks_once<kernel, kRowsThreads>());
+    const int64_t blocks = std::min<int64_t>(p.N, resident_blocks_once<kernel, kRowsThreads>());
     if (blocks < 1) return cudaErrorInvalidConfiguration;
     kernel<<<unsigned(blocks), kRowsThreads, 0, stream>>>(p);
     return cudaSuccess;

@@ -1012,30 +1012,6 @@ case "$MODE" in
             --path-names "default,cvt6,cvt7" 2>&1 | tee "$OUT/bench_rows_final.log" | grep -v "^ *$" | tail -60
           [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
   rows_verify) tests_gemm; pack; sanitize gemm_rows skinny_gemm_rows ;;
-  # rows_grid: EXPERIMENT (issue 4): convert 7's persistent blocks on smaller grids (fewer rows in
-  # flight on the GPU, IK_SKINNY_GEMM_ROWS_GRID), M = 1, two rounds
-  # rows_ring: EXPERIMENT (issue 4): convert 7's persistent blocks through a ring of bulk-copied rows
-  # (IK_SKINNY_GEMM_ROWS_RING): the rows tests, M = 1 twice, compute-sanitizer on convert 7 and 8
-  rows_ring) step "skinny GEMM tests: convert 7 (rows, persistent, ring)"
-          python3 -m pytest tests/test_skinny_gemm.py -q -rfE -p no:cacheprovider -k "rows" 2>&1 \
-            | tee "$OUT/pytest_rows.log" | tail -6; [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
-          for round in 1 2; do
-            step "M = 1, round $round: the persistent blocks through a ring of bulk-copied rows"
-            timeout 200 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --ms 1 --out "$OUT" \
-              --shapes ${ROWS_RING_SHAPES:-2304x16384,2112x16384,4096x14336,3072x12288} \
-              --path-names "default,cvt7 ring3,cvt7 ring4,cvt7 ring6,cvt7 ring3 g264,cvt7 ring4 g264,cvt7 ring3 g396" 2>&1 \
-              | tee "$OUT/bench_rows_ring_$round.log" | grep -v "^ *$" | tail -14
-            [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
-          done
-          sanitize gemm_rows skinny_gemm_rows ;;
-  rows_grid) for round in 1 2; do
-            step "M = 1, round $round: the persistent blocks' grid"
-            timeout 280 python3 benchmarks/bench_skinny_gemm.py --paths --no-mlp --ms 1 --out "$OUT" \
-              --shapes ${ROWS_GRID_SHAPES:-2304x16384,2112x16384,4096x14336} \
-              --path-names "default,cvt7 g132,cvt7 g176,cvt7 g198,cvt7 g220,cvt7 g232,cvt7 g248" 2>&1 \
-              | tee "$OUT/bench_rows_grid_$round.log" | grep -v "^ *$" | tail -14
-            [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
-          done ;;
   # rows8: the skinny GEMM's convert 8 (M = 1, wgmma with whole weight rows a block; forty-second session)
   rows8_final) tests_gemm; pack
           step "the decode MLP at M = 1 (its GEMMs now convert 8 at 4 rows a block)"

@@ -196,11 +196,6 @@ def rows_gemms(ik, dev):
                 ik.ops.skinny_gemm_fp8(out[:, 1:n + 1], a[:, :k], b, sa, sb, bias, cfg)
                 n_launch += 1
         os.environ.pop("IK_SKINNY_GEMM_ROWS_F32")
-        for ring in ("3", "4", "6"):  # EXPERIMENT: rows bulk-copied into a ring
-            os.environ["IK_SKINNY_GEMM_ROWS_RING"] = ring
-            ik.ops.skinny_gemm_fp8(out[:, 1:n + 1], a[:, :k], b, sa, sb, bias, [0, 0, 0, 7])
-            n_launch += 1
-        os.environ.pop("IK_SKINNY_GEMM_ROWS_RING")
         if torch.cuda.get_device_capability()[0] == 9:  # convert 8: wgmma, whole rows a block
             for cfg in ([0, 0, 0, 8], [1, 2, 0, 8], [2, 1, 1, 8], [4, 2, 0, 8], [8, 1, 0, 8], [8, 2, 0, 8]):
                 ik.ops.skinny_gemm_fp8(out[:, 1:n + 1], a[:, :k], b, sa, sb, bias, cfg)

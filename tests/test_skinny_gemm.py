@@ -388,27 +388,6 @@ def test_rows_path(ik, device, monkeypatch, n, k, f32):
             assert all(torch.equal(outs[0], o) for o in outs[1:])
 
 
-@pytest.mark.parametrize("ring", ["3", "4", "6"])
-@pytest.mark.parametrize("n,k", [(2311, 16384), (77, 8192 + 64), (3, 9008), (4096, 14336), (264 * 3 + 1, 12288)])
-def test_rows_ring_same_bits(ik, device, monkeypatch, n, k, ring):
-    """EXPERIMENT (IK_SKINNY_GEMM_ROWS_RING): convert 7's persistent blocks with the rows
-    bulk-copied into a ring of 3, 4 or 6 shared-memory stages: the same sums in the same
-    order, so the same bits, at odd N (blocks of one, two and several rows, every stage
-    reused), K past 8 KB, per-channel scales and bias."""
-    cuda_only(device)
-    a, b, sa, sb = strided_operands(1, n, k, device)
-    for dt in (torch.bfloat16, torch.float16):
-        bias = torch.randn(n, device=device).to(dt)
-        outs = []
-        for env in ("0", ring):
-            monkeypatch.setenv("IK_SKINNY_GEMM_ROWS_RING", env)
-            out = poisoned(1, n, dt, device)
-            ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, [0, 0, 0, 7])
-            outs.append(out)
-        assert torch.equal(outs[0], outs[1])
-        assert_rows_close(outs[1], reference(a, b, sa, sb, bias), dt)
-
-
 @pytest.mark.parametrize("n,k", [(1000, 64 * 37 + 16), (37, 6656), (2304 + 13, 1040), (130, 16), (77, 8192 + 64),
                                  (129, 4096 * 3 + 48), (301, 16384), (5, 20480), (9, 131072)])
 def test_rows_wgmma_path(ik, device, n, k):
