@@ -19,6 +19,7 @@ Q6_K output head) needs these gemvs per token; their M = 1 times give the tokens
 the linear layers alone (attention, norms and sampling excluded: an upper bound).
 
     python benchmarks/bench_q4k.py            # on the GPU; --quick: M = 1, 4, 8
+    python benchmarks/bench_q4k.py --formats Q4_K --shapes 14336x2048,14336x4096 --ms 1
     python benchmarks/bench_q4k.py --cpu-smoke
 """
 
@@ -201,12 +202,18 @@ def main(argv=None) -> int:
                    help="which formats to time (default: both)")
     p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16", help="x and out (default bf16)")
     p.add_argument("--ours-only", action="store_true", help="time our gemv alone (A/B runs)")
+    p.add_argument("--shapes", help="weights N x K instead of the Llama ones, e.g. 14336x2048,14336x4096")
+    p.add_argument("--ms", help="activation rows instead of 1..8 (--quick: 1, 4, 8), e.g. 1,2")
     args = p.parse_args(argv)
     dev = harness.bench_device(args.cpu_smoke, "bench_q4k")
     if dev is None:
         return 0
     ms = [1, 4, 8] if args.quick else list(range(1, 9))
+    if args.ms:
+        ms = [int(m) for m in args.ms.split(",")]
     shapes = {f: SHAPES[f] for f in args.formats}
+    if args.shapes:
+        shapes = {f: [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")] for f in args.formats}
     if dev == "cpu":
         ms = [1, 2]
         shapes = {f: [(64, 512)] for f in args.formats}

@@ -151,6 +151,7 @@
 #   q4k_imma: EXPERIMENT (issue 6): benchmarks/q4k_imma_probe.cu, the tiled Q4_K gemv's m = 1 loop
 #           with f16 MMAs (the landed arithmetic) against int8 MMAs on int8 x, in one skeleton;
 #           compute-sanitizer on its correctness checks first (no package build)
+#   q4k_kscale: the tiled Q4_K gemv at M = 1 over K (N = 14336), fp16 and bf16 x: its fixed part and per-block slope
 #   q4k_m1: the k-quant tests, the probe (its "landed" columns are this tree's q4k.cu), the quick fp16 and bf16
 #           Q4_K/Q6_K benchmark, compute-sanitizer over the k-quant launches
 #   copy_probe: EXPERIMENT (issues 3 and 5): benchmarks/copy_probe.cu, copies of 33.5 and 67 MB
@@ -1229,6 +1230,12 @@ case "$MODE" in
           timeout 200 python3 benchmarks/bench_q4k_decode.py --layers 8 --compile --name bench_q4k_decode_compiled \
             --only "q4km compiled,stacked compiled" 2>&1 | grep -vi warn | tail -10
           [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+  # q4k_kscale: the tiled Q4_K gemv at M = 1 over K at N = 14336 (the same K split, 2 warps a
+  # tile: time = a fixed part + K / 256 / 2 blocks a warp), fp16 and bf16 x, ours alone
+  q4k_kscale) for dt in fp16 bf16; do
+            bench_q4k --formats Q4_K --dtype $dt --ours-only --ms 1 --name bench_q4k_kscale_$dt \
+              --shapes ${KSCALE_SHAPES:-14336x2048,14336x4096,14336x6144,14336x8192,14336x12288,14336x16384}; pack
+          done; read_floor ;;
   q4k_m1to8) bench_q4k --formats Q4_K --dtype fp16 --name bench_q4k_fp16_m1to8; pack
           bench_q4k --formats Q4_K --name bench_q4k_bf16_m1to8 ;;
   q4k_layer_once) for dt in bf16 fp16; do
