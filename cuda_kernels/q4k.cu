@@ -63,7 +63,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 
 #include "ggml_blocks.h"
@@ -1024,22 +1023,6 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
       // best of 2-4 at m = 1, 2, 4 over four weights; BENCHMARKS.md, nineteenth
       // session). Where the slots' shared memory breaks the one wave, the direct loop.
       // m = 1 takes the kernel that skips the unstored column (M1).
-      // EXPERIMENT (IK_Q4K_MINB=3 or 4, read at each launch): the m = 1 XS kernel capped at
-      // 3 or 4 blocks of 256 threads an SM (80 / 64 registers, ptxas spills ~100 bytes),
-      // with the K split its residency allows: more warps in flight per SM.
-      if (p.m == 1) {
-        const char* v = std::getenv("IK_Q4K_MINB");
-        const int minb = v ? std::atoi(v) : 0;
-        if (minb == 3) {
-          using K3 = Shape<T, F, 3, 3, 4, true, true, true>;
-          const int w = K3::warps(p);
-          if (w > 1 && K3::one_wave(p, w)) return K3::launch(p, w, stream);
-        } else if (minb == 4) {
-          using K4 = Shape<T, F, 4, 3, 4, true, true, true>;
-          const int w = K4::warps(p);
-          if (w > 1 && K4::one_wave(p, w)) return K4::launch(p, w, stream);
-        }
-      }
       if (kw > 1 && p.m <= 2 && Shape<T, F, 2, 3, 4, true, true>::one_wave(p, kw))
         return p.m == 1 ? Shape<T, F, 2, 3, 4, true, true, true>::launch(p, kw, stream)
                         : Shape<T, F, 2, 3, 4, true, true>::launch(p, kw, stream);

@@ -1236,13 +1236,6 @@ case "$MODE" in
             bench_q4k --formats Q4_K --dtype $dt --ours-only --ms 1 --name bench_q4k_kscale_$dt \
               --shapes ${KSCALE_SHAPES:-14336x2048,14336x4096,14336x6144,14336x8192,14336x12288,14336x16384}; pack
           done; read_floor ;;
-  # q4k_minb: EXPERIMENT (issue 6): the m = 1 fp16 XS kernel at 3 / 4 blocks an SM (IK_Q4K_MINB), against
-  # the landed 2, over K at N = 14336 and at the goal shapes, M = 1, each in its own process; k-quant tests
-  q4k_minb) for mb in 0 3 4 0; do
-            IK_Q4K_MINB=$mb bench_q4k --formats Q4_K --dtype fp16 --ours-only --ms 1 --name bench_q4k_minb$mb \
-              --shapes ${MINB_SHAPES:-14336x4096,4096x14336,4096x4096,14336x8192,14336x16384} | grep -E "m=1:"; pack
-          done
-          for mb in 3 4; do IK_Q4K_MINB=$mb timeout 200 python3 -m pytest tests/test_q4k_tiled.py tests/test_q4k_cuda.py -q -p no:cacheprovider 2>&1 | tail -2; done ;;
   q4k_m1to8) bench_q4k --formats Q4_K --dtype fp16 --name bench_q4k_fp16_m1to8; pack
           bench_q4k --formats Q4_K --name bench_q4k_bf16_m1to8 ;;
   q4k_layer_once) for dt in bf16 fp16; do
