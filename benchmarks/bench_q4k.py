@@ -231,7 +231,8 @@ def main(argv=None) -> int:
             rows += bench_shape(ik, fmt, n, k, ms, dev, bw, log, DTYPES[args.dtype], args.ours_only)
     for fmt in shapes:
         table(rows, fmt, md, args.dtype)
-    model = decode_model(ik, rows, bw, md, args.dtype) if dev == "cuda" else None
+    # The tokens/s model needs every Llama shape at M = 1: not from --shapes.
+    model = decode_model(ik, rows, bw, md, args.dtype) if dev == "cuda" and not args.shapes and 1 in ms else None
     for e in log["errors"]:
         print("error:", e)
     (harness.out_dir() / f"{args.name}.json").write_text(json.dumps(
