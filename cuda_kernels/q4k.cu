@@ -63,6 +63,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "ggml_blocks.h"
@@ -241,7 +242,7 @@ __device__ __forceinline__ XPairs<T, N> load_x(SharedX<T> s) {
 
 // One k16 step of a sub-block: the level pairs of rows g and g + 8 (k 2t.. in [0], 2t +
 // 8.. in [1]) against B pairs b0, b1 of every part: S += A B, X += ones B.
-template <typename T, int N>
+template <typename T, int N, bool XMMA = true>
 __device__ __forceinline__ void mma_step(float (&s)[4], float (&xs)[4], const uint32_t (&ag)[2],
                                          const uint32_t (&ah)[2], const XPairs<T, N>& x, int i) {
   constexpr bool kBf16 = Operand<T>::kBf16;
@@ -249,8 +250,26 @@ __device__ __forceinline__ void mma_step(float (&s)[4], float (&xs)[4], const ui
 #pragma unroll
   for (int part = 0; part < Operand<T>::kParts; ++part) {
     mma_m16n8k16<kBf16>(s, ag[0], ah[0], ag[1], ah[1], x.v[part][2 * i], x.v[part][2 * i + 1]);
-    mma_m16n8k16<kBf16>(xs, kOnes, kOnes, kOnes, kOnes, x.v[part][2 * i], x.v[part][2 * i + 1]);
+    if constexpr (XMMA) mma_m16n8k16<kBf16>(xs, kOnes, kOnes, kOnes, kOnes, x.v[part][2 * i], x.v[part][2 * i + 1]);
   }
+}
+
+// EXPERIMENT (XSUM, m = 1): a block's eight sub-block sums X in two MMAs instead of
+// sixteen. B column j takes sub-block j's elements at the k positions mma_step gives
+// them (lane (g, t): x at 32 g + 8 t), so with A all ones D[., j] is sub-block j's X,
+// each element computed as mma_step's X MMAs compute it (the same bits). Lanes t of
+// g = 0 hold X_2t, X_2t+1 and park them in the scale table's spare columns 16..19 of
+// rows 0, 1 (X_j at row j / 4, column 16 + j % 4), read back after the __syncwarp.
+template <typename T, typename X>
+__device__ __forceinline__ void q4k_xsums(int g, int t, const X& x, float* table) {
+  static_assert(Operand<T>::kParts == 1, "fp16/bf16 x");
+  constexpr bool kBf16 = Operand<T>::kBf16;
+  constexpr uint32_t kOnes = kBf16 ? kOnesBf16 : kOnesF16;
+  const XPairs<T, 8> b = load_x<T, 8>(x + 32 * g);
+  float d[4] = {};
+  mma_m16n8k16<kBf16>(d, kOnes, kOnes, kOnes, kOnes, b.v[0][0], b.v[0][1]);
+  mma_m16n8k16<kBf16>(d, kOnes, kOnes, kOnes, kOnes, b.v[0][2], b.v[0][3]);
+  if (g == 0) *reinterpret_cast<float2*>(table + (t >> 1) * kScaleStride + 16 + 2 * (t & 1)) = make_float2(d[0], d[1]);
 }
 
 // acc += ds S - dc X for a finished sub-block: fragment elements 0, 1 are row g's (ds
@@ -460,7 +479,7 @@ __device__ __forceinline__ void q4k_pairs(uint32_t v, uint32_t (&lo)[2], uint32_
 
 // Chunk c of a block: sub-blocks 2c (low nibbles, B pairs xl: x at 64c + 8t) and 2c + 1
 // (high, xh: x at 64c + 32 + 8t), rows g (wg) and g + 8 (wh).
-template <typename T, bool M1>
+template <typename T, bool M1, bool XSUM = false>
 __device__ __forceinline__ void q4k_chunk(const Lane& l, uint2 wg, uint2 wh, const XPairs<T, 8>& xl,
                                           const XPairs<T, 8>& xh, const float* table, int c,
                                           float (&acc)[4]) {
@@ -470,8 +489,14 @@ __device__ __forceinline__ void q4k_chunk(const Lane& l, uint2 wg, uint2 wh, con
     uint32_t gl[2], gh[2], hl[2], hh[2];
     q4k_pairs<T>(w ? wg.y : wg.x, gl, gh);
     q4k_pairs<T>(w ? wh.y : wh.x, hl, hh);
-    mma_step<T, 8>(sl, xsl, gl, hl, xl, w);
-    mma_step<T, 8>(sh, xsh, gh, hh, xh, w);
+    mma_step<T, 8, !XSUM>(sl, xsl, gl, hl, xl, w);
+    mma_step<T, 8, !XSUM>(sh, xsh, gh, hh, xh, w);
+  }
+  if constexpr (XSUM) {
+    static_assert(M1, "XSUM: m = 1");
+    const float2 xs = *reinterpret_cast<const float2*>(table + (c >> 1) * kScaleStride + 16 + 2 * (c & 1));
+    xsl[0] = xsl[2] = xs.x;
+    xsh[0] = xsh[2] = xs.y;
   }
   const float2 dsg = *reinterpret_cast<const float2*>(table + l.g * kScaleStride + 2 * c);
   const float2 dcg = *reinterpret_cast<const float2*>(table + l.g * kScaleStride + 8 + 2 * c);
@@ -483,13 +508,13 @@ __device__ __forceinline__ void q4k_chunk(const Lane& l, uint2 wg, uint2 wh, con
 
 // One block (its scales already in the table). U: chunks unrolled (a staged block
 // can be read a chunk at a time; registers hold all of it anyway).
-template <typename T, int U, bool M1, typename Src, typename X>
+template <typename T, int U, bool M1, bool XSUM, typename Src, typename X>
 __device__ __forceinline__ void q4k_block(const Lane& l, const Src& src, const float* table,
                                           const X& x, float (&acc)[4]) {
 #pragma unroll U
   for (int c = 0; c < 4; ++c) {
     const Q4KQs w = q4k_qs(l, src, c);
-    q4k_chunk<T, M1>(l, w.g, w.h, load_x<T, 8>(x + 64 * c), load_x<T, 8>(x + 64 * c + 32), table, c, acc);
+    q4k_chunk<T, M1, XSUM>(l, w.g, w.h, load_x<T, 8>(x + 64 * c), load_x<T, 8>(x + 64 * c + 32), table, c, acc);
   }
 }
 
@@ -501,7 +526,7 @@ __device__ __forceinline__ void q4k_block(const Lane& l, const Src& src, const f
 // does. The launcher uses A = 1 for bf16 x (see there); all 4 chunks ahead spills 36
 // bytes at 128 registers (ptxas 13.0). Same MMAs and sums in the same order: the same
 // results as q4k_block, bit for bit (measured on the H200 before it became the default).
-template <typename T, int A, bool M1>
+template <typename T, int A, bool M1, bool XSUM = false>
 __device__ __forceinline__ void q4k_block_xahead(const Lane& l, const Q4KRaw& r, const float* table,
                                                  XPairs<T, 8> (&xa)[2 * A], const T* x, const T* xn,
                                                  float (&acc)[4]) {
@@ -514,11 +539,11 @@ __device__ __forceinline__ void q4k_block_xahead(const Lane& l, const Q4KRaw& r,
 #pragma unroll
   for (int c = 0; c < 4; ++c) {
     if (c < A) {
-      q4k_chunk<T, M1>(l, r.wg[c], r.wh[c], xa[2 * c], xa[2 * c + 1], table, c, acc);
+      q4k_chunk<T, M1, XSUM>(l, r.wg[c], r.wh[c], xa[2 * c], xa[2 * c + 1], table, c, acc);
       xa[2 * c] = load_x<T, 8>(xn + 64 * c);
       xa[2 * c + 1] = load_x<T, 8>(xn + 64 * c + 32);
     } else {
-      q4k_chunk<T, M1>(l, r.wg[c], r.wh[c], xr[2 * (c - A)], xr[2 * (c - A) + 1], table, c, acc);
+      q4k_chunk<T, M1, XSUM>(l, r.wg[c], r.wh[c], xr[2 * (c - A)], xr[2 * (c - A) + 1], table, c, acc);
     }
   }
 }
@@ -684,17 +709,18 @@ __host__ __device__ constexpr int64_t warp_smem(int64_t m) {
 
 // One block: its scales into the warp's table, then its MMAs. Src: the block's bytes
 // (Q4KRaw, Q6KRaw: registers; const uint8_t*: a Q4_K stage).
-template <typename T, KQuant F, int U, bool M1, typename Src, typename X>
+template <typename T, KQuant F, int U, bool M1, bool XSUM, typename Src, typename X>
 __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* table, const X& x,
                                         float (&acc)[4]) {
   if constexpr (F == KQuant::kQ4K) {
     q4k_scales<T>(l, q4k_head(l, src), table);
+    if constexpr (XSUM) q4k_xsums<T>(l.g, l.t, x, table);
   } else {
     q6k_scales(l, src, table);
   }
   __syncwarp();
   if constexpr (F == KQuant::kQ4K) {
-    q4k_block<T, U, M1>(l, src, table, x, acc);
+    q4k_block<T, U, M1, XSUM>(l, src, table, x, acc);
   } else {
     q6k_block<T, M1>(l, src, table, x, acc);
   }
@@ -736,7 +762,8 @@ __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* ta
 // not summed: a quarter fewer instructions a block in the XS loop, 7% faster at 14336 x
 // 4096 with fp16 x, 2-5% with bf16 (BENCHMARKS.md, twentieth session). The direct
 // loop's M1 kernels spill (ptxas 13.0), so m = 1 takes M1 in the XS and x-ahead loops.
-template <typename T, KQuant F, int MINB, int S, int U, bool TL = false, bool XS = false, bool M1 = false>
+template <typename T, KQuant F, int MINB, int S, int U, bool TL = false, bool XS = false, bool M1 = false,
+          bool XSUM = false>
 __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const KQuantGemvParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   static_assert(!XS || (S > 0 && TL && F == KQuant::kQ4K && !std::is_same_v<T, float>),
@@ -816,7 +843,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
         // arithmetic, so the refill waits for it (compute ends with __syncwarp).
         const uint8_t* const xrow =
             xslots + (M1 ? s : s * p.m + std::min<int64_t>(l.g, p.m - 1)) * kXRow;
-        compute<T, F, U, M1>(l, TiledStage{stage + 16 * l.lane, stage + head}, table,
+        compute<T, F, U, M1, XSUM>(l, TiledStage{stage + 16 * l.lane, stage + head}, table,
                              SharedX<T>{reinterpret_cast<const T*>(xrow) + 8 * l.t}, acc);
         if (i + S < n) issue(s);
         cp_async_commit();
@@ -828,7 +855,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
         __syncwarp();  // every lane has read the stage: refill it
         if (i + S < n) issue(s);
         cp_async_commit();
-        compute<T, F, U, M1>(l, cur, table, x, acc);
+        compute<T, F, U, M1, XSUM>(l, cur, table, x, acc);
       }
       x += kQK;
       s = s + 1 == S ? 0 : s + 1;
@@ -860,7 +887,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
       cp_async_commit();
       cp_async_wait<S - 1>();
       __syncwarp();  // every lane's copies of block i visible to the warp
-      compute<T, F, U, M1>(l, rd, table, x, acc);  // ends with __syncwarp: the stage is free
+      compute<T, F, U, M1, XSUM>(l, rd, table, x, acc);  // ends with __syncwarp: the stage is free
       rd = rd == last ? region : rd + kStageBytes;
       x += kQK;
     }
@@ -882,8 +909,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
         Q4KRaw next;
         if (more) next = TL ? q4k_load_tiled(l) : q4k_load(l);
         q4k_scales<T>(l, cur.head, table);
+        if constexpr (XSUM) q4k_xsums<T>(l.g, l.t, x, table);
         __syncwarp();
-        q4k_block_xahead<T, A, M1>(l, cur, table, xa, x, more ? x + kQK : x, acc);
+        q4k_block_xahead<T, A, M1, XSUM>(l, cur, table, xa, x, more ? x + kQK : x, acc);
         __syncwarp();
         x += kQK;
         if (!more) break;
@@ -905,7 +933,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
       const bool more = ++b < end;
       Raw next;
       if (more) next = load(l);
-      compute<T, F, U, M1>(l, cur, table, x, acc);
+      compute<T, F, U, M1, XSUM>(l, cur, table, x, acc);
       x += kQK;
       if (!more) break;
       cur = next;
@@ -953,9 +981,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
 // kw = 3 at 14336 x 4096 (896 tiles, 5 blocks of 3 warps per SM by registers) it took
 // 1.36 waves and Nsight Compute put the tail at up to half the time. Huge N (the
 // 128256-row head) runs in waves at kw = 1 anyway. 1 when no split fits.
-template <typename T, KQuant F, int MINB, int S, int U, bool TL = false, bool XS = false, bool M1 = false>
+template <typename T, KQuant F, int MINB, int S, int U, bool TL = false, bool XS = false, bool M1 = false,
+          bool XSUM = false>
 struct Shape {
-  static constexpr auto kernel = kquant_gemv_kernel<T, F, MINB, S, U, TL, XS, M1>;
+  static constexpr auto kernel = kquant_gemv_kernel<T, F, MINB, S, U, TL, XS, M1, XSUM>;
 
   static int warps(const KQuantGemvParams& p) {
     static int resident[kMaxWarps + 1] = {};  // blocks of kw warps per SM, asked once
@@ -1004,6 +1033,13 @@ struct Shape {
   }
 };
 
+// EXPERIMENT (IK_Q4K_XSUM=1, read at each launch): the m = 1 XS (fp16) and x-ahead (bf16)
+// kernels with a block's sub-block sums from two MMAs (q4k_xsums) instead of sixteen.
+inline bool xsum_experiment() {
+  const char* v = std::getenv("IK_Q4K_XSUM");
+  return v && v[0] == '1';
+}
+
 // TL (the tiled layouts) takes the K split the kernels for ggml's rows would, loop for
 // loop: its kernels use no more registers (nor, staged, more shared memory), so the
 // split fits one wave as well, and the sums are the same, bit for bit, whichever layout
@@ -1024,7 +1060,8 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
       // session). Where the slots' shared memory breaks the one wave, the direct loop.
       // m = 1 takes the kernel that skips the unstored column (M1).
       if (kw > 1 && p.m <= 2 && Shape<T, F, 2, 3, 4, true, true>::one_wave(p, kw))
-        return p.m == 1 ? Shape<T, F, 2, 3, 4, true, true, true>::launch(p, kw, stream)
+        return p.m == 1 ? (xsum_experiment() ? Shape<T, F, 2, 3, 4, true, true, true, true>::launch(p, kw, stream)
+                                             : Shape<T, F, 2, 3, 4, true, true, true>::launch(p, kw, stream))
                         : Shape<T, F, 2, 3, 4, true, true>::launch(p, kw, stream);
       if (kw > 1 && p.m <= 4 && Shape<T, F, 2, 2, 4, true, true>::one_wave(p, kw))
         return Shape<T, F, 2, 2, 4, true, true>::launch(p, kw, stream);
@@ -1039,7 +1076,8 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
       if (kw > 1) {
         const int kx = Shape<T, F, 2, -1, 4>::warps(p);
         if (kx > 1)
-          return p.m == 1 ? Shape<T, F, 2, -1, 4, TL, false, true>::launch(p, kx, stream)
+          return p.m == 1 ? (xsum_experiment() ? Shape<T, F, 2, -1, 4, TL, false, true, true>::launch(p, kx, stream)
+                                               : Shape<T, F, 2, -1, 4, TL, false, true>::launch(p, kx, stream))
                           : Shape<T, F, 2, -1, 4, TL>::launch(p, kx, stream);
       }
     }

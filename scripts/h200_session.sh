@@ -1236,6 +1236,15 @@ case "$MODE" in
             bench_q4k --formats Q4_K --dtype $dt --ours-only --ms 1 --name bench_q4k_kscale_$dt \
               --shapes ${KSCALE_SHAPES:-14336x2048,14336x4096,14336x6144,14336x8192,14336x12288,14336x16384}; pack
           done; read_floor ;;
+  # q4k_xsum: EXPERIMENT (issue 6): the m = 1 kernels (fp16 XS, bf16 x-ahead) with a block's sub-block sums
+  # from two MMAs instead of sixteen (IK_Q4K_XSUM=1) against the landed ones, alternating processes, at
+  # the goal shapes; then the k-quant tests and the k-quant launches under compute-sanitizer with it on
+  q4k_xsum) for xs in 0 1 0 1; do for dt in fp16 bf16; do
+            IK_Q4K_XSUM=$xs bench_q4k --formats Q4_K --dtype $dt --ours-only --ms 1 --name bench_q4k_xsum${xs}_$dt \
+              --shapes ${XSUM_SHAPES:-14336x4096,4096x14336,4096x4096,14336x16384} | grep -E "m=1:"; done; pack
+          done
+          IK_Q4K_XSUM=1 tests_q4k; pack
+          IK_Q4K_XSUM=1 sanitize q4k_xsum --only-kquants ;;
   q4k_m1to8) bench_q4k --formats Q4_K --dtype fp16 --name bench_q4k_fp16_m1to8; pack
           bench_q4k --formats Q4_K --name bench_q4k_bf16_m1to8 ;;
   q4k_layer_once) for dt in bf16 fp16; do
