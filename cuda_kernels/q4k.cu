@@ -1059,6 +1059,17 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
       // best of 2-4 at m = 1, 2, 4 over four weights; BENCHMARKS.md, nineteenth
       // session). Where the slots' shared memory breaks the one wave, the direct loop.
       // m = 1 takes the kernel that skips the unstored column (M1).
+      // EXPERIMENT (IK_Q4K_STAGES=4 or 5): the m = 1 XS kernel with more blocks in flight.
+      if (p.m == 1 && kw > 1) {
+        const char* v = std::getenv("IK_Q4K_STAGES");
+        const int st = v ? std::atoi(v) : 3;
+        if (st == 4 && Shape<T, F, 2, 4, 4, true, true, true>::one_wave(p, kw))
+          return xsum_experiment() ? Shape<T, F, 2, 4, 4, true, true, true, true>::launch(p, kw, stream)
+                                   : Shape<T, F, 2, 4, 4, true, true, true>::launch(p, kw, stream);
+        if (st == 5 && Shape<T, F, 2, 5, 4, true, true, true>::one_wave(p, kw))
+          return xsum_experiment() ? Shape<T, F, 2, 5, 4, true, true, true, true>::launch(p, kw, stream)
+                                   : Shape<T, F, 2, 5, 4, true, true, true>::launch(p, kw, stream);
+      }
       if (kw > 1 && p.m <= 2 && Shape<T, F, 2, 3, 4, true, true>::one_wave(p, kw))
         return p.m == 1 ? (xsum_experiment() ? Shape<T, F, 2, 3, 4, true, true, true, true>::launch(p, kw, stream)
                                              : Shape<T, F, 2, 3, 4, true, true, true>::launch(p, kw, stream))

@@ -1239,8 +1239,10 @@ case "$MODE" in
   # q4k_xsum: EXPERIMENT (issue 6): the m = 1 kernels (fp16 XS, bf16 x-ahead) with a block's sub-block sums
   # from two MMAs instead of sixteen (IK_Q4K_XSUM=1) against the landed ones, alternating processes, at
   # the goal shapes; then the k-quant tests and the k-quant launches under compute-sanitizer with it on
-  q4k_xsum) for xs in 0 1 0 1; do for dt in fp16 bf16; do
-            IK_Q4K_XSUM=$xs bench_q4k --formats Q4_K --dtype $dt --ours-only --ms 1 --name bench_q4k_xsum${xs}_$dt \
+  q4k_xsum) for pass in a b; do for v in 0-3-fp16 1-3-fp16 0-4-fp16 1-4-fp16 0-5-fp16 1-5-fp16 0-3-bf16 1-3-bf16; do
+            IFS=- read -r xs st dt <<< "$v"; echo "--- XSUM=$xs STAGES=$st $dt ($pass)"
+            IK_Q4K_XSUM=$xs IK_Q4K_STAGES=$st bench_q4k --formats Q4_K --dtype $dt --ours-only --ms 1 \
+              --name bench_q4k_xsum${xs}_s${st}_${dt}_$pass \
               --shapes ${XSUM_SHAPES:-14336x4096,4096x14336,4096x4096,14336x16384} | grep -E "m=1:"; done; pack
           done
           IK_Q4K_XSUM=1 tests_q4k; pack
