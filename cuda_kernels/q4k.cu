@@ -31,7 +31,7 @@
 // offset comes off per sub-block with the activation sum X = sum x, which the min term
 // needs anyway (weight = ds q - dm, so sum w x = ds S - (offset ds + dm) X with S =
 // sum (offset + q) x) and which one more MMA (A all ones) gives in the same fragment
-// layout. Cancelling the offset costs ~4 (bf16) to ~7 (f16) of fp32's 24 bits, far below
+// layout (at m = 1 with tiled Q4_K, two MMAs give a whole block's: q4k_xsums). Cancelling the offset costs ~4 (bf16) to ~7 (f16) of fp32's 24 bits, far below
 // those dtypes' rounding. fp32 activations take exact levels (the offset subtracted in
 // bf16, exactly) and are split into three bf16 parts, x = h + m + l to within 2^-25 |x|,
 // three MMAs each: fp32-grade sums at three times the tensor work, still bandwidth-bound.
@@ -63,7 +63,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 
 #include "ggml_blocks.h"
@@ -254,12 +253,13 @@ __device__ __forceinline__ void mma_step(float (&s)[4], float (&xs)[4], const ui
   }
 }
 
-// EXPERIMENT (XSUM, m = 1): a block's eight sub-block sums X in two MMAs instead of
-// sixteen. B column j takes sub-block j's elements at the k positions mma_step gives
-// them (lane (g, t): x at 32 g + 8 t), so with A all ones D[., j] is sub-block j's X,
-// each element computed as mma_step's X MMAs compute it (the same bits). Lanes t of
-// g = 0 hold X_2t, X_2t+1 and park them in the scale table's spare columns 16..19 of
-// rows 0, 1 (X_j at row j / 4, column 16 + j % 4), read back after the __syncwarp.
+// XSUM (m = 1): a block's eight sub-block sums X from two MMAs instead of mma_step's
+// sixteen, whose B columns all hold the one activation row. Here B column j takes
+// sub-block j's elements at the k positions mma_step gives them (lane (g, t): x at
+// 32 g + 8 t), so with A all ones D[., j] is sub-block j's X, each element summed as
+// mma_step's X MMAs sum it: the same bits (tiled XSUM equals rows without it, tested).
+// Lanes t of g = 0 hold X_2t, X_2t+1 and park them in the scale table's spare columns
+// 16..19 of rows 0, 1 (X_j at row j / 4, column 16 + j % 4), read after the __syncwarp.
 template <typename T, typename X>
 __device__ __forceinline__ void q4k_xsums(int g, int t, const X& x, float* table) {
   static_assert(Operand<T>::kParts == 1, "fp16/bf16 x");
@@ -762,12 +762,20 @@ __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* ta
 // not summed: a quarter fewer instructions a block in the XS loop, 7% faster at 14336 x
 // 4096 with fp16 x, 2-5% with bf16 (BENCHMARKS.md, twentieth session). The direct
 // loop's M1 kernels spill (ptxas 13.0), so m = 1 takes M1 in the XS and x-ahead loops.
+// XSUM (M1, Q4_K, fp16/bf16 x): the sub-block sums from q4k_xsums, 14 fewer MMAs a block.
+// Tiled, 14336 x 4096 at m = 1: 12.0-12.2 against 12.3-12.4 us with fp16 x (XS), 12.6
+// against 13.7 with bf16 (x ahead); 14336 x 16384: 38.5 against 39.1 (fp16), 40.3-40.5
+// against 45.1 (bf16). ggml's rows with bf16 x ran 3% slower with it (16.6 against 16.1
+// us: one more 16-byte x load a block and lane), so they keep sixteen (H200, forty-eighth
+// session, s48a).
 template <typename T, KQuant F, int MINB, int S, int U, bool TL = false, bool XS = false, bool M1 = false,
           bool XSUM = false>
 __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const KQuantGemvParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   static_assert(!XS || (S > 0 && TL && F == KQuant::kQ4K && !std::is_same_v<T, float>),
                 "x in the stages: staged tiled Q4_K, fp16/bf16 x");
+  static_assert(!XSUM || (M1 && F == KQuant::kQ4K && !std::is_same_v<T, float> && (XS || S < 0)),
+                "two-MMA sub-block sums: m = 1 Q4_K, fp16/bf16 x, the XS or x-ahead loop");
   // Bytes from one of a row's blocks to the next (kRowBytes: a block's in its row).
   constexpr int64_t kRowBytes = F == KQuant::kQ4K ? sizeof(BlockQ4K) : sizeof(BlockQ6K);
   constexpr int64_t kBytes = !TL ? kRowBytes : F == KQuant::kQ4K ? kQ4KTileBytes : kQ6KTileBytes;
@@ -1033,13 +1041,6 @@ struct Shape {
   }
 };
 
-// EXPERIMENT (IK_Q4K_XSUM=1, read at each launch): the m = 1 XS (fp16) and x-ahead (bf16)
-// kernels with a block's sub-block sums from two MMAs (q4k_xsums) instead of sixteen.
-inline bool xsum_experiment() {
-  const char* v = std::getenv("IK_Q4K_XSUM");
-  return v && v[0] == '1';
-}
-
 // TL (the tiled layouts) takes the K split the kernels for ggml's rows would, loop for
 // loop: its kernels use no more registers (nor, staged, more shared memory), so the
 // split fits one wave as well, and the sums are the same, bit for bit, whichever layout
@@ -1058,21 +1059,10 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
       // the direct loop's split (the same sums), 3 stages at m <= 2 and 2 above (the
       // best of 2-4 at m = 1, 2, 4 over four weights; BENCHMARKS.md, nineteenth
       // session). Where the slots' shared memory breaks the one wave, the direct loop.
-      // m = 1 takes the kernel that skips the unstored column (M1).
-      // EXPERIMENT (IK_Q4K_STAGES=4 or 5): the m = 1 XS kernel with more blocks in flight.
-      if (p.m == 1 && kw > 1) {
-        const char* v = std::getenv("IK_Q4K_STAGES");
-        const int st = v ? std::atoi(v) : 3;
-        if (st == 4 && Shape<T, F, 2, 4, 4, true, true, true>::one_wave(p, kw))
-          return xsum_experiment() ? Shape<T, F, 2, 4, 4, true, true, true, true>::launch(p, kw, stream)
-                                   : Shape<T, F, 2, 4, 4, true, true, true>::launch(p, kw, stream);
-        if (st == 5 && Shape<T, F, 2, 5, 4, true, true, true>::one_wave(p, kw))
-          return xsum_experiment() ? Shape<T, F, 2, 5, 4, true, true, true, true>::launch(p, kw, stream)
-                                   : Shape<T, F, 2, 5, 4, true, true, true>::launch(p, kw, stream);
-      }
+      // m = 1 takes the kernel that skips the unstored column (M1), with a block's sub-block
+      // sums from two MMAs (XSUM).
       if (kw > 1 && p.m <= 2 && Shape<T, F, 2, 3, 4, true, true>::one_wave(p, kw))
-        return p.m == 1 ? (xsum_experiment() ? Shape<T, F, 2, 3, 4, true, true, true, true>::launch(p, kw, stream)
-                                             : Shape<T, F, 2, 3, 4, true, true, true>::launch(p, kw, stream))
+        return p.m == 1 ? Shape<T, F, 2, 3, 4, true, true, true, true>::launch(p, kw, stream)
                         : Shape<T, F, 2, 3, 4, true, true>::launch(p, kw, stream);
       if (kw > 1 && p.m <= 4 && Shape<T, F, 2, 2, 4, true, true>::one_wave(p, kw))
         return Shape<T, F, 2, 2, 4, true, true>::launch(p, kw, stream);
@@ -1083,12 +1073,11 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
       // 14336 x 4096, m = 1; BENCHMARKS.md, ninth session). Not for fp16 x: ptxas 13.0
       // spills 16 bytes there at 128 registers. A = 2 compiles without spills, but ptxas
       // then sinks the next block's weight loads below the block's MMAs (no overlap).
-      // m = 1: M1, as above.
+      // m = 1: M1, as above; tiled also XSUM (ggml's rows ran slower with it: see the kernel).
       if (kw > 1) {
         const int kx = Shape<T, F, 2, -1, 4>::warps(p);
         if (kx > 1)
-          return p.m == 1 ? (xsum_experiment() ? Shape<T, F, 2, -1, 4, TL, false, true, true>::launch(p, kx, stream)
-                                               : Shape<T, F, 2, -1, 4, TL, false, true>::launch(p, kx, stream))
+          return p.m == 1 ? Shape<T, F, 2, -1, 4, TL, false, true, TL>::launch(p, kx, stream)
                           : Shape<T, F, 2, -1, 4, TL>::launch(p, kx, stream);
       }
     }

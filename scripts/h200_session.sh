@@ -1236,17 +1236,16 @@ case "$MODE" in
             bench_q4k --formats Q4_K --dtype $dt --ours-only --ms 1 --name bench_q4k_kscale_$dt \
               --shapes ${KSCALE_SHAPES:-14336x2048,14336x4096,14336x6144,14336x8192,14336x12288,14336x16384}; pack
           done; read_floor ;;
-  # q4k_xsum: EXPERIMENT (issue 6): the m = 1 kernels (fp16 XS, bf16 x-ahead) with a block's sub-block sums
-  # from two MMAs instead of sixteen (IK_Q4K_XSUM=1) against the landed ones, alternating processes, at
-  # the goal shapes; then the k-quant tests and the k-quant launches under compute-sanitizer with it on
-  q4k_xsum) for pass in a b; do for v in 0-3-fp16 1-3-fp16 0-4-fp16 1-4-fp16 0-5-fp16 1-5-fp16 0-3-bf16 1-3-bf16; do
-            IFS=- read -r xs st dt <<< "$v"; echo "--- XSUM=$xs STAGES=$st $dt ($pass)"
-            IK_Q4K_XSUM=$xs IK_Q4K_STAGES=$st bench_q4k --formats Q4_K --dtype $dt --ours-only --ms 1 \
-              --name bench_q4k_xsum${xs}_s${st}_${dt}_$pass \
-              --shapes ${XSUM_SHAPES:-14336x4096,4096x14336,4096x4096,14336x16384} | grep -E "m=1:"; done; pack
-          done
-          IK_Q4K_XSUM=1 tests_q4k; pack
-          IK_Q4K_XSUM=1 sanitize q4k_xsum --only-kquants ;;
+  # q4k_land: the m = 1 Q4_K kernels with two-MMA sub-block sums (XSUM, forty-eighth session; the A/B
+  # was s48a's q4k_xsum at 3cd65b0): k-quant tests, sanitizers, the benchmark at M = 1 (fp16, bf16;
+  # tokens/s), the decode layer's chain of kernels (bf16, fp16)
+  q4k_land) tests_q4k; pack; sanitizers_q4k; pack
+          for dt in fp16 bf16; do bench_q4k --dtype $dt --ms 1 --name bench_q4k_${dt}_m1; pack; done
+          for dt in bf16 fp16; do
+            step "decode layer, $dt"
+            timeout 120 python3 benchmarks/bench_q4k_layer.py --dtype $dt --name bench_q4k_layer_$dt 2>&1 | tail -14
+            [ "${PIPESTATUS[0]}" = 0 ] || status=1
+          done ;;
   q4k_m1to8) bench_q4k --formats Q4_K --dtype fp16 --name bench_q4k_fp16_m1to8; pack
           bench_q4k --formats Q4_K --name bench_q4k_bf16_m1to8 ;;
   q4k_layer_once) for dt in bf16 fp16; do
