@@ -31,7 +31,8 @@
 // offset comes off per sub-block with the activation sum X = sum x, which the min term
 // needs anyway (weight = ds q - dm, so sum w x = ds S - (offset ds + dm) X with S =
 // sum (offset + q) x) and which one more MMA (A all ones) gives in the same fragment
-// layout (at m = 1 with tiled Q4_K, two MMAs give a whole block's: q4k_xsums). Cancelling the offset costs ~4 (bf16) to ~7 (f16) of fp32's 24 bits, far below
+// layout (at m = 1 with tiled Q4_K, two MMAs give a whole block's: q4k_xsums).
+// Cancelling the offset costs ~4 (bf16) to ~7 (f16) of fp32's 24 bits, far below
 // those dtypes' rounding. fp32 activations take exact levels (the offset subtracted in
 // bf16, exactly) and are split into three bf16 parts, x = h + m + l to within 2^-25 |x|,
 // three MMAs each: fp32-grade sums at three times the tensor work, still bandwidth-bound.
@@ -249,7 +250,8 @@ __device__ __forceinline__ void mma_step(float (&s)[4], float (&xs)[4], const ui
 #pragma unroll
   for (int part = 0; part < Operand<T>::kParts; ++part) {
     mma_m16n8k16<kBf16>(s, ag[0], ah[0], ag[1], ah[1], x.v[part][2 * i], x.v[part][2 * i + 1]);
-    if constexpr (XMMA) mma_m16n8k16<kBf16>(xs, kOnes, kOnes, kOnes, kOnes, x.v[part][2 * i], x.v[part][2 * i + 1]);
+    if constexpr (XMMA)
+      mma_m16n8k16<kBf16>(xs, kOnes, kOnes, kOnes, kOnes, x.v[part][2 * i], x.v[part][2 * i + 1]);
   }
 }
 
@@ -269,7 +271,8 @@ __device__ __forceinline__ void q4k_xsums(int g, int t, const X& x, float* table
   float d[4] = {};
   mma_m16n8k16<kBf16>(d, kOnes, kOnes, kOnes, kOnes, b.v[0][0], b.v[0][1]);
   mma_m16n8k16<kBf16>(d, kOnes, kOnes, kOnes, kOnes, b.v[0][2], b.v[0][3]);
-  if (g == 0) *reinterpret_cast<float2*>(table + (t >> 1) * kScaleStride + 16 + 2 * (t & 1)) = make_float2(d[0], d[1]);
+  if (g == 0)
+    *reinterpret_cast<float2*>(table + (t >> 1) * kScaleStride + 16 + 2 * (t & 1)) = make_float2(d[0], d[1]);
 }
 
 // acc += ds S - dc X for a finished sub-block: fragment elements 0, 1 are row g's (ds
@@ -852,7 +855,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
         const uint8_t* const xrow =
             xslots + (M1 ? s : s * p.m + std::min<int64_t>(l.g, p.m - 1)) * kXRow;
         compute<T, F, U, M1, XSUM>(l, TiledStage{stage + 16 * l.lane, stage + head}, table,
-                             SharedX<T>{reinterpret_cast<const T*>(xrow) + 8 * l.t}, acc);
+                                   SharedX<T>{reinterpret_cast<const T*>(xrow) + 8 * l.t}, acc);
         if (i + S < n) issue(s);
         cp_async_commit();
       } else {
