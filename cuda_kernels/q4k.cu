@@ -64,6 +64,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "ggml_blocks.h"
@@ -664,7 +665,30 @@ __device__ __forceinline__ void q6k_pairs(const Q6KRow& r, int n, int j, int h, 
   a[1] = level_pair<T>(q, 1);
 }
 
-template <typename T, bool M1>
+// Q6_K's sixteen sub-block sums (m = 1) from two MMAs instead of mma_step's sixteen,
+// as q4k_xsums does it: sub-block e = 8 n + 2 j + h holds x at 16 e, lane t's four at
+// 4 t (q6k_block's k positions); MMA i takes e = 8 i + g in B column g. Lanes t of g = 0
+// hold X for (n, j, h) = (i, t, 0) and (i, t, 1), parked where the scale table holds
+// that sub-block's factor, shifted to the spare columns: row 2 n + h, column 16 + j, so
+// that q6k_block reads an (n, h)'s four as one float4.
+template <typename T>
+__device__ __forceinline__ void q6k_xsums(int g, int t, const T* x, float* table) {
+  static_assert(Operand<T>::kParts == 1, "fp16/bf16 x");
+  constexpr bool kBf16 = Operand<T>::kBf16;
+  constexpr uint32_t kOnes = kBf16 ? kOnesBf16 : kOnesF16;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const XPairs<T, 4> b = load_x<T, 4>(x + 16 * (8 * i + g));
+    float d[4] = {};
+    mma_m16n8k16<kBf16>(d, kOnes, kOnes, kOnes, kOnes, b.v[0][0], b.v[0][1]);
+    if (g == 0) {
+      table[(2 * i) * kScaleStride + 16 + t] = d[0];
+      table[(2 * i + 1) * kScaleStride + 16 + t] = d[1];
+    }
+  }
+}
+
+template <typename T, bool M1, bool XSUM = false>
 __device__ __forceinline__ void q6k_block(const Lane& l, const Q6KRaw& r, const float* table,
                                           const T* x, float (&acc)[4]) {
   // weight = ds (q - 32): sum w x = ds (S - (offset + 32) X).
@@ -677,6 +701,8 @@ __device__ __forceinline__ void q6k_block(const Lane& l, const Q6KRaw& r, const 
       const float4 dh =
           *reinterpret_cast<const float4*>(table + (l.g + 8) * kScaleStride + 8 * n + 4 * h);
       const float fg[4] = {dg.x, dg.y, dg.z, dg.w}, fh[4] = {dh.x, dh.y, dh.z, dh.w};
+      [[maybe_unused]] float4 xsum;
+      if constexpr (XSUM) xsum = *reinterpret_cast<const float4*>(table + (2 * n + h) * kScaleStride + 16);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const XPairs<T, 4> xv = load_x<T, 4>(x + 128 * n + 32 * j + 16 * h);
@@ -684,7 +710,8 @@ __device__ __forceinline__ void q6k_block(const Lane& l, const Q6KRaw& r, const 
         q6k_pairs<T>(r.g, n, j, h, ag);
         q6k_pairs<T>(r.h, n, j, h, ah);
         float s[4] = {}, xs[4] = {};
-        mma_step<T, 4>(s, xs, ag, ah, xv, 0);
+        mma_step<T, 4, !XSUM>(s, xs, ag, ah, xv, 0);
+        if constexpr (XSUM) xs[0] = xs[1] = xs[2] = xs[3] = j == 0 ? xsum.x : j == 1 ? xsum.y : j == 2 ? xsum.z : xsum.w;
         apply<M1>(acc, s, xs, fg[j], kShift * fg[j], fh[j], kShift * fh[j]);
       }
     }
@@ -720,12 +747,13 @@ __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* ta
     if constexpr (XSUM) q4k_xsums<T>(l.g, l.t, x, table);
   } else {
     q6k_scales(l, src, table);
+    if constexpr (XSUM) q6k_xsums<T>(l.g, l.t, x, table);
   }
   __syncwarp();
   if constexpr (F == KQuant::kQ4K) {
     q4k_block<T, U, M1, XSUM>(l, src, table, x, acc);
   } else {
-    q6k_block<T, M1>(l, src, table, x, acc);
+    q6k_block<T, M1, XSUM>(l, src, table, x, acc);
   }
   __syncwarp();  // the table (and Q4_K's stage) is rewritten for a later block
 }
@@ -777,8 +805,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
   extern __shared__ __align__(16) uint8_t smem[];
   static_assert(!XS || (S > 0 && TL && F == KQuant::kQ4K && !std::is_same_v<T, float>),
                 "x in the stages: staged tiled Q4_K, fp16/bf16 x");
-  static_assert(!XSUM || (M1 && F == KQuant::kQ4K && !std::is_same_v<T, float> && (XS || S < 0)),
-                "two-MMA sub-block sums: m = 1 Q4_K, fp16/bf16 x, the XS or x-ahead loop");
+  static_assert(!XSUM || (!std::is_same_v<T, float> &&
+                          (F == KQuant::kQ4K ? M1 && (XS || S < 0) : S == 0)),
+                "few-MMA sub-block sums: fp16/bf16 x, m = 1 Q4_K (the XS or x-ahead loop) or Q6_K "
+                "(direct; launched at m = 1 only)");
   // Bytes from one of a row's blocks to the next (kRowBytes: a block's in its row).
   constexpr int64_t kRowBytes = F == KQuant::kQ4K ? sizeof(BlockQ4K) : sizeof(BlockQ6K);
   constexpr int64_t kBytes = !TL ? kRowBytes : F == KQuant::kQ4K ? kQ4KTileBytes : kQ6KTileBytes;
@@ -1083,6 +1113,11 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
           return p.m == 1 ? Shape<T, F, 2, -1, 4, TL, false, true, TL>::launch(p, kx, stream)
                           : Shape<T, F, 2, -1, 4, TL>::launch(p, kx, stream);
       }
+    }
+    if constexpr (F == KQuant::kQ6K) {
+      // EXPERIMENT (IK_Q6K_XSUM=1): m = 1 with the sub-block sums from two MMAs.
+      const char* v = std::getenv("IK_Q6K_XSUM");
+      if (p.m == 1 && v && v[0] == '1') return Shape<T, F, 2, 0, 4, TL, false, false, true>::launch(p, kw, stream);
     }
     if (F == KQuant::kQ6K || kw > 1) return Direct::launch(p, kw, stream);
     // No K split fits one wave: each warp streams its rows' whole K, and staging pays.
