@@ -31,7 +31,7 @@
 // offset comes off per sub-block with the activation sum X = sum x, which the min term
 // needs anyway (weight = ds q - dm, so sum w x = ds S - (offset ds + dm) X with S =
 // sum (offset + q) x) and which one more MMA (A all ones) gives in the same fragment
-// layout (at m = 1 with tiled Q4_K, two MMAs give a whole block's: q4k_xsums).
+// layout (at m = 1, tiled, two MMAs give a whole block's: q4k_xsums, q6k_xsums).
 // Cancelling the offset costs ~4 (bf16) to ~7 (f16) of fp32's 24 bits, far below
 // those dtypes' rounding. fp32 activations take exact levels (the offset subtracted in
 // bf16, exactly) and are split into three bf16 parts, x = h + m + l to within 2^-25 |x|,
@@ -64,7 +64,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 
 #include "ggml_blocks.h"
@@ -798,7 +797,9 @@ __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* ta
 // against 13.7 with bf16 (x ahead); 14336 x 16384: 38.5 against 39.1 (fp16), 40.3-40.5
 // against 45.1 (bf16). ggml's rows with bf16 x ran 3% slower with it (16.6 against 16.1
 // us: one more 16-byte x load a block and lane), so they keep sixteen (H200, forty-eighth
-// session, s48a).
+// session, s48a). Q6_K (m = 1, tiled, the direct loop; not M1, which spills with it):
+// q6k_xsums, 14 fewer MMAs a block; 1-4% faster on an H100, ggml's rows 3-4% slower
+// (forty-ninth session, s49a).
 template <typename T, KQuant F, int MINB, int S, int U, bool TL = false, bool XS = false, bool M1 = false,
           bool XSUM = false>
 __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const KQuantGemvParams p) {
@@ -808,7 +809,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
   static_assert(!XSUM || (!std::is_same_v<T, float> &&
                           (F == KQuant::kQ4K ? M1 && (XS || S < 0) : S == 0)),
                 "few-MMA sub-block sums: fp16/bf16 x, m = 1 Q4_K (the XS or x-ahead loop) or Q6_K "
-                "(direct; launched at m = 1 only)");
+                "(direct; launched at m = 1, tiled)");
   // Bytes from one of a row's blocks to the next (kRowBytes: a block's in its row).
   constexpr int64_t kRowBytes = F == KQuant::kQ4K ? sizeof(BlockQ4K) : sizeof(BlockQ6K);
   constexpr int64_t kBytes = !TL ? kRowBytes : F == KQuant::kQ4K ? kQ4KTileBytes : kQ6KTileBytes;
@@ -1114,10 +1115,11 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
                           : Shape<T, F, 2, -1, 4, TL>::launch(p, kx, stream);
       }
     }
-    if constexpr (F == KQuant::kQ6K) {
-      // EXPERIMENT (IK_Q6K_XSUM=1): m = 1 with the sub-block sums from two MMAs.
-      const char* v = std::getenv("IK_Q6K_XSUM");
-      if (p.m == 1 && v && v[0] == '1') return Shape<T, F, 2, 0, 4, TL, false, false, true>::launch(p, kw, stream);
+    if constexpr (F == KQuant::kQ6K && TL) {
+      // m = 1, tiled: the sub-block sums from two MMAs (XSUM, q6k_xsums), 1-4% faster;
+      // ggml's rows keep sixteen (3-4% slower with it; H100, forty-ninth session). Not
+      // M1: with XSUM it spills (ptxas 13.0: 16-36 bytes).
+      if (p.m == 1) return Shape<T, F, 2, 0, 4, TL, false, false, true>::launch(p, kw, stream);
     }
     if (F == KQuant::kQ6K || kw > 1) return Direct::launch(p, kw, stream);
     // No K split fits one wave: each warp streams its rows' whole K, and staging pays.

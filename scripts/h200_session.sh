@@ -1246,15 +1246,6 @@ case "$MODE" in
             timeout 120 python3 benchmarks/bench_q4k_layer.py --dtype $dt --name bench_q4k_layer_$dt 2>&1 | tail -14
             [ "${PIPESTATUS[0]}" = 0 ] || status=1
           done ;;
-  # q6k_xsum: EXPERIMENT (issue 6): Q6_K at m = 1 with the sub-block sums from two MMAs (IK_Q6K_XSUM=1)
-  # against the landed kernels, alternating processes; k-quant tests and sanitizers with it on
-  q6k_xsum) for pass in a b; do for v in 0-fp16 1-fp16 0-bf16 1-bf16; do
-            IFS=- read -r xs dt <<< "$v"; echo "--- Q6K_XSUM=$xs $dt ($pass)"
-            IK_Q6K_XSUM=$xs bench_q4k --formats Q6_K --dtype $dt --ours-only --ms 1 --name bench_q6k_xsum${xs}_${dt}_$pass \
-              --shapes ${XSUM_SHAPES:-14336x4096,4096x14336,4096x4096,128256x4096} | grep -E "m=1:"; done; pack
-          done
-          IK_Q6K_XSUM=1 tests_q4k; pack
-          IK_Q6K_XSUM=1 sanitize q6k_xsum --only-kquants ;;
   q4k_m1to8) bench_q4k --formats Q4_K --dtype fp16 --name bench_q4k_fp16_m1to8; pack
           bench_q4k --formats Q4_K --name bench_q4k_bf16_m1to8 ;;
   q4k_layer_once) for dt in bf16 fp16; do
