@@ -195,6 +195,22 @@ __device__ __forceinline__ void wg_stream(float (&acc)[4 * NT], uint4 (&w)[G * k
   }
 }
 
+// A cluster rank's share of K (convert 4 and 5): chunks [c0, c0 + cn) of K's, cps a
+// rank (cn 0 past the end).
+struct KShare {
+  int nc, rank;
+  int64_t c0;
+  int cn;
+};
+__device__ __forceinline__ KShare k_share(const cg::cluster_group& cluster, int64_t K, int64_t cps) {
+  KShare s;
+  s.nc = int(cluster.num_blocks()), s.rank = int(cluster.block_rank());
+  const int64_t nchunks = (K + kChunk - 1) / kChunk;
+  s.c0 = int64_t(s.rank) * cps;
+  s.cn = int(std::max<int64_t>(0, std::min(s.c0 + cps, nchunks) - s.c0));
+  return s;
+}
+
 // G: groups of kWgU chunks a lane keeps in flight (wgmma_groups): with 2, one group's
 // loads are on their way while the other's MMAs run (112-122 registers against 72-90).
 template <typename OutT, int NH, int WGS, int G = 1>
@@ -203,11 +219,9 @@ __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyG
   extern __shared__ __align__(128) uint8_t wsm[];
   constexpr int NT = 2 * NH;  // B's 8-column groups: each activation row twice
   cg::cluster_group cluster = cg::this_cluster();
-  const int nc = int(cluster.num_blocks()), rank = int(cluster.block_rank());
-  const int64_t M = p.M, N = p.N, K = p.K;
-  const int64_t nchunks = (K + kChunk - 1) / kChunk;
-  const int64_t c0 = int64_t(rank) * cps;
-  const int cn = int(std::max<int64_t>(0, std::min(c0 + cps, nchunks) - c0));  // chunks here
+  const KShare ks = k_share(cluster, p.K, cps);
+  const int nc = ks.nc, rank = ks.rank, cn = ks.cn;
+  const int64_t M = p.M, N = p.N, K = p.K, c0 = ks.c0;
   const int cpad = (cn + kWgU - 1) / kWgU * kWgU;
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int rl = (threadIdx.x >> 5) * 8 + g;  // the lane's row in the block's kRows
@@ -396,11 +410,9 @@ __global__ void __launch_bounds__(256, 1)
   constexpr int kRows = 64, kThreads = 256, NT = 2 * NH;
   extern __shared__ __align__(128) uint8_t wsm[];
   cg::cluster_group cluster = cg::this_cluster();
-  const int nc = int(cluster.num_blocks()), rank = int(cluster.block_rank());
-  const int64_t M = p.M, N = p.N, K = p.K;
-  const int64_t nchunks = (K + kChunk - 1) / kChunk;
-  const int64_t c0 = int64_t(rank) * cps;
-  const int cn = int(std::max<int64_t>(0, std::min(c0 + cps, nchunks) - c0));  // chunks here
+  const KShare ks = k_share(cluster, p.K, cps);
+  const int nc = ks.nc, rank = ks.rank, cn = ks.cn;
+  const int64_t M = p.M, N = p.N, K = p.K, c0 = ks.c0;
   const int gpt = int(wg_x_slots(cps) / kWgU);  // groups a tile: the same in every block of the cluster
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int rl = (threadIdx.x >> 5) * 8 + g;  // the lane's row in the tile
