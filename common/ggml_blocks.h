@@ -66,7 +66,9 @@ struct BlockQ6K {
 // them, so that every warp load is 512 contiguous bytes (256 for the heads):
 //   tensor uint8 [ceil(N / 16), K / 256, 2304], rows past N zero; per (tile, block):
 //   bytes 512c + 16i .. 512c + 16i + 15 (chunk c = 0..3, lane i = 4g + t, g = 0..7,
-//     t = 0..3): qs[32c + 8t .. 32c + 8t + 7] of tile row g, then of tile row g + 8;
+//     t = 0..3): qs[32c + 8t .. 32c + 8t + 7] of tile row g, then of tile row g + 8,
+//     each 4-byte word's bytes in the order 0, 2, 1, 3 (so that a pair of levels lies
+//     16 bits apart, as the MMA operand's two halves: q4k.cu's q4k_pairs);
 //   bytes 2048 + 16r .. 2048 + 16r + 15: d, dmin and scales[12] of tile row r.
 constexpr int kTileRows = 16;  // rows of a tile, both formats
 constexpr int kQ4KTileBytes = kTileRows * 144;

@@ -64,6 +64,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "ggml_blocks.h"
@@ -117,9 +118,12 @@ __device__ __forceinline__ float half_bits_to_float(uint32_t bits) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
 }
 
-// Byte i of w (unsigned) as a float, exactly: 2^23 + byte, minus 2^23.
-__device__ __forceinline__ float byte_to_float(uint32_t w, int i) {
-  return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7440u | i)) - 8388608.0f;
+// Byte i of w (below 128) as 1024 + byte, exactly: placed in the low mantissa bits of
+// f16 1024.0 (bytes i & ~1 and i | 1 share one PRMT) and converted to fp32.
+__device__ __forceinline__ float f16_magic_byte(uint32_t w, int i) {
+  const uint32_t pair = __byte_perm(w, 0x00640064u, i & 2 ? 0x4342u : 0x4140u);
+  const __half2 h = *reinterpret_cast<const __half2*>(&pair);
+  return i & 1 ? __high2float(h) : __low2float(h);
 }
 
 // ---- operand types -------------------------------------------------------------------
@@ -443,10 +447,15 @@ __device__ __forceinline__ void q4k_scales(const Lane& l, const uint4& head, flo
   // Odd sub-blocks are high nibbles, which f16 reads as 16 q (q4k_pairs).
   const float d_hi = Operand<T>::kF16 ? d * 0.0625f : d;
   float ds[4], dc[4];
+  // The 6-bit values as f16 1024 + v, two to a PRMT (as level_pair places levels), each
+  // read as fp32 by one conversion. f (1024 + v) - 1024 f, in one FFMA, is f v before its
+  // one rounding (1024 f is exact), so ds and dmin v keep their bits.
+  const float d_lo1024 = -1024.0f * d, d_hi1024 = -1024.0f * d_hi, dm1024 = -1024.0f * dmin;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    ds[i] = (i & 1 ? d_hi : d) * byte_to_float(scw, i);
-    dc[i] = fmaf(Operand<T>::kOffset, ds[i], dmin * byte_to_float(mnw, i));
+    const float sc = f16_magic_byte(scw, i), mn = f16_magic_byte(mnw, i);
+    ds[i] = fmaf(i & 1 ? d_hi : d, sc, i & 1 ? d_hi1024 : d_lo1024);
+    dc[i] = fmaf(Operand<T>::kOffset, ds[i], fmaf(dmin, mn, dm1024));
   }
   float* row = table + (l.lane >> 1) * kScaleStride + 4 * h;
   *reinterpret_cast<float4*>(row) = make_float4(ds[0], ds[1], ds[2], ds[3]);
@@ -461,9 +470,24 @@ __device__ __forceinline__ void q4k_scales(const Lane& l, const uint4& head, flo
 // - bf16's 7-bit mantissa has no room for 16 q. Masking the word first would cost 7
 //   instructions a word against 8, but with ptxas 13.0 the direct loop then spills, so
 //   a PRMT spreads two bytes and one LOP3 a pair masks and adds the magic.
-template <typename T>
+// TW: the tiled layout's word order, bytes 0, 2, 1, 3 (ggml_blocks.h): a pair's two
+// bytes are 16 bits apart, so a LOP3 masks and adds the magic at once, and a shift by 8
+// brings the second pair there: 5 instructions a word with f16 (one shift, four LOP3), 7
+// with bf16 (three shifts).
+template <typename T, bool TW = false>
 __device__ __forceinline__ void q4k_pairs(uint32_t v, uint32_t (&lo)[2], uint32_t (&hi)[2]) {
-  if constexpr (Operand<T>::kF16) {
+  if constexpr (TW) {
+    const uint32_t v8 = v >> 8;
+    lo[0] = masked_pair<T>(v, 0x000F000Fu);
+    lo[1] = masked_pair<T>(v8, 0x000F000Fu);
+    if constexpr (Operand<T>::kF16) {
+      hi[0] = masked_pair<T>(v, 0x00F000F0u);
+      hi[1] = masked_pair<T>(v8, 0x00F000F0u);
+    } else {
+      hi[0] = masked_pair<T>(v >> 4, 0x000F000Fu);
+      hi[1] = masked_pair<T>(v >> 12, 0x000F000Fu);
+    }
+  } else if constexpr (Operand<T>::kF16) {
     const uint32_t l = v & 0x0F0F0F0Fu, h = v & 0xF0F0F0F0u;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
@@ -482,7 +506,7 @@ __device__ __forceinline__ void q4k_pairs(uint32_t v, uint32_t (&lo)[2], uint32_
 
 // Chunk c of a block: sub-blocks 2c (low nibbles, B pairs xl: x at 64c + 8t) and 2c + 1
 // (high, xh: x at 64c + 32 + 8t), rows g (wg) and g + 8 (wh).
-template <typename T, bool M1, bool XSUM = false>
+template <typename T, bool M1, bool XSUM = false, bool TW = false>
 __device__ __forceinline__ void q4k_chunk(const Lane& l, uint2 wg, uint2 wh, const XPairs<T, 8>& xl,
                                           const XPairs<T, 8>& xh, const float* table, int c,
                                           float (&acc)[4]) {
@@ -490,8 +514,8 @@ __device__ __forceinline__ void q4k_chunk(const Lane& l, uint2 wg, uint2 wh, con
 #pragma unroll
   for (int w = 0; w < 2; ++w) {  // bytes 8t + 4w .. + 3: B pairs 2w, 2w + 1
     uint32_t gl[2], gh[2], hl[2], hh[2];
-    q4k_pairs<T>(w ? wg.y : wg.x, gl, gh);
-    q4k_pairs<T>(w ? wh.y : wh.x, hl, hh);
+    q4k_pairs<T, TW>(w ? wg.y : wg.x, gl, gh);
+    q4k_pairs<T, TW>(w ? wh.y : wh.x, hl, hh);
     mma_step<T, 8, !XSUM>(sl, xsl, gl, hl, xl, w);
     mma_step<T, 8, !XSUM>(sh, xsh, gh, hh, xh, w);
   }
@@ -511,13 +535,13 @@ __device__ __forceinline__ void q4k_chunk(const Lane& l, uint2 wg, uint2 wh, con
 
 // One block (its scales already in the table). U: chunks unrolled (a staged block
 // can be read a chunk at a time; registers hold all of it anyway).
-template <typename T, int U, bool M1, bool XSUM, typename Src, typename X>
+template <typename T, int U, bool M1, bool XSUM, bool TW, typename Src, typename X>
 __device__ __forceinline__ void q4k_block(const Lane& l, const Src& src, const float* table,
                                           const X& x, float (&acc)[4]) {
 #pragma unroll U
   for (int c = 0; c < 4; ++c) {
     const Q4KQs w = q4k_qs(l, src, c);
-    q4k_chunk<T, M1, XSUM>(l, w.g, w.h, load_x<T, 8>(x + 64 * c), load_x<T, 8>(x + 64 * c + 32), table, c, acc);
+    q4k_chunk<T, M1, XSUM, TW>(l, w.g, w.h, load_x<T, 8>(x + 64 * c), load_x<T, 8>(x + 64 * c + 32), table, c, acc);
   }
 }
 
@@ -529,7 +553,7 @@ __device__ __forceinline__ void q4k_block(const Lane& l, const Src& src, const f
 // does. The launcher uses A = 1 for bf16 x (see there); all 4 chunks ahead spills 36
 // bytes at 128 registers (ptxas 13.0). Same MMAs and sums in the same order: the same
 // results as q4k_block, bit for bit (measured on the H200 before it became the default).
-template <typename T, int A, bool M1, bool XSUM = false>
+template <typename T, int A, bool M1, bool XSUM, bool TW>
 __device__ __forceinline__ void q4k_block_xahead(const Lane& l, const Q4KRaw& r, const float* table,
                                                  XPairs<T, 8> (&xa)[2 * A], const T* x, const T* xn,
                                                  float (&acc)[4]) {
@@ -542,11 +566,11 @@ __device__ __forceinline__ void q4k_block_xahead(const Lane& l, const Q4KRaw& r,
 #pragma unroll
   for (int c = 0; c < 4; ++c) {
     if (c < A) {
-      q4k_chunk<T, M1, XSUM>(l, r.wg[c], r.wh[c], xa[2 * c], xa[2 * c + 1], table, c, acc);
+      q4k_chunk<T, M1, XSUM, TW>(l, r.wg[c], r.wh[c], xa[2 * c], xa[2 * c + 1], table, c, acc);
       xa[2 * c] = load_x<T, 8>(xn + 64 * c);
       xa[2 * c + 1] = load_x<T, 8>(xn + 64 * c + 32);
     } else {
-      q4k_chunk<T, M1, XSUM>(l, r.wg[c], r.wh[c], xr[2 * (c - A)], xr[2 * (c - A) + 1], table, c, acc);
+      q4k_chunk<T, M1, XSUM, TW>(l, r.wg[c], r.wh[c], xr[2 * (c - A)], xr[2 * (c - A) + 1], table, c, acc);
     }
   }
 }
@@ -738,7 +762,7 @@ __host__ __device__ constexpr int64_t warp_smem(int64_t m) {
 
 // One block: its scales into the warp's table, then its MMAs. Src: the block's bytes
 // (Q4KRaw, Q6KRaw: registers; const uint8_t*: a Q4_K stage).
-template <typename T, KQuant F, int U, bool M1, bool XSUM, typename Src, typename X>
+template <typename T, KQuant F, int U, bool M1, bool XSUM, bool TW, typename Src, typename X>
 __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* table, const X& x,
                                         float (&acc)[4]) {
   if constexpr (F == KQuant::kQ4K) {
@@ -750,7 +774,7 @@ __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* ta
   }
   __syncwarp();
   if constexpr (F == KQuant::kQ4K) {
-    q4k_block<T, U, M1, XSUM>(l, src, table, x, acc);
+    q4k_block<T, U, M1, XSUM, TW>(l, src, table, x, acc);
   } else {
     q6k_block<T, M1, XSUM>(l, src, table, x, acc);
   }
@@ -885,7 +909,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
         // arithmetic, so the refill waits for it (compute ends with __syncwarp).
         const uint8_t* const xrow =
             xslots + (M1 ? s : s * p.m + std::min<int64_t>(l.g, p.m - 1)) * kXRow;
-        compute<T, F, U, M1, XSUM>(l, TiledStage{stage + 16 * l.lane, stage + head}, table,
+        compute<T, F, U, M1, XSUM, TL>(l, TiledStage{stage + 16 * l.lane, stage + head}, table,
                                    SharedX<T>{reinterpret_cast<const T*>(xrow) + 8 * l.t}, acc);
         if (i + S < n) issue(s);
         cp_async_commit();
@@ -897,7 +921,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
         __syncwarp();  // every lane has read the stage: refill it
         if (i + S < n) issue(s);
         cp_async_commit();
-        compute<T, F, U, M1, XSUM>(l, cur, table, x, acc);
+        compute<T, F, U, M1, XSUM, TL>(l, cur, table, x, acc);
       }
       x += kQK;
       s = s + 1 == S ? 0 : s + 1;
@@ -929,7 +953,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
       cp_async_commit();
       cp_async_wait<S - 1>();
       __syncwarp();  // every lane's copies of block i visible to the warp
-      compute<T, F, U, M1, XSUM>(l, rd, table, x, acc);  // ends with __syncwarp: the stage is free
+      compute<T, F, U, M1, XSUM, TL>(l, rd, table, x, acc);  // ends with __syncwarp: the stage is free
       rd = rd == last ? region : rd + kStageBytes;
       x += kQK;
     }
@@ -953,7 +977,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
         q4k_scales<T>(l, cur.head, table);
         if constexpr (XSUM) q4k_xsums<T>(l.g, l.t, x, table);
         __syncwarp();
-        q4k_block_xahead<T, A, M1, XSUM>(l, cur, table, xa, x, more ? x + kQK : x, acc);
+        q4k_block_xahead<T, A, M1, XSUM, TL>(l, cur, table, xa, x, more ? x + kQK : x, acc);
         __syncwarp();
         x += kQK;
         if (!more) break;
@@ -975,7 +999,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
       const bool more = ++b < end;
       Raw next;
       if (more) next = load(l);
-      compute<T, F, U, M1, XSUM>(l, cur, table, x, acc);
+      compute<T, F, U, M1, XSUM, TL>(l, cur, table, x, acc);
       x += kQK;
       if (!more) break;
       cur = next;
@@ -1119,7 +1143,8 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
       // m = 1, tiled: the sub-block sums from two MMAs (XSUM, q6k_xsums), 1-4% faster;
       // ggml's rows keep sixteen (3-4% slower with it; H100, forty-ninth session). Not
       // M1: with XSUM it spills (ptxas 13.0: 16-36 bytes).
-      if (p.m == 1) return Shape<T, F, 2, 0, 4, TL, false, false, true>::launch(p, kw, stream);
+      static const bool xsum_off = [] { const char* v = std::getenv("IK_Q6K_XSUM"); return v && v[0] == '0'; }();
+      if (p.m == 1 && !xsum_off) return Shape<T, F, 2, 0, 4, TL, false, false, true>::launch(p, kw, stream);
     }
     if (F == KQuant::kQ6K || kw > 1) return Direct::launch(p, kw, stream);
     // No K split fits one wave: each warp streams its rows' whole K, and staging pays.

@@ -49,7 +49,8 @@ def tiled_calls(device):
 
 def test_byte_map(ik):
     # The map of ggml_blocks.h, one byte at a time: qs byte 32c + 8t + e of tile row
-    # 8h + g at 512c + 16(4g + t) + 8h + e; row r's 16 head bytes at 2048 + 16r.
+    # 8h + g at 512c + 16(4g + t) + 8h + e', where e' swaps each word's bytes 1 and 2
+    # (words hold bytes 0, 2, 1, 3); row r's 16 head bytes at 2048 + 16r.
     n, k = 19, 512
     q = random_q(n, k)
     qt = ik.tile_q4k(q)
@@ -64,7 +65,8 @@ def test_byte_map(ik):
                 for c in range(4):
                     for t in range(4):
                         at = 512 * c + 16 * (4 * g + t) + 8 * h
-                        assert torch.equal(qt[tile, b, at:at + 8], src[16 + 32 * c + 8 * t:16 + 32 * c + 8 * t + 8])
+                        qs = src[16 + 32 * c + 8 * t:16 + 32 * c + 8 * t + 8]
+                        assert torch.equal(qt[tile, b, at:at + 8], qs[[0, 2, 1, 3, 4, 6, 5, 7]])
 
 
 def test_byte_map_q6k(ik):

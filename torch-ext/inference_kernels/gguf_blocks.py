@@ -83,6 +83,9 @@ def dequantize(q: torch.Tensor, fmt: str) -> torch.Tensor:
 # Q6_K), in the order the CUDA mat-vec's lanes read them. Ours, not ggml's: .gguf files
 # hold the rows. Each is a permutation of the tile's 16 blocks' bytes.
 TILE_ROWS = 16
+# Q4_K's qs words in the tiled layout hold their bytes in this order: the kernel reads
+# the nibbles of bytes 0 and 1 from bits 0 and 16 of a word with one mask.
+_Q4K_WORD_ORDER = (0, 2, 1, 3)
 TILE_BYTES: Dict[str, int] = {fmt: TILE_ROWS * size for fmt, size in BLOCK_BYTES.items()}
 _TILE_ORDER: Dict[str, torch.Tensor] = {}
 
@@ -97,9 +100,10 @@ def _tile_order(fmt: str) -> torch.Tensor:
             for t in range(4):
                 i = 4 * g + t  # the lane that reads rows g and g + 8
                 if fmt == "Q4_K":
-                    for c in range(4):  # qs[32c + 8t ..] at 512c + 16i + 8 * big
+                    for c in range(4):  # qs[32c + 8t ..] at 512c + 16i + 8 * big, each word's bytes 0, 2, 1, 3
                         for e in range(8):
-                            order[512 * c + 16 * i + 8 * big + e] = r * size + 16 + 32 * c + 8 * t + e
+                            src = (e & 4) | _Q4K_WORD_ORDER[e & 3]
+                            order[512 * c + 16 * i + 8 * big + e] = r * size + 16 + 32 * c + 8 * t + src
                 else:
                     for n in range(2):
                         for h in range(2):
