@@ -2,7 +2,10 @@
 // its unpacking and MMAs, and would integer MMAs on int8 activations (llama.cpp's q8_1
 // idea, on tensor cores) take it to the goal (<= 10.4 us at 14336 x 4096)?
 //
-// One skeleton, four inner loops, on the package's tiled Q4_K layout (ggml_blocks.h):
+// One skeleton, four inner loops, on the package's tiled Q4_K layout (ggml_blocks.h) as
+// it was until the fiftieth session (each qs word's bytes in order; the package's words
+// now hold bytes 0, 2, 1, 3). The probe makes and reads its own weights, so it is
+// consistent with itself:
 // a CTA a 16-row tile, W warps splitting K, each warp loading the next tile block into
 // registers before working on the current one, the scale table traded through shared
 // memory as q4k.cu does, the warps' sums met in shared memory.

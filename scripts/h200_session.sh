@@ -1271,11 +1271,7 @@ case "$MODE" in
               | tee -a "$OUT/bench_q6k_xsum.log" | grep -E "m=1:"
           done; done; pack
           sanitizers_q4k; pack
-          for dt in bf16 fp16; do
-            step "decode layer, $dt"
-            timeout 120 python3 benchmarks/bench_q4k_layer.py --dtype $dt --name bench_q4k_layer_$dt 2>&1 | tail -14
-            [ "${PIPESTATUS[0]}" = 0 ] || status=1
-          done ;;
+          for dt in fp16 bf16; do bench_q4k --dtype $dt --ms 1 --name bench_q4k_${dt}_m1; pack; done ;;
   q4k_m1to8) bench_q4k --formats Q4_K --dtype fp16 --name bench_q4k_fp16_m1to8; pack
           bench_q4k --formats Q4_K --name bench_q4k_bf16_m1to8 ;;
   q4k_layer_once) for dt in bf16 fp16; do
