@@ -1271,7 +1271,8 @@ case "$MODE" in
               | tee -a "$OUT/bench_q6k_xsum.log" | grep -E "m=1:"
           done; done; pack
           sanitizers_q4k; pack
-          for dt in fp16 bf16; do bench_q4k --dtype $dt --ms 1 --name bench_q4k_${dt}_m1; pack; done ;;
+          step "time so far: $SECONDS s"
+          [ $SECONDS -lt ${AB_FULL_BEFORE:-400} ] && for dt in fp16 bf16; do bench_q4k --dtype $dt --ms 1 --name bench_q4k_${dt}_m1; pack; done ;;
   q4k_m1to8) bench_q4k --formats Q4_K --dtype fp16 --name bench_q4k_fp16_m1to8; pack
           bench_q4k --formats Q4_K --name bench_q4k_bf16_m1to8 ;;
   q4k_layer_once) for dt in bf16 fp16; do
