@@ -64,7 +64,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 
 #include "ggml_blocks.h"
@@ -449,7 +448,8 @@ __device__ __forceinline__ void q4k_scales(const Lane& l, const uint4& head, flo
   float ds[4], dc[4];
   // The 6-bit values as f16 1024 + v, two to a PRMT (as level_pair places levels), each
   // read as fp32 by one conversion. f (1024 + v) - 1024 f, in one FFMA, is f v before its
-  // one rounding (1024 f is exact), so ds and dmin v keep their bits.
+  // one rounding (1024 f is exact), so ds and dmin v keep their bits (finite f: an
+  // infinite d gives NaN where d v gave inf).
   const float d_lo1024 = -1024.0f * d, d_hi1024 = -1024.0f * d_hi, dm1024 = -1024.0f * dmin;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -473,7 +473,9 @@ __device__ __forceinline__ void q4k_scales(const Lane& l, const uint4& head, flo
 // TW: the tiled layout's word order, bytes 0, 2, 1, 3 (ggml_blocks.h): a pair's two
 // bytes are 16 bits apart, so a LOP3 masks and adds the magic at once, and a shift by 8
 // brings the second pair there: 5 instructions a word with f16 (one shift, four LOP3), 7
-// with bf16 (three shifts).
+// with bf16 (three shifts). With the f16-magic scales (q4k_scales), H200 at m = 1, fifty-
+// first session: fp16 11.83 against 12.09 us at 14336 x 4096, 11.84 against 11.97 at
+// 4096 x 14336; bf16 within noise but for the head (82.7 against 88.9 us).
 template <typename T, bool TW = false>
 __device__ __forceinline__ void q4k_pairs(uint32_t v, uint32_t (&lo)[2], uint32_t (&hi)[2]) {
   if constexpr (TW) {
@@ -1140,11 +1142,12 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
       }
     }
     if constexpr (F == KQuant::kQ6K && TL) {
-      // m = 1, tiled: the sub-block sums from two MMAs (XSUM, q6k_xsums), 1-4% faster;
-      // ggml's rows keep sixteen (3-4% slower with it; H100, forty-ninth session). Not
-      // M1: with XSUM it spills (ptxas 13.0: 16-36 bytes).
-      static const bool xsum_off = [] { const char* v = std::getenv("IK_Q6K_XSUM"); return v && v[0] == '0'; }();
-      if (p.m == 1 && !xsum_off) return Shape<T, F, 2, 0, 4, TL, false, false, true>::launch(p, kw, stream);
+      // m = 1, tiled: the sub-block sums from two MMAs (XSUM, q6k_xsums), 1-4% faster
+      // (H100, forty-ninth session; H200, fifty-first: 17.3 against 17.7 us at 14336 x
+      // 4096, 15.2-15.7 against 15.7-16.1 at 4096 x 14336, the head within noise);
+      // ggml's rows keep sixteen (3-4% slower with it). Not M1: with XSUM it spills
+      // (ptxas 13.0: 16-36 bytes).
+      if (p.m == 1) return Shape<T, F, 2, 0, 4, TL, false, false, true>::launch(p, kw, stream);
     }
     if (F == KQuant::kQ6K || kw > 1) return Direct::launch(p, kw, stream);
     // No K split fits one wave: each warp streams its rows' whole K, and staging pays.

@@ -177,6 +177,8 @@
 #   gemm_chain: each kernel's device time in the decode MLP chain and the gate_up GEMM alone,
 #           convert 5 off and on (benchmarks/profile_mlp_chain.py)
 #   q4k_decode_compiled: the 8-layer compiled Q4_K_M steps alone, without the profiler
+#   q4k_ab: EXPERIMENT (issue 6), mode in 90685fe (run s51a): that tree against ab_old/ (the
+#          files at 3f43ce0), ours alone at M = 1 in alternating processes; IK_Q6K_XSUM 0 / 1
 #   q4k_m1to8: the Q4_K gemv benchmark at every M from 1 to 8, fp16 and bf16, with cuBLAS
 #   q4k_layer: the Q4_K decode layer as a chain of kernels, with separate and with fused
 #           projections (bench_q4k_layer.py), bf16 and fp16, twice (q4k_layer_once: once)
@@ -1246,33 +1248,6 @@ case "$MODE" in
             timeout 120 python3 benchmarks/bench_q4k_layer.py --dtype $dt --name bench_q4k_layer_$dt 2>&1 | tail -14
             [ "${PIPESTATUS[0]}" = 0 ] || status=1
           done ;;
-  # q4k_ab (EXPERIMENT, fiftieth session): this tree against ab_old/ (untracked: the files
-  # as they were at the session's start), built in /tmp/old meanwhile: the k-quant tests and
-  # sanitizers here, then ours alone at M = 1 in alternating processes, two passes; then
-  # Q6_K with IK_Q6K_XSUM=0 / 1 (this tree) the same way.
-  q4k_ab) rm -rf /tmp/old && mkdir -p /tmp/old && tar cf - --exclude=./build --exclude=./.whl --exclude=./ab_old . | tar xf - -C /tmp/old
-          cp -r ab_old/. /tmp/old/
-          (cd /tmp/old && python3 tools/build.py -j 12 > "$OUT/build_old.log" 2>&1; echo "old build exit $?" >> "$OUT/build_old.log") &
-          old_pid=$!
-          tests_q4k; pack
-          wait $old_pid; tail -2 "$OUT/build_old.log"
-          shapes=${AB_SHAPES:-14336x4096,4096x14336,4096x4096,128256x4096}
-          for pass in a b; do for v in old new; do for dt in fp16 bf16; do
-            dir=$PWD/build; [ $v = old ] && dir=/tmp/old/build
-            echo "--- $v $dt ($pass)"
-            LOCAL_KERNELS="inference-kernels/inference-kernels=$dir" timeout 120 python3 benchmarks/bench_q4k.py \
-              --formats Q4_K --dtype $dt --ours-only --ms 1 --name bench_q4k_ab_${v}_${dt}_$pass --shapes $shapes 2>&1 \
-              | tee -a "$OUT/bench_q4k_ab.log" | grep -E "m=1:"
-          done; done; done; pack
-          for pass in a b; do for v in 1-fp16 0-fp16 1-bf16 0-bf16; do
-            IFS=- read -r xs dt <<< "$v"; echo "--- Q6K_XSUM=$xs $dt ($pass)"
-            IK_Q6K_XSUM=$xs timeout 120 python3 benchmarks/bench_q4k.py --formats Q6_K --dtype $dt --ours-only --ms 1 \
-              --name bench_q6k_xsum${xs}_${dt}_$pass --shapes 14336x4096,4096x14336,128256x4096 2>&1 \
-              | tee -a "$OUT/bench_q6k_xsum.log" | grep -E "m=1:"
-          done; done; pack
-          sanitizers_q4k; pack
-          step "time so far: $SECONDS s"
-          [ $SECONDS -lt ${AB_FULL_BEFORE:-400} ] && for dt in fp16 bf16; do bench_q4k --dtype $dt --ms 1 --name bench_q4k_${dt}_m1; pack; done ;;
   q4k_m1to8) bench_q4k --formats Q4_K --dtype fp16 --name bench_q4k_fp16_m1to8; pack
           bench_q4k --formats Q4_K --name bench_q4k_bf16_m1to8 ;;
   q4k_layer_once) for dt in bf16 fp16; do

@@ -84,7 +84,9 @@ class Q4KLinear(torch.nn.Module):
     the weight block by block as it multiplies; for more rows the weight is dequantised
     to fp32 once per call, cast to x's dtype and used in a matmul. The bias, if any,
     is added in x's dtype. ``tile_()`` keeps the weight in the tiled layout that the CUDA
-    gemv reads faster, with the same results (``qweight`` then holds tiled bytes).
+    gemv reads faster, with the same results (``qweight`` then holds tiled bytes). The
+    tiled layout is not a file format and may change between versions of the package
+    (Q4_K's word order did): save ``rows_qweight()``, and tile after loading.
     """
 
     def __init__(self, qweight: torch.Tensor, fmt: str, in_features: int, out_features: int,
