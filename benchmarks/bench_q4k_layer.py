@@ -18,6 +18,11 @@ measured copy bandwidth (the activations, < 0.2 MB, are left out). Each gemv's o
 of one eager run of each form is checked against an fp64 product of its own input and
 the dequantised weight first.
 
+The copies are enough for the smallest group timed alone (q + k + v, 14 MB: 15 copies,
+about 3 GB with the fused weights): with the layer's two copies (> 200 MB for the layer), that
+group's 28 MB stayed in the 50 MB L2 between replays, and its rows were L2-hot (until the
+fifty-first session).
+
     python benchmarks/bench_q4k_layer.py            # on the GPU; --dtype fp16
     python benchmarks/bench_q4k_layer.py --cpu-smoke
 """
@@ -56,7 +61,9 @@ def main(argv=None) -> int:
     torch.manual_seed(0)
     bw = harness.copy_bandwidth(device=dev)
     layer_bytes = sum(n * k // 256 * BLOCK_BYTES["Q4_K"] for n, k in shp.values())
-    copies = max(2, harness.rotations_for(layer_bytes))
+    group_bytes = min(sum(shp[p][0] * shp[p][1] // 256 * BLOCK_BYTES["Q4_K"] for p in parts)
+                      for parts in FUSED.values())
+    copies = max(2, harness.rotations_for(group_bytes)) if dev == "cuda" else 2
     tile = ik.tile_q4k if dev == "cuda" else (lambda q: q)  # the CPU kernel reads rows
     rows0 = {name: random_q(n, k, "Q4_K", dev) for name, (n, k) in shp.items()}
     layers = [{name: tile(q) for name, q in rows0.items()}]

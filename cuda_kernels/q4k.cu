@@ -64,7 +64,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 
 #include "ggml_blocks.h"
@@ -1127,12 +1126,6 @@ int launch(const KQuantGemvParams& p, cudaStream_t stream) {
                         : Shape<T, F, 2, 3, 4, true, true>::launch(p, kw, stream);
       if (kw > 1 && p.m <= 4 && Shape<T, F, 2, 2, 4, true, true>::one_wave(p, kw))
         return Shape<T, F, 2, 2, 4, true, true>::launch(p, kw, stream);
-    }
-    if constexpr (TL && F == KQuant::kQ4K && std::is_same_v<T, __nv_bfloat16>) {
-      // EXPERIMENT (IK_Q4K_BF16_STAGED=1): bf16 x at m = 1 staged as fp16 x is.
-      static const bool staged = [] { const char* v = std::getenv("IK_Q4K_BF16_STAGED"); return v && v[0] == '1'; }();
-      if (staged && kw > 1 && p.m == 1 && Shape<T, F, 2, 3, 4, true, true>::one_wave(p, kw))
-        return Shape<T, F, 2, 3, 4, true, true, true, true>::launch(p, kw, stream);
     }
     if constexpr (F == KQuant::kQ4K && std::is_same_v<T, __nv_bfloat16>) {
       // bf16 x: the direct loop with chunk 0's x a block ahead (q4k_block_xahead, A = 1),

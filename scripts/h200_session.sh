@@ -179,6 +179,8 @@
 #   q4k_decode_compiled: the 8-layer compiled Q4_K_M steps alone, without the profiler
 #   q4k_ab: EXPERIMENT (issue 6), mode in 90685fe (run s51a): that tree against ab_old/ (the
 #          files at 3f43ce0), ours alone at M = 1 in alternating processes; IK_Q6K_XSUM 0 / 1
+#   q4k_bf16_staged: EXPERIMENT (issue 6), mode in 0945a46 (run s51b): bf16 x at m = 1 staged as
+#          fp16 x (IK_Q4K_BF16_STAGED=1) against the x-ahead loop, the gemv alone and the decode layer
 #   q4k_m1to8: the Q4_K gemv benchmark at every M from 1 to 8, fp16 and bf16, with cuBLAS
 #   q4k_layer: the Q4_K decode layer as a chain of kernels, with separate and with fused
 #           projections (bench_q4k_layer.py), bf16 and fp16, twice (q4k_layer_once: once)
@@ -1248,25 +1250,6 @@ case "$MODE" in
             timeout 120 python3 benchmarks/bench_q4k_layer.py --dtype $dt --name bench_q4k_layer_$dt 2>&1 | tail -14
             [ "${PIPESTATUS[0]}" = 0 ] || status=1
           done ;;
-  # q4k_bf16_staged (EXPERIMENT, fifty-first session): bf16 x at m = 1 staged as fp16 x
-  # (IK_Q4K_BF16_STAGED=1) against the x-ahead loop: tests and sanitizers with it, then the
-  # gemv alone and the decode layer, alternating processes, two passes.
-  q4k_bf16_staged)
-          export IK_Q4K_BF16_STAGED=1; tests_q4k; pack; unset IK_Q4K_BF16_STAGED
-          for pass in a b; do for v in 0 1; do
-            echo "--- IK_Q4K_BF16_STAGED=$v ($pass)"
-            IK_Q4K_BF16_STAGED=$v timeout 120 python3 benchmarks/bench_q4k.py --formats Q4_K --dtype bf16 --ours-only --ms 1 \
-              --name bench_q4k_bf16_staged${v}_$pass --shapes 14336x4096,4096x14336,4096x4096,128256x4096,1024x4096 2>&1 \
-              | tee -a "$OUT/bench_q4k_bf16_staged.log" | grep -E "m=1:"
-          done; done; pack
-          for pass in a b; do for v in 0 1; do
-            step "decode layer bf16, IK_Q4K_BF16_STAGED=$v ($pass)"
-            IK_Q4K_BF16_STAGED=$v timeout 120 python3 benchmarks/bench_q4k_layer.py --dtype bf16 \
-              --name bench_q4k_layer_bf16_staged${v}_$pass 2>&1 | tail -12
-          done; done; pack
-          export IK_Q4K_BF16_STAGED=1; sanitizers_q4k; pack; unset IK_Q4K_BF16_STAGED
-          step "decode layer fp16"
-          timeout 120 python3 benchmarks/bench_q4k_layer.py --dtype fp16 --name bench_q4k_layer_fp16 2>&1 | tail -12 ;;
   q4k_m1to8) bench_q4k --formats Q4_K --dtype fp16 --name bench_q4k_fp16_m1to8; pack
           bench_q4k --formats Q4_K --name bench_q4k_bf16_m1to8 ;;
   q4k_layer_once) for dt in bf16 fp16; do
