@@ -92,7 +92,27 @@ template <typename T, typename Out, int VEC, bool MUL>
 __device__ __forceinline__ OutVec<Out, VEC> swiglu_vec(const Pack<T, VEC>& gv, const Pack<T, VEC>& uv,
                                                        float inv_scale) {
   OutVec<Out, VEC> y;
-  if constexpr (std::is_same_v<Out, Fp8>) {
+  if constexpr (sizeof(T) == 2 && VEC % 2 == 0) {
+    // 16-bit pairs: silu's two roundings in one packed cvt, the product with up in one
+    // packed multiply (Pair16::mul: the same bits as the fp32 product rounded to T).
+    uint32_t gu[VEC / 2], uu[VEC / 2];
+    __builtin_memcpy(gu, &gv, sizeof gu);
+    if constexpr (MUL) __builtin_memcpy(uu, &uv, sizeof uu);
+#pragma unroll
+    for (int j = 0; j < VEC / 2; ++j) {
+      const float2 g = Pair16<T>::unpack(gu[j]);
+      uint32_t s = Pair16<T>::pack(silu<T>(g.x), silu<T>(g.y));
+      if constexpr (MUL) s = Pair16<T>::mul(s, uu[j]);
+      if constexpr (std::is_same_v<Out, Fp8>) {
+        const float2 q = Pair16<T>::unpack(s);
+        // satfinite: saturates to +-448 and keeps NaN, clamp_fp8's semantics.
+        y.v[j] = __nv_cvt_float2_to_fp8x2(make_float2(q.x * inv_scale, q.y * inv_scale), __NV_SATFINITE,
+                                          __NV_E4M3);  // low byte: element 2j
+      } else {
+        __builtin_memcpy(&y.v[2 * j], &s, 4);
+      }
+    }
+  } else if constexpr (std::is_same_v<Out, Fp8>) {
     // Two at a time: one cvt.rn.satfinite.e4m3x2 a pair. satfinite saturates to +-448 and
     // keeps NaN, the semantics clamp_fp8 gives the other backends.
 #pragma unroll

@@ -54,38 +54,6 @@ __device__ __forceinline__ float norm_value(T a, T g, float inv_rms) {
   return to_float(from_float<T>(to_float(from_float<T>(to_float(a) * inv_rms)) * to_float(g)));
 }
 
-// Two 16-bit values (one 32-bit word of a Pack, the first in the low half) to and from
-// fp32, bit for bit as to_float / from_float; pack rounds both in one cvt
-// (F2FP.PACK_AB) where from_float per element costs a cvt each.
-template <typename T>
-struct Pair16;
-template <>
-struct Pair16<__nv_bfloat16> {
-  static __device__ __forceinline__ float2 unpack(uint32_t u) {
-    return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
-  }
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    uint32_t u;
-    __builtin_memcpy(&u, &h, 4);
-    return u;
-  }
-};
-template <>
-struct Pair16<__half> {
-  static __device__ __forceinline__ float2 unpack(uint32_t u) {
-    __half2 h;
-    __builtin_memcpy(&h, &u, 4);
-    return __half22float2(h);
-  }
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    const __half2 h = __floats2half2_rn(lo, hi);
-    uint32_t u;
-    __builtin_memcpy(&u, &h, 4);
-    return u;
-  }
-};
-
 // The elements of a 16-bit vector as fp32, a pair at a time.
 template <typename T, int VEC>
 __device__ __forceinline__ void unpack_vec(const Pack<T, VEC>& a, float (&f)[VEC]) {
@@ -99,12 +67,11 @@ __device__ __forceinline__ void unpack_vec(const Pack<T, VEC>& a, float (&f)[VEC
 }
 
 // norm_value's two roundings for two 16-bit elements (x0, x1 as fp32; w: the weight
-// pair's word), in packed cvts; returns the pair of results as a word.
+// pair's word): one packed cvt, then one packed multiply (Pair16::mul, the same bits);
+// returns the pair of results as a word.
 template <typename T>
 __device__ __forceinline__ uint32_t norm_pair(float x0, float x1, uint32_t w, float inv_rms) {
-  const float2 g = Pair16<T>::unpack(w);
-  const float2 n = Pair16<T>::unpack(Pair16<T>::pack(x0 * inv_rms, x1 * inv_rms));
-  return Pair16<T>::pack(n.x * g.x, n.y * g.y);
+  return Pair16<T>::mul(Pair16<T>::pack(x0 * inv_rms, x1 * inv_rms), w);
 }
 
 // from_float<T>(norm_value(...)) of a 16-bit vector (a: x as fp32), a pair at a time.
@@ -121,10 +88,20 @@ __device__ __forceinline__ Pack<T, VEC> norm_vec16(const float (&a)[VEC], const 
 
 // The fused ops' residual, x + residual rounded to T (the documented rounding: the
 // rounded sum is what is stored and normalised).
+// 16-bit pairs by one packed add each (Pair16::add, the same bits).
 template <typename T, int VEC>
 __device__ __forceinline__ Pack<T, VEC> add_rounded(Pack<T, VEC> a, const Pack<T, VEC>& b) {
+  if constexpr (sizeof(T) == 2 && VEC % 2 == 0) {
+    uint32_t au[VEC / 2], bu[VEC / 2];
+    __builtin_memcpy(au, &a, sizeof au);
+    __builtin_memcpy(bu, &b, sizeof bu);
 #pragma unroll
-  for (int j = 0; j < VEC; ++j) a.v[j] = from_float<T>(to_float(a.v[j]) + to_float(b.v[j]));
+    for (int j = 0; j < VEC / 2; ++j) au[j] = Pair16<T>::add(au[j], bu[j]);
+    __builtin_memcpy(&a, au, sizeof au);
+  } else {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) a.v[j] = from_float<T>(to_float(a.v[j]) + to_float(b.v[j]));
+  }
   return a;
 }
 

@@ -45,6 +45,56 @@ __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 
+// Two 16-bit values in one 32-bit word (the first in the low half): to and from fp32, bit
+// for bit as to_float / from_float (pack rounds both in one cvt, F2FP.PACK_AB, where
+// from_float costs a cvt each), and their product and sum rounded once by one packed
+// instruction (HMUL2 / HADD2). Those equal the fp32 operation rounded to T, the
+// package's documented rounding, so a pair takes 1 instruction instead of 7 (two
+// unpacks, two fp32 ops, a pack): fp32 holds the product of two 16-bit significands
+// exactly, and its 24 bits make a sum's double rounding innocuous (>= 2p + 2 for p = 11
+// and 8). The one exception: a bf16 product below 2^-126, which fp32 rounds to a
+// subnormal before T does (here rounded once, as IEEE bf16 arithmetic would).
+template <typename T>
+struct Pair16;
+template <>
+struct Pair16<__nv_bfloat16> {
+  using H2 = __nv_bfloat162;
+  static __device__ __forceinline__ float2 unpack(uint32_t u) {
+    return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
+  }
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) { return bits(__floats2bfloat162_rn(lo, hi)); }
+  static __device__ __forceinline__ uint32_t bits(H2 h) {
+    uint32_t u;
+    __builtin_memcpy(&u, &h, 4);
+    return u;
+  }
+  static __device__ __forceinline__ H2 h2(uint32_t u) {
+    H2 h;
+    __builtin_memcpy(&h, &u, 4);
+    return h;
+  }
+  static __device__ __forceinline__ uint32_t mul(uint32_t a, uint32_t b) { return bits(__hmul2_rn(h2(a), h2(b))); }
+  static __device__ __forceinline__ uint32_t add(uint32_t a, uint32_t b) { return bits(__hadd2_rn(h2(a), h2(b))); }
+};
+template <>
+struct Pair16<__half> {
+  using H2 = __half2;
+  static __device__ __forceinline__ float2 unpack(uint32_t u) { return __half22float2(h2(u)); }
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) { return bits(__floats2half2_rn(lo, hi)); }
+  static __device__ __forceinline__ uint32_t bits(H2 h) {
+    uint32_t u;
+    __builtin_memcpy(&u, &h, 4);
+    return u;
+  }
+  static __device__ __forceinline__ H2 h2(uint32_t u) {
+    H2 h;
+    __builtin_memcpy(&h, &u, 4);
+    return h;
+  }
+  static __device__ __forceinline__ uint32_t mul(uint32_t a, uint32_t b) { return bits(__hmul2_rn(h2(a), h2(b))); }
+  static __device__ __forceinline__ uint32_t add(uint32_t a, uint32_t b) { return bits(__hadd2_rn(h2(a), h2(b))); }
+};
+
 // float8_e4m3fn bits of v: clamp_fp8 (saturate, keep NaN), then cvt.rn.satfinite,
 // which rounds to nearest even as c10::Float8_e4m3fn does on the CPU (ties and fp8
 // subnormals alike).
