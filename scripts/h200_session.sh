@@ -189,6 +189,8 @@
 #           every layout's output against the default (--check-only), the SwiGLU, add + RMSNorm +
 #           FP8 and RMSNorm benchmarks, and compute-sanitizer on the RMSNorm and activation
 #           launches while time is left
+#   packed_layer: the decode layer (q4k_layer_once), then packed_ab's A/B (two rounds, no tests) and
+#           the add + RMSNorm + FP8 and RMSNorm benchmarks, while time is left
 #   q4k_layer: the Q4_K decode layer as a chain of kernels, with separate and with fused
 #           projections (bench_q4k_layer.py), bf16 and fp16, twice (q4k_layer_once: once)
 #   probe_silu_src: Nsight Compute source pages of SwiGLU at 1 / 32 rows, ours and
@@ -872,9 +874,9 @@ layout_check() {
 }
 ln_check() { layout_check ln "$1"; }
 # ln_split: the sweep's binary builds beside the package.
-case "$MODE" in ln_split|ln_pair|pair_verify|fp8_verify|fp8_final|swiglu_tier|swiglu_lean|silu_land|packed_ab) tune_build_par > "$OUT/tune_build.log" 2>&1 & tune_pid=$! ;; esac
+case "$MODE" in ln_split|ln_pair|pair_verify|fp8_verify|fp8_final|swiglu_tier|swiglu_lean|silu_land|packed_ab|packed_layer) tune_build_par > "$OUT/tune_build.log" 2>&1 & tune_pid=$! ;; esac
 # packed_ab: tune_norms' objects from ab_old/cuda_kernels (the tree before the change).
-if [ "$MODE" = packed_ab ]; then
+if [ "$MODE" = packed_ab ] || [ "$MODE" = packed_layer ]; then
   ( for f in rms_norm activation; do
       nvcc -std=c++20 -O3 -arch=sm_90 -Icommon -Iab_old/cuda_kernels -c ab_old/cuda_kernels/$f.cu -o /tmp/${f}_old.o &
     done; wait ) > "$OUT/tune_build_old.log" 2>&1 & old_pid=$!
@@ -1270,31 +1272,41 @@ case "$MODE" in
             timeout 120 python3 benchmarks/bench_q4k_layer.py --dtype $dt --name bench_q4k_layer_$dt 2>&1 | tail -14
             [ "${PIPESTATUS[0]}" = 0 ] || status=1
           done ;;
-  packed_ab) t0=$SECONDS; left() { [ $((SECONDS - t0)) -lt "$1" ]; }
-          step "norm and activation tests"
-          python3 -m pytest tests/test_rms_norm.py tests/test_rms_norm_fp8.py tests/test_activation.py -q -rfE \
-            -p no:cacheprovider 2>&1 | tee "$OUT/pytest_norms_act.log" | tail -6
-          [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+  packed_ab|packed_layer) t0=$SECONDS; left() { [ $((SECONDS - t0)) -lt "$1" ]; }
+          if [ "$MODE" = packed_layer ]; then
+            for dt in bf16 fp16; do
+              step "decode layer, $dt"
+              timeout 150 python3 benchmarks/bench_q4k_layer.py --dtype $dt --name bench_q4k_layer_$dt 2>&1 | tail -14
+              [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+            done
+          else
+            step "norm and activation tests"
+            python3 -m pytest tests/test_rms_norm.py tests/test_rms_norm_fp8.py tests/test_activation.py -q -rfE \
+              -p no:cacheprovider 2>&1 | tee "$OUT/pytest_norms_act.log" | tail -6
+            [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+          fi
           wait $tune_pid || { tail -5 "$OUT/tune_build.log"; status=1; }
           wait $old_pid || { tail -5 "$OUT/tune_build_old.log"; status=1; }
           nvcc -arch=sm_90 /tmp/tune_main.o /tmp/rms_norm_old.o /tmp/layer_norm.o /tmp/activation_old.o -o /tmp/tune_old || status=1
           shapes="${PACKED_SHAPES:-rms bf16 1x4096,rms bf16 256x4096,rms bf16 1024x4096,rms bf16 4096x4096,rms fp16 4096x4096,rms+add bf16 1x4096,rms+add bf16 256x4096,rms+add bf16 4096x4096,rms bf16 1x16384,rms bf16 1024x16384,rms bf16 4096x8192,rms+add+fp8 fp16 1x16384,rms+add+fp8 fp16 128x16384,rms+add+fp8 fp16 512x16384,rms+add+fp8 fp16 2048x16384,silu_and_mul_fp8 fp16 1x13312,silu_and_mul_fp8 fp16 8x13312,silu_and_mul_fp8 fp16 32x13312,silu_and_mul_fp8 fp16 128x13312,silu_and_mul_fp8 fp16 512x13312,silu_and_mul_fp8 fp16 2048x13312,silu_mul bf16 1x14336,silu_mul bf16 128x14336,silu_mul bf16 1024x14336,silu_mul bf16 4096x14336}"
           step "defaults, before (old) and after (norms) in turn, 256 copies at most, 3 rounds"
-          for r in 1 2 3; do
+          for r in $(seq "${PACKED_ROUNDS:-3}"); do
             for b in old norms; do
               echo "--- $b, round $r"; timeout 90 /tmp/tune_$b --defaults-only --max-copies 256 --only "$shapes" | grep -v "^copy\|^empty" || status=1
             done
           done 2>&1 | tee "$OUT/packed_ab.log"; pack
-          step "every layout's output against the default (--check-only)"
-          timeout 120 /tmp/tune_norms --check-only > "$OUT/check_only.log" 2>&1 || status=1
-          tail -2 "$OUT/check_only.log"; grep -c checked "$OUT/check_only.log"; grep MISMATCH "$OUT/check_only.log" | head; pack
+          if [ "$MODE" = packed_ab ]; then
+            step "every layout's output against the default (--check-only)"
+            timeout 120 /tmp/tune_norms --check-only > "$OUT/check_only.log" 2>&1 || status=1
+            tail -2 "$OUT/check_only.log"; grep -c checked "$OUT/check_only.log"; grep MISMATCH "$OUT/check_only.log" | head; pack
+          fi
           left 330 && { bench_swiglu; pack; }
           left 390 && { bench_fp8 --quick; pack; }
           left 430 && { step "RMSNorm benchmark, hidden 4096"
             timeout 120 python3 benchmarks/bench_rms_norm.py --hidden 4096 --rows 1 16 256 1024 4096 --fused-rows 1 256 4096 \
               --name bench_rms_4096 2>&1 | tail -22; pack; }
-          left 470 && { sanitize act --only-activations; pack; }
-          left 520 && { sanitize rms --only-rmsnorm; pack; } ;;
+          [ "$MODE" = packed_ab ] && left 470 && { sanitize act --only-activations; pack; }
+          [ "$MODE" = packed_ab ] && left 520 && { sanitize rms --only-rmsnorm; pack; } ;;
   q4k_layer) for run in a b; do
             for dt in bf16 fp16; do
               step "decode layer, $dt, run $run"
