@@ -185,7 +185,8 @@
 #   packed_ab: EXPERIMENT (issue 3): 16-bit products and sums as packed instructions (Pair16::mul /
 #           add in RMSNorm's weight product and residual, SwiGLU's product with up). The norm and
 #           activation tests, then tune_norms' defaults, this tree against ab_old/cuda_kernels/
-#           (untracked: `git show HEAD:...` of every file before the change) in turn, three rounds,
+#           (untracked: `git show 0bcee16:cuda_kernels/F > ab_old/cuda_kernels/F` for every file, the tree
+#           before 421d713; runs s52a-c) in turn, three rounds,
 #           every layout's output against the default (--check-only), the SwiGLU, add + RMSNorm +
 #           FP8 and RMSNorm benchmarks, and compute-sanitizer on the RMSNorm and activation
 #           launches while time is left
