@@ -54,15 +54,10 @@ __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
 // exactly, and its 24 bits make a sum's double rounding innocuous (>= 2p + 2 for p = 11
 // and 8). The one exception: a bf16 product below 2^-126, which fp32 rounds to a
 // subnormal before T does (here rounded once, as IEEE bf16 arithmetic would).
-template <typename T>
-struct Pair16;
-template <>
-struct Pair16<__nv_bfloat16> {
-  using H2 = __nv_bfloat162;
-  static __device__ __forceinline__ float2 unpack(uint32_t u) {
-    return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
-  }
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) { return bits(__floats2bfloat162_rn(lo, hi)); }
+// Pair16Ops: the word as the packed type (H2: __half2 or __nv_bfloat162) and back, and
+// the packed ops (__hmul2_rn / __hadd2_rn round once, never contracted into an FMA).
+template <typename H2>
+struct Pair16Ops {
   static __device__ __forceinline__ uint32_t bits(H2 h) {
     uint32_t u;
     __builtin_memcpy(&u, &h, 4);
@@ -76,23 +71,19 @@ struct Pair16<__nv_bfloat16> {
   static __device__ __forceinline__ uint32_t mul(uint32_t a, uint32_t b) { return bits(__hmul2_rn(h2(a), h2(b))); }
   static __device__ __forceinline__ uint32_t add(uint32_t a, uint32_t b) { return bits(__hadd2_rn(h2(a), h2(b))); }
 };
+template <typename T>
+struct Pair16;
 template <>
-struct Pair16<__half> {
-  using H2 = __half2;
+struct Pair16<__nv_bfloat16> : Pair16Ops<__nv_bfloat162> {
+  static __device__ __forceinline__ float2 unpack(uint32_t u) {
+    return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
+  }
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) { return bits(__floats2bfloat162_rn(lo, hi)); }
+};
+template <>
+struct Pair16<__half> : Pair16Ops<__half2> {
   static __device__ __forceinline__ float2 unpack(uint32_t u) { return __half22float2(h2(u)); }
   static __device__ __forceinline__ uint32_t pack(float lo, float hi) { return bits(__floats2half2_rn(lo, hi)); }
-  static __device__ __forceinline__ uint32_t bits(H2 h) {
-    uint32_t u;
-    __builtin_memcpy(&u, &h, 4);
-    return u;
-  }
-  static __device__ __forceinline__ H2 h2(uint32_t u) {
-    H2 h;
-    __builtin_memcpy(&h, &u, 4);
-    return h;
-  }
-  static __device__ __forceinline__ uint32_t mul(uint32_t a, uint32_t b) { return bits(__hmul2_rn(h2(a), h2(b))); }
-  static __device__ __forceinline__ uint32_t add(uint32_t a, uint32_t b) { return bits(__hadd2_rn(h2(a), h2(b))); }
 };
 
 // float8_e4m3fn bits of v: clamp_fp8 (saturate, keep NaN), then cvt.rn.satfinite,
