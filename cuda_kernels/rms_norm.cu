@@ -87,8 +87,8 @@ __device__ __forceinline__ Pack<T, VEC> norm_vec16(const float (&a)[VEC], const 
 }
 
 // The fused ops' residual, x + residual rounded to T (the documented rounding: the
-// rounded sum is what is stored and normalised).
-// 16-bit pairs by one packed add each (Pair16::add, the same bits).
+// rounded sum is what is stored and normalised); 16-bit pairs by one packed add each
+// (Pair16::add, the same bits).
 template <typename T, int VEC>
 __device__ __forceinline__ Pack<T, VEC> add_rounded(Pack<T, VEC> a, const Pack<T, VEC>& b) {
   if constexpr (sizeof(T) == 2 && VEC % 2 == 0) {
