@@ -72,12 +72,12 @@ inline SkinnyGemmParams skinny_gemm_params(at::Tensor& out, const at::Tensor& a,
                 "], got ", dims_str(bias->sizes()));
     TORCH_CHECK(bias->stride(0) == 1 || N <= 1, "bias must be contiguous, got stride ",
                 num(bias->stride(0)));
-    at::assert_no_overlap(out, *bias);
+    check_no_overlap(out, "out", *bias, "bias");
   }
-  at::assert_no_overlap(out, a);
-  at::assert_no_overlap(out, b);
-  at::assert_no_overlap(out, scale_a);
-  at::assert_no_overlap(out, scale_b);
+  check_no_overlap(out, "out", a, "a");
+  check_no_overlap(out, "out", b, "b");
+  check_no_overlap(out, "out", scale_a, "scale_a");
+  check_no_overlap(out, "out", scale_b, "scale_b");
 
   SkinnyGemmParams p{};
   p.out_dtype = out.scalar_type() == at::kBFloat16 ? DType::kBFloat16 : DType::kFloat16;

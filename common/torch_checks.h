@@ -90,6 +90,18 @@ inline RowView row_view(const at::Tensor& t, const char* name) {
   return {rows, cols, row_stride};
 }
 
+// Overlap checks that name the operands (torch's own messages name neither).
+// partial_only: a may be b itself (kernels that read each element before writing it),
+// but not share only some of its elements.
+inline void check_no_overlap(const at::Tensor& a, const char* a_name, const at::Tensor& b,
+                             const char* b_name, bool partial_only = false) {
+  const at::MemOverlapStatus s = at::get_overlap_status(a, b);
+  if (s != at::MemOverlapStatus::Partial && (partial_only || s != at::MemOverlapStatus::Full)) return;
+  TORCH_CHECK(false, a_name, partial_only ? " must be " : " must not overlap ", b_name,
+              partial_only ? " itself or not overlap it" : "", ", got views that share ",
+              s == at::MemOverlapStatus::Full ? "the same elements" : "some elements");
+}
+
 inline void check_float_dtype(const at::Tensor& t, const char* name) {
   const auto st = t.scalar_type();
   TORCH_CHECK(st == at::kFloat || st == at::kHalf || st == at::kBFloat16, name,
@@ -164,8 +176,8 @@ inline void check_rms_norm_args(const at::Tensor& out, const at::Tensor& x,
   check_eps(eps);
   // out may be x itself (each element is read before it is written by the same
   // thread), but never a partial overlap.
-  at::assert_no_partial_overlap(out, x);
-  at::assert_no_overlap(out, weight);
+  check_no_overlap(out, "out", x, "x", true);
+  check_no_overlap(out, "out", weight, "weight");
 }
 
 inline void check_fused_add_rms_norm_args(const at::Tensor& x, const at::Tensor& residual,
@@ -174,9 +186,9 @@ inline void check_fused_add_rms_norm_args(const at::Tensor& x, const at::Tensor&
   check_norm_input(x, residual, "residual", type);
   check_norm_weight(weight, x);
   check_eps(eps);
-  at::assert_no_overlap(x, residual);
-  at::assert_no_overlap(x, weight);
-  at::assert_no_overlap(residual, weight);
+  check_no_overlap(x, "x", residual, "residual");
+  check_no_overlap(x, "x", weight, "weight");
+  check_no_overlap(residual, "residual", weight, "weight");
 }
 
 // layer_norm(out, x, weight?, bias?, eps): the checks every backend makes. As
@@ -188,14 +200,14 @@ inline void check_layer_norm_args(const at::Tensor& out, const at::Tensor& x,
                                   c10::DeviceType type) {
   check_norm_input(x, out, "out", type);
   check_eps(eps);
-  at::assert_no_partial_overlap(out, x);
+  check_no_overlap(out, "out", x, "x", true);
   if (weight) {
     check_norm_weight(*weight, x, "weight");
-    at::assert_no_overlap(out, *weight);
+    check_no_overlap(out, "out", *weight, "weight");
   }
   if (bias) {
     check_norm_weight(*bias, x, "bias");
-    at::assert_no_overlap(out, *bias);
+    check_no_overlap(out, "out", *bias, "bias");
   }
 }
 
@@ -215,14 +227,14 @@ inline void check_rms_norm_fp8_args(const at::Tensor& out, const at::Tensor& x,
   TORCH_CHECK(out.scalar_type() == kFp8Type, "out must be ", kFp8Name, ", got ",
               c10::toString(out.scalar_type()));
   check_same_shape(out, x, "out", "x");
-  at::assert_no_overlap(out, x);
-  at::assert_no_overlap(out, weight);
+  check_no_overlap(out, "out", x, "x");
+  check_no_overlap(out, "out", weight, "weight");
   if (residual) {
     check_same(*residual, x, "residual", "x");
     check_same_shape(*residual, x, "residual", "x");
-    at::assert_no_overlap(*residual, x);
-    at::assert_no_overlap(*residual, out);
-    at::assert_no_overlap(*residual, weight);
+    check_no_overlap(*residual, "residual", x, "x");
+    check_no_overlap(*residual, "residual", out, "out");
+    check_no_overlap(*residual, "residual", weight, "weight");
   }
 }
 
@@ -247,13 +259,13 @@ inline void check_row_scales(const at::Tensor& scales, const at::Tensor& x) {
   TORCH_CHECK(scales.sizes() == c10::IntArrayRef(want), "scales must have shape ", dims_str(want),
               ", got ", dims_str(scales.sizes()));
   TORCH_CHECK(scales.is_contiguous(), "scales must be contiguous");
-  at::assert_no_overlap(scales, x);
+  check_no_overlap(scales, "scales", x, "x");
 }
 
 // silu, silu_mul, silu_and_mul and silu_and_mul_fp8: the checks every backend
 // makes, and the operands its kernels take (gpu_launchers.h). out never overlaps
 // an input, so kernels may read inputs through restrict-qualified pointers.
-// (at::assert_no_overlap proves this for dense tensors; strided views that share
+// (check_no_overlap proves this for dense tensors; strided views that share
 // storage are the caller's to keep apart, as for every torch out= op.)
 inline void check_activation_input(const at::Tensor& t, c10::DeviceType type, const char* name) {
   check_device(t, type, name);
@@ -282,7 +294,7 @@ inline SiluOperands silu_and_mul_operands(at::Tensor& out, const at::Tensor& x,
     TORCH_CHECK(out.scalar_type() == kFp8Type, "out must have dtype ", c10::toString(kFp8Type),
                 ", got ", c10::toString(out.scalar_type()));
     check_fp8_scale(*scale, x);
-    at::assert_no_overlap(out, *scale);
+    check_no_overlap(out, "out", *scale, "scale");
   } else {
     check_same(out, x, "out", "x");
   }
@@ -291,7 +303,7 @@ inline SiluOperands silu_and_mul_operands(at::Tensor& out, const at::Tensor& x,
   shape.back() = d;
   TORCH_CHECK(out.sizes() == c10::IntArrayRef(shape), "out must have shape ", dims_str(shape),
               " (x's, last dimension halved), got ", dims_str(out.sizes()));
-  at::assert_no_overlap(out, x);
+  check_no_overlap(out, "out", x, "x");
   const RowView xv = row_view(x, "x");
   const RowView ov = row_view(out, "out");
   return {out_rows(out, ov), in_rows(x, xv), in_rows(x, xv, d), ov.rows, d};
@@ -305,8 +317,8 @@ inline SiluOperands silu_mul_operands(at::Tensor& out, const at::Tensor& gate,
   check_same_shape(up, gate, "up", "gate");
   check_same(out, gate, "out", "gate");
   check_same_shape(out, gate, "out", "gate");
-  at::assert_no_overlap(out, gate);
-  at::assert_no_overlap(out, up);
+  check_no_overlap(out, "out", gate, "gate");
+  check_no_overlap(out, "out", up, "up");
   const RowView gv = row_view(gate, "gate");
   const RowView ov = row_view(out, "out");
   return {out_rows(out, ov), in_rows(gate, gv), in_rows(up, row_view(up, "up")), ov.rows, ov.cols};
@@ -354,8 +366,8 @@ inline int64_t check_kquant_gemv_args(const at::Tensor& out, const at::Tensor& x
   TORCH_CHECK(out.sizes() == c10::IntArrayRef(want), "out must have shape ", dims_str(want),
               ", got ", dims_str(out.sizes()));
   TORCH_CHECK(out.is_contiguous(), "out must be contiguous");
-  at::assert_no_overlap(out, x);
-  at::assert_no_overlap(out, q);
+  check_no_overlap(out, "out", x, "x");
+  check_no_overlap(out, "out", q, "q");
   return blocks;
 }
 
@@ -374,15 +386,15 @@ inline void check_matmul_args(const at::Tensor& out, const at::Tensor& a, const 
   TORCH_CHECK(out.sizes() == c10::IntArrayRef(want), "out must have shape ", dims_str(want),
               " ([M, N]), got ", dims_str(out.sizes()));
   TORCH_CHECK(out.is_contiguous(), "out must be contiguous, got strides ", dims_str(out.strides()));
-  at::assert_no_overlap(out, a);
-  at::assert_no_overlap(out, b);
+  check_no_overlap(out, "out", a, "a");
+  check_no_overlap(out, "out", b, "b");
 }
 
 inline SiluOperands silu_operands(at::Tensor& out, const at::Tensor& x, c10::DeviceType type) {
   check_activation_input(x, type, "x");
   check_same(out, x, "out", "x");
   check_same_shape(out, x, "out", "x");
-  at::assert_no_overlap(out, x);
+  check_no_overlap(out, "out", x, "x");
   const RowView ov = row_view(out, "out");
   return {out_rows(out, ov), in_rows(x, row_view(x, "x")), {nullptr, 0}, ov.rows, ov.cols};
 }

@@ -49,6 +49,7 @@ namespace {
 
 using namespace inference_kernels::ggml;
 using inference_kernels::num;
+using inference_kernels::check_no_overlap;
 using inference_kernels::cpu::fVec;
 using inference_kernels::cpu::cpu_isa;
 using inference_kernels::cpu::Isa;
@@ -555,7 +556,7 @@ void quantize(at::Tensor& out, const at::Tensor& weight, const std::optional<at:
                   "imatrix must be finite and non-negative (mean squared activations), got ",
                   std::to_string(im[i]), " at column ", num(i));
   }
-  at::assert_no_overlap(out, weight);
+  check_no_overlap(out, "out", weight, "weight");
   const float* x = weight.const_data_ptr<float>();
   auto* dst = reinterpret_cast<typename F::Block*>(out.data_ptr<uint8_t>());
   auto* quantize_block = &F::quantize;

@@ -79,8 +79,8 @@ void gemv(at::Tensor& out, const at::Tensor& x, const at::Tensor& q, KQuant form
   TORCH_CHECK(out.sizes() == c10::IntArrayRef(want), "out must have shape ", dims_str(want), ", got ",
               dims_str(out.sizes()));
   TORCH_CHECK(out.is_contiguous(), "out must be contiguous");
-  at::assert_no_overlap(out, x);
-  at::assert_no_overlap(out, q);
+  check_no_overlap(out, "out", x, "x");
+  check_no_overlap(out, "out", q, "q");
   if (n == 0) return;
 
   const c10::cuda::CUDAGuard guard(x.device());

@@ -35,10 +35,16 @@ void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor
               "cluster, convert], got ", num(int64_t(config.size())));
   const auto field = [&](size_t i) { return i < config.size() ? config[i] : int64_t(0); };
   const int64_t rb = field(0), kw = field(1), nc = field(2), cvt = field(3);
+#ifdef CUDA_KERNEL
   // convert 6 and 7 read both fields otherwise (their own checks below)
   TORCH_CHECK(rb >= 0 && kw >= 0 && (cvt >= 6 || std::max<int64_t>(rb, 1) * std::max<int64_t>(kw, 1) <= 8),
               "config: tiles_per_block * warps_per_tile must be at most 8 (0 = automatic), got ",
               num(rb), " and ", num(kw));
+#else
+  TORCH_CHECK(rb >= 0 && rb <= 2 && kw >= 0 && kw <= 32, "config: tiles_per_block must be 0 (automatic), 1 or 2 ",
+              "(n-tiles of 16 rows a work item) and warps_per_tile 0 (automatic) to 32 (K splits a tile), got ",
+              num(rb), " and ", num(kw));
+#endif
   TORCH_CHECK(nc >= 0 && nc <= 8, "config: cluster must be 0 (automatic) to 8, got ", num(nc));
   TORCH_CHECK(cvt >= 0 && cvt <= 8, "config: convert must be 0 (automatic) or 1 to 8, got ", num(cvt));
 #ifdef CUDA_KERNEL

@@ -446,18 +446,18 @@ def test_rejects_gate_up_mismatch(ik, device):
 
 def test_rejects_overlap(ik, device):
     x = torch.randn(1, 16, device=device)
-    with pytest.raises(RuntimeError, match="memory location"):
+    with pytest.raises(RuntimeError, match="out must not overlap x, got views that share some elements"):
         ik.silu_and_mul(x, out=x[:, :8])  # out is the gate half
-    with pytest.raises(RuntimeError, match="memory location"):
+    with pytest.raises(RuntimeError, match="out must not overlap x, got views that share the same elements"):
         ik.silu(x, out=x)
     g, u = torch.randn(4, 16, device=device), torch.randn(4, 16, device=device)
-    with pytest.raises(RuntimeError, match="memory location"):
+    with pytest.raises(RuntimeError, match="out must not overlap gate"):
         ik.silu_mul(g, u, out=g)
-    with pytest.raises(RuntimeError, match="memory location"):
+    with pytest.raises(RuntimeError, match="out must not overlap up"):
         ik.silu_mul(g, u, out=u)
     # An fp8 out over the scale's bytes: the kernel would overwrite the scale it reads.
     buf = torch.zeros(8, dtype=torch.uint8, device=device)
-    with pytest.raises(RuntimeError, match="memory location"):
+    with pytest.raises(RuntimeError, match="out must not overlap scale"):
         ik.silu_and_mul_fp8(torch.randn(1, 16, device=device), buf[:4].view(torch.float32),
                             out=buf.view(FP8).view(1, 8))
 

@@ -63,7 +63,7 @@ def test_matmul_rejects_bad_inputs(ik, cpu):
         ik.matmul(a, b, out=torch.empty(4, 3, dtype=torch.bfloat16))
     with pytest.raises(RuntimeError, match="b must be on the same device as a"):
         ik.matmul(a, torch.randn(8, 3, device="meta"))
-    with pytest.raises(RuntimeError, match="overlap|memory location"):
+    with pytest.raises(RuntimeError, match="out must not overlap a, got views that share some elements"):
         buf = torch.randn(32)
         ik.ops.matmul(buf[:12].view(4, 3), buf.view(4, 8), torch.randn(8, 3))
 

@@ -376,6 +376,10 @@ def test_rejects_bad_arguments(ik, device, fmt):
         gop(torch.empty(2, 5, device=device), x, q)
     with pytest.raises(ValueError, match="does not match"):
         getattr(ik, dqname)(q, 256)
+    # The public function refuses other dtypes on every device (the GPUs' plain-torch path
+    # would otherwise read an int8 view as wrong levels).
+    with pytest.raises(ValueError, match=rf"a {fmt} weight is uint8 \[N, K / 256 \* {size}\], got dtype torch.int8"):
+        getattr(ik, dqname)(q.to(torch.int8))
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -162,6 +162,26 @@ def test_fp8_linear(ik, device, static, dtype):
     assert err < 0.08, err
 
 
+def test_fp8_linear_zero_rows(ik, device):
+    """No tokens: the dynamic scale has nothing to reduce, the output has no rows."""
+    w8 = rand_fp8((24, 256), device)
+    ws = torch.ones(1, device=device)
+    for scale in (None, torch.ones(1, device=device)):
+        y = ik.fp8_linear(torch.randn(0, 256, device=device, dtype=torch.bfloat16), w8, ws, scale)
+        assert y.shape == (0, 24) and y.dtype == torch.bfloat16
+
+
+def test_out_dtype_follows_out(ik, device):
+    """Without out_dtype, a given out's dtype is the output's; given both, they must agree."""
+    a, b = rand_fp8((3, 64), device), rand_fp8((8, 64), device)
+    sa, sb = scales(8, device, False)
+    out = poisoned(3, 8, torch.float16, device)
+    assert ik.skinny_gemm_fp8(a, b, sa, sb, out=out) is out
+    assert_rows_close(out, reference(a, b, sa, sb), torch.float16)
+    with pytest.raises(ValueError, match=r"out has dtype torch.float16 but out_dtype is torch.bfloat16"):
+        ik.skinny_gemm_fp8(a, b, sa, sb, out_dtype=torch.bfloat16, out=out)
+
+
 # ---- CUDA only: the _scaled_mm route, graphs, the work-split knobs.
 
 def cuda_only(device):
@@ -180,6 +200,13 @@ def test_large_m_goes_to_scaled_mm(ik, device, m):
     expect = torch._scaled_mm(a, b.t(), scale_a=sa.reshape(()), scale_b=sb.reshape(()), bias=bias,
                               out_dtype=torch.bfloat16)
     assert torch.equal(y, expect), "M > 32 did not go through torch._scaled_mm"
+    # A given out takes the same route; one the kernel would refuse is refused here too.
+    out = poisoned(m, n, torch.bfloat16, device)
+    assert ik.skinny_gemm_fp8(a, b, sa, sb, bias=bias, out=out) is out and torch.equal(out, expect)
+    for bad in (poisoned(m, n, torch.float32, device), poisoned(m, n + 1, torch.bfloat16, device),
+                torch.empty(m, n, dtype=torch.bfloat16)):
+        with pytest.raises(ValueError, match=rf"out must be \[{m}, {n}\] bfloat16 or float16 on cuda"):
+            ik.skinny_gemm_fp8(a, b, sa, sb, bias=bias, out=bad)
     # Per channel: row-wise _scaled_mm (bf16) and the bias added after; fp16: our kernel.
     sa, sb = scales(n, device, True)
     for dtype in OUT_DTYPES:
@@ -698,7 +725,7 @@ def test_rejects_bad_layouts(ik, device):
     with pytest.raises(RuntimeError, match="bias must be contiguous, got stride 2"):
         ik.skinny_gemm_fp8(a, b, sa, sb, bias=torch.zeros(16, device=device).bfloat16()[::2])
     out = torch.empty(4, 8, device=device, dtype=torch.bfloat16)
-    with pytest.raises(RuntimeError, match="unsupported operation|overlap"):
+    with pytest.raises(RuntimeError, match="out must not overlap bias"):
         ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, out[0])
 
 

@@ -188,6 +188,11 @@ def quantize_q4_k(weight: torch.Tensor, imatrix: Optional[torch.Tensor] = None) 
     ``w = imatrix[col]`` (llama.cpp's importance matrix: the mean squared activation
     of each input column, see ``quant.collect_imatrix``) or, without one, ``w = 1``
     (the plain squared error). The weight is read as float32.
+
+    ``imatrix``: ``[K]``, read as float32, finite and non-negative. Raises ValueError when
+    the weight is not 2-D or K is not a multiple of 256, RuntimeError for a weight holding
+    NaN or infinity (naming the row) and for an imatrix of another shape or with a
+    negative or non-finite entry.
     """
     return quant.quantize(weight, "Q4_K", imatrix)
 
@@ -198,9 +203,10 @@ def quantize_q6_k(weight: torch.Tensor, imatrix: Optional[torch.Tensor] = None) 
 
 
 def dequantize_q4_k(q: torch.Tensor, k: Optional[int] = None) -> torch.Tensor:
-    """Q4_K bytes [N, K / 256 * 144] -> float32 [N, K]; equal to gguf-py's, bit for bit.
+    """Q4_K bytes (uint8 [N, K / 256 * 144]) -> float32 [N, K]; equal to gguf-py's, bit for bit.
 
-    ``k`` (optional) is checked against the K the bytes hold.
+    ``k`` (optional) is checked against the K the bytes hold. Another dtype or shape of
+    ``q``, or a ``k`` that does not match, raises ValueError.
     """
     return quant.dequantize(q, "Q4_K", k)
 
@@ -286,7 +292,7 @@ def _scaled_mm_takes(a: torch.Tensor, b: torch.Tensor, scale_b: torch.Tensor,
 
 
 def skinny_gemm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
-                    scale_b: torch.Tensor, out_dtype: torch.dtype = torch.bfloat16,
+                    scale_b: torch.Tensor, out_dtype: Optional[torch.dtype] = None,
                     bias: Optional[torch.Tensor] = None,
                     out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """``a @ b.T * scale_a * scale_b (+ bias)`` for fp8 operands, products summed in fp32
@@ -298,6 +304,8 @@ def skinny_gemm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
     contiguous); ``scale_a``: one float32
     element; ``scale_b``: one float32 element, or ``N`` (per output channel); ``bias``:
     ``[N]`` in ``out_dtype``; returns (or fills) ``out`` ``[M, N]``, bfloat16 or float16.
+    ``out_dtype`` defaults to ``out``'s dtype when ``out`` is given, else bfloat16; given
+    both, they must agree (ValueError).
     Scales stay on the device (no host sync; CUDA-graph safe).
 
     On CUDA, M <= 32 (decode) runs our kernel: the weight streamed once at close to the
@@ -309,8 +317,17 @@ def skinny_gemm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
     M (compiled and ISA-checked, never run on AMD hardware by this project).
     """
     M, N = a.shape[0], b.shape[0]
+    if out is not None and out_dtype is not None and out.dtype != out_dtype:
+        raise ValueError(f"out has dtype {out.dtype} but out_dtype is {out_dtype}: give one, or the same")
+    if out_dtype is None:
+        out_dtype = out.dtype if out is not None else torch.bfloat16
     if (a.device.type == "cuda" and M > SKINNY_MAX_M and a.dtype == _E4M3 and b.dtype == _E4M3
             and _scaled_mm_takes(a, b, scale_b, out_dtype)):
+        if out is not None and (out.shape != (M, N) or out.device != a.device
+                                or out_dtype not in (torch.bfloat16, torch.float16)):
+            # What the kernel's own checks require of out, asked before cuBLAS runs.
+            raise ValueError(f"out must be [{M}, {N}] bfloat16 or float16 on {a.device}, got "
+                             f"{list(out.shape)} {out.dtype} on {out.device}")
         y = _via_scaled_mm(a, b, scale_a, scale_b, out_dtype, bias)
         return y if out is None else out.copy_(y)
     if out is None:
@@ -336,8 +353,10 @@ def fp8_linear(x: torch.Tensor, weight_fp8: torch.Tensor, weight_scale: torch.Te
     """An FP8 ``nn.Linear``: quantise ``x`` per tensor, then :func:`skinny_gemm_fp8`.
 
     ``x``: ``[..., K]`` float32/float16/bfloat16; ``weight_fp8``: ``[N, K]`` ``FP8_DTYPE``
-    (float8_e4m3fn; float8_e4m3fnuz, max 240 for 448 below, on ROCm) with ``weight_scale`` (one float32 element, or ``N``); returns ``[..., N]`` in
-    ``out_dtype`` (default: x's dtype for fp16/bf16, else bfloat16).
+    (float8_e4m3fn; float8_e4m3fnuz, max 240 for 448 below, on ROCm) with ``weight_scale``
+    (one float32 element, or ``N``); ``bias``: ``[N]`` in ``out_dtype`` (a bias of another
+    dtype raises: cast it once when the layer is built); returns ``[..., N]`` in
+    ``out_dtype`` (default: x's dtype for fp16/bf16, else bfloat16). Zero rows are allowed.
     ``x_q = fp8(clamp(x * (1 / s), -448, 448))`` with ``s = input_scale`` (static, one
     float32 element) or, without one, ``s = max(absmax(x) / 448, 1 / (448 * 512))``
     (dynamic, per tensor: the product stays on the device). Where a norm or SwiGLU
@@ -347,7 +366,9 @@ def fp8_linear(x: torch.Tensor, weight_fp8: torch.Tensor, weight_scale: torch.Te
     K = x.shape[-1]
     x2 = x.reshape(-1, K)
     if input_scale is None:
-        s = torch.clamp(x2.abs().amax().float() / FP8_MAX, min=1.0 / (FP8_MAX * 512)).reshape(1)
+        # No rows: amax has nothing to reduce; the floor scale (nothing is quantised).
+        amax = x2.abs().amax().float() if x2.numel() else x2.new_zeros((), dtype=torch.float32)
+        s = torch.clamp(amax / FP8_MAX, min=1.0 / (FP8_MAX * 512)).reshape(1)
     else:
         s = input_scale.reshape(1).float()
     q = (x2.float() * (1.0 / s)).clamp(-FP8_MAX, FP8_MAX).to(FP8_DTYPE)

@@ -28,6 +28,8 @@ def quantized_shape(n: int, k: int, fmt: str) -> Tuple[int, int]:
 def in_features(q: torch.Tensor, fmt: str) -> int:
     """K of a quantised weight, from its bytes per row."""
     size = BLOCK_BYTES[fmt]
+    if q.dtype != torch.uint8:
+        raise ValueError(f"a {fmt} weight is uint8 [N, K / 256 * {size}], got dtype {q.dtype}")
     if q.dim() != 2 or q.shape[1] % size:
         raise ValueError(f"a {fmt} weight is uint8 [N, K / 256 * {size}], got shape {tuple(q.shape)}")
     return q.shape[1] // size * QK_K
