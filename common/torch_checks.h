@@ -212,7 +212,7 @@ inline void check_layer_norm_args(const at::Tensor& out, const at::Tensor& x,
 }
 
 // rms_norm_fp8 / rms_norm_fp8_dynamic: x normalised (after an optional residual add)
-// into a float8_e4m3fn `out` of x's shape.
+// into a kFp8Type `out` (e4m3fn; e4m3fnuz on ROCm) of x's shape.
 inline void check_rms_norm_fp8_args(const at::Tensor& out, const at::Tensor& x,
                                     const at::Tensor& weight, double eps,
                                     const std::optional<at::Tensor>& residual,
@@ -283,7 +283,7 @@ inline Rows in_rows(const at::Tensor& t, const RowView& v, int64_t col = 0) {
 }
 
 // x: [..., 2d], gate = x[..., :d], up = x[..., d:]; out: [..., d] of x's dtype, or
-// float8_e4m3fn when `scale` is given (silu_and_mul_fp8).
+// kFp8Type (e4m3fn; e4m3fnuz on ROCm) when `scale` is given (silu_and_mul_fp8).
 inline SiluOperands silu_and_mul_operands(at::Tensor& out, const at::Tensor& x,
                                           const at::Tensor* scale, c10::DeviceType type) {
   check_activation_input(x, type, "x");

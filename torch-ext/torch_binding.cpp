@@ -10,12 +10,15 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("rms_norm(Tensor! out, Tensor x, Tensor weight, float eps) -> ()");
   // residual <- x + residual (rounded to the dtype); x <- rms_norm(residual).
   ops.def("fused_add_rms_norm(Tensor! x, Tensor! residual, Tensor weight, float eps) -> ()");
-  // out <- fp8(clamp(rms_norm(x) / scale)); with a residual, residual <- x + residual is
-  // normalised instead. scale: one float32 element (static per-tensor).
+  // out <- fp8(clamp(rms_norm(x) * (1 / scale))) (the reciprocal, as vLLM: it may differ
+  // from a division in the last bit); with a residual, residual <- x + residual is
+  // normalised instead. scale: one float32 element (static per-tensor). fp8 is
+  // float8_e4m3fn (max 448), float8_e4m3fnuz (max 240) on ROCm.
   ops.def(
       "rms_norm_fp8(Tensor! out, Tensor x, Tensor weight, Tensor scale, float eps, "
       "Tensor!? residual) -> ()");
-  // As rms_norm_fp8 with one scale per row, max(absmax / 448, 1 / (448 * 512)), into scales.
+  // As rms_norm_fp8 with one scale per row, max(absmax / FP8_MAX, 1 / (FP8_MAX * 512)), into
+  // scales (FP8_MAX 448, 240 on ROCm).
   ops.def(
       "rms_norm_fp8_dynamic(Tensor! out, Tensor! scales, Tensor x, Tensor weight, float eps, "
       "Tensor!? residual) -> ()");
@@ -24,8 +27,8 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("layer_norm(Tensor! out, Tensor x, Tensor? weight, Tensor? bias, float eps) -> ()");
   // out <- silu(x[..., :d]) * x[..., d:] for x of shape [..., 2d] (SwiGLU, as vLLM).
   ops.def("silu_and_mul(Tensor! out, Tensor x) -> ()");
-  // The same, quantised: out (float8_e4m3fn) <- fp8(clamp(silu_and_mul(x) * (1 / scale))),
-  // scale a one-element float32 tensor, read on the device.
+  // The same, quantised: out (float8_e4m3fn; e4m3fnuz on ROCm) <- fp8(clamp(silu_and_mul(x)
+  // * (1 / scale))), scale a one-element float32 tensor, read on the device.
   ops.def("silu_and_mul_fp8(Tensor! out, Tensor x, Tensor scale) -> ()");
   // out <- silu(gate) * up, two tensors of one shape (no concatenation needed).
   ops.def("silu_mul(Tensor! out, Tensor gate, Tensor up) -> ()");
@@ -40,10 +43,13 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("dequantize_q4_k(Tensor! out, Tensor q) -> ()");
   ops.def("dequantize_q6_k(Tensor! out, Tensor q) -> ()");
   // out [M, N] <- x [M, K] @ dequantize(q).T for M in 1..8, fp32 accumulation, in x's dtype.
+  // q: the rows [N, K / 256 * block bytes], or on CUDA the tiled layout [ceil(N / 16),
+  // K / 256, tile bytes] (ggml_blocks.h), N then read from out.
   ops.def("q4k_gemv(Tensor! out, Tensor x, Tensor q) -> ()");
   ops.def("q6k_gemv(Tensor! out, Tensor x, Tensor q) -> ()");
-  // The instruction set the CPU k-quant gemv runs: "avx512", "avx2" or "baseline" (the
-  // best the CPU has, or the environment variable IK_CPU_ISA, read once).
+  // The instruction set the CPU kernels run (the k-quant gemv and quantiser, the norms,
+  // SwiGLU): "avx512", "avx2" or "baseline" (the best the CPU has, or the environment
+  // variable IK_CPU_ISA, read once).
   ops.def("cpu_isa() -> str");
   // out [M, N] <- a [M, K] @ b [K, N], fp32 accumulation, rounded once to a's dtype
   // (CPU and Metal).

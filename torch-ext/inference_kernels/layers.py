@@ -1,5 +1,6 @@
-"""Layers for `kernels.kernelize`: each replaces the forward of the transformers layer
-of the same name and reads that layer's own attributes (they have no __init__)."""
+"""Layers for `kernels.kernelize`: each replaces the forward of the layer it is named
+after (transformers' RMSNorm, SiLU and LlamaMLP, torch's nn.LayerNorm, vLLM's SiluAndMul)
+and reads that layer's own attributes (they have no __init__)."""
 
 import torch
 

@@ -80,11 +80,17 @@ def gemv(x: torch.Tensor, q: torch.Tensor, fmt: str, n: Optional[int] = None) ->
 class Q4KLinear(torch.nn.Module):
     """A linear layer whose weight is held as GGUF Q4_K or Q6_K bytes (``fmt``).
 
-    forward: for inputs of at most 8 rows (tokens), the gemv (CPU or CUDA) dequantises
+    ``qweight``: uint8 bytes of ``fmt`` for an ``[out_features, in_features]`` weight, ggml's
+    rows (``gguf_blocks.quantized_shape``) or, with ``tiled=True``, the tiled layout
+    (``gguf_blocks.tile``); a shape that does not match raises ValueError. ``bias``:
+    ``[out_features]`` or None (copied).
+
+    forward: for inputs of at most 8 rows (tokens), the backend's gemv dequantises
     the weight block by block as it multiplies; for more rows the weight is dequantised
     to fp32 once per call, cast to x's dtype and used in a matmul. The bias, if any,
     is added in x's dtype. ``tile_()`` keeps the weight in the tiled layout that the CUDA
-    gemv reads faster, with the same results (``qweight`` then holds tiled bytes). The
+    gemv reads faster, with the same results (``qweight`` then holds tiled bytes; other
+    devices untile it on every call, with a warning: tile only on CUDA). The
     tiled layout is not a file format and may change between versions of the package
     (Q4_K's word order did): save ``rows_qweight()``, and tile after loading.
     """
@@ -112,6 +118,8 @@ class Q4KLinear(torch.nn.Module):
     @classmethod
     def from_linear(cls, linear: torch.nn.Linear, fmt: str = "Q4_K",
                     imatrix: Optional[torch.Tensor] = None) -> "Q4KLinear":
+        """``linear``'s weight quantised to ``fmt`` (:func:`quantize`, with ``imatrix``), its
+        bias kept; the bytes on the weight's device."""
         return cls(quantize(linear.weight, fmt, imatrix), fmt, linear.in_features,
                    linear.out_features, linear.bias)
 
@@ -128,6 +136,7 @@ class Q4KLinear(torch.nn.Module):
         return gguf_blocks.untile(self.qweight, self.out_features, self.fmt) if self.tiled else self.qweight
 
     def dequantized_weight(self) -> torch.Tensor:
+        """The weight as float32 ``[out_features, in_features]``, dequantised."""
         return dequantize(self.rows_qweight(), self.fmt, self.in_features)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -189,6 +198,8 @@ class Q4KGroup:
         self._waiting: set = set()  # members that have not taken their columns yet
 
     def output(self, x: torch.Tensor, i: int) -> torch.Tensor:
+        """Member ``i``'s columns of the fused layer's output for ``x``: the fused gemv runs
+        once per input, and each member takes its slice."""
         start, stop = self.bounds[i], self.bounds[i + 1]
         # Dynamo reads neither is_inference() nor the version counter: inside a compiled
         # forward, the same tensor is enough (transformers' blocks do not write their
