@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup build demo test clean rocm-toolchain
+.PHONY: setup build demo test clean rocm-toolchain cross-toolchain
 
 # The venv is (re)made whenever requirements.txt changes.
 $(STAMP): requirements.txt
@@ -32,7 +32,15 @@ rocm-toolchain:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(ROCM_PKGS) >/dev/null; \
 	fi
 
-test: build rocm-toolchain
+# The aarch64 compile-only check of the CPU sources (tests/test_cpu_aarch64.py) needs
+# Debian's cross compiler; installed only when missing.
+cross-toolchain:
+	@if ! command -v aarch64-linux-gnu-g++ >/dev/null; then \
+	  echo "installing the aarch64 cross compiler: g++-aarch64-linux-gnu"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends g++-aarch64-linux-gnu >/dev/null; \
+	fi
+
+test: build rocm-toolchain cross-toolchain
 	$(PY) -m pytest tests
 
 clean:

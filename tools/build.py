@@ -7,6 +7,7 @@ for the torch installed here, quickly and incrementally, for development and CI:
     python tools/build.py                 # CUDA if torch has CUDA and nvcc exists, else CPU
     python tools/build.py --backend cpu   # force the CPU variant
     python tools/build.py --backend rocm --compile-only   # HIP -> gfx942/gfx90a assembly
+    python tools/build.py --backend cpu --compile-only    # CPU sources -> aarch64 assembly
 
 Steps: validate build.toml with kernel-builder's own parser
 (`kernels._rust.Build.open`), generate registration.h and a ninja file under
@@ -87,6 +88,8 @@ def pick_backend(requested: str | None, torch, compile_only: bool = False) -> st
                              "or build the CPU variant with --backend cpu")
     elif backend == "rocm" and compile_only:
         rocm_toolchain()
+    elif backend == "cpu" and compile_only:
+        aarch64_toolchain()
     elif backend in ("rocm", "metal"):
         raise BuildError(f"the local builder does not build the {backend} backend yet; "
                          "its kernels are checked by `make test` (tests/) and built by kernel-builder")
@@ -99,6 +102,18 @@ def pick_backend(requested: str | None, torch, compile_only: bool = False) -> st
 ROCM_CLANG = "clang++-19"
 ROCM_PACKAGES = "clang-19 lld-19 llvm-19 libamdhip64-dev rocm-device-libs"
 ROCM_SYSTEM_DEVICE_LIBS = Path("/usr/lib") / f"{platform.machine()}-linux-gnu" / "amdgcn" / "bitcode"
+
+
+# CPU compile-only: the CPU sources cross-compiled to aarch64 assembly (kernel-builder also
+# builds the CPU backend for aarch64-linux, where only at::vec's portable NEON types run).
+AARCH64_CXX = "aarch64-linux-gnu-g++"
+
+
+def aarch64_toolchain() -> str:
+    if not shutil.which(AARCH64_CXX):
+        raise BuildError(f"{AARCH64_CXX} is missing: run `make cross-toolchain` "
+                         "(apt-get install g++-aarch64-linux-gnu)")
+    return AARCH64_CXX
 
 
 def rocm_toolchain() -> Path:
@@ -319,15 +334,20 @@ def ninja_file(*, root: Path, work: Path, torch, backend: str, ext_id: str, conf
     common = (f"-O3 -std=c++20 -DNDEBUG -D{macro} -DPy_LIMITED_API={PY_LIMITED_API} "
               f"-D_GLIBCXX_USE_CXX11_ABI={abi}")
     cxx = os.environ.get("CXX", "c++")
+    # CPU compile-only: aarch64 assembly (-S), warnings as errors.
+    cross = compile_only and backend == "cpu"
+    if cross:
+        cxx = aarch64_toolchain()
     if not shutil.which(cxx):
         raise BuildError(f"C++ compiler `{cxx}` not found: install g++ (apt-get install g++) or set CXX")
 
     lines = [
         "ninja_required_version = 1.3",
         f"cxx = {cxx}",
-        f"cxxflags = {common} -fPIC -fopenmp -Wall -Wno-unused-function -Wno-psabi {incs} {' '.join(cxx_extra)}",
+        f"cxxflags = {common} -fPIC -fopenmp -Wall -Wno-unused-function -Wno-psabi"
+        f"{' -Werror' if cross else ''} {incs} {' '.join(cxx_extra)}",
         "rule cxx",
-        "  command = $cxx -MMD -MF $out.d $cxxflags $extra -c $in -o $out",
+        f"  command = $cxx -MMD -MF $out.d $cxxflags $extra {'-S' if cross else '-c'} $in -o $out",
         "  depfile = $out.d",
         "  deps = gcc",
         "  description = CXX $in",
@@ -371,7 +391,7 @@ def ninja_file(*, root: Path, work: Path, torch, backend: str, ext_id: str, conf
             continue  # headers are tracked through the depfiles
         if src.endswith(".cpp") and backend == "rocm" and not host_cuda:
             continue  # no CUDA headers for the c10/cuda wrappers: only the device code
-        obj = f"obj/{src.replace('/', '_')}.o"
+        obj = f"obj/{src.replace('/', '_')}.{'s' if cross else 'o'}"
         rule = "nvcc" if src.endswith(".cu") else "cxx"
         lines.append(f"build {obj}: {rule} {shlex.quote(str(root / src))}")
         if src in cu_archs and cu_archs[src] != archs:
@@ -465,8 +485,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-v", "--verbose", action="store_true", help="print compiler command lines")
     p.add_argument("--compile-only", action="store_true",
                    help="compile the backend's sources without linking (e.g. CUDA with a CPU torch, "
-                        "ROCm to gfx assembly); objects, ptxas reports and .s files land in "
-                        "build/_work/compile-only-<backend>/")
+                        "ROCm to gfx assembly, the CPU sources to aarch64 assembly); objects, ptxas "
+                        "reports and .s files land in build/_work/compile-only-<backend>/")
     p.add_argument("--print-variant", action="store_true",
                    help="print the variant directory this torch would load, and exit")
     args = p.parse_args(argv)
