@@ -120,6 +120,13 @@ def test_builder_one_line_errors():
     if not GPU:
         cuda = run_builder("--backend", "cuda")
         assert cuda.returncode == 1 and "CUDA build of torch" in cuda.stderr
+    # The aarch64 compile-only build without its cross compiler (hidden from shutil.which).
+    cross = run_builder("--backend", "cpu", "--compile-only",
+                        pre="import shutil; w = shutil.which; shutil.which = lambda c, *a, **k: "
+                            "None if c.startswith('aarch64-') else w(c, *a, **k); ")
+    assert cross.returncode == 1 and cross.stderr.strip() == (
+        "build error: aarch64-linux-gnu-g++ is missing: run `make cross-toolchain` "
+        "(apt-get install g++-aarch64-linux-gnu)")
 
 
 def test_builder_is_incremental():
