@@ -5,6 +5,8 @@ variant is loaded and the CPU cases skip; on a CPU machine the reverse.
 """
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,18 @@ os.environ.setdefault("LOCAL_KERNELS", f"{REPO_ID}={ROOT / 'build'}")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 GPU = torch.cuda.is_available() and torch.version.cuda is not None
+
+
+def compile_only(backend: str, toolchain: str) -> Path:
+    """`tools/build.py --backend BACKEND --compile-only`; its object directory. Without the
+    toolchain the builder names the make target that installs it: skip, unless CI is set
+    (`make test` installs every toolchain first)."""
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "build.py"), "--backend", backend,
+                           "--compile-only"], capture_output=True, text=True, cwd=ROOT)
+    if proc.returncode and f"make {toolchain}" in proc.stderr and not os.environ.get("CI"):
+        pytest.skip(proc.stderr.strip())  # the builder's one line: what to install
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return ROOT / "build" / "_work" / f"compile-only-{backend}" / "obj"
 
 
 def loaded_backend() -> str:

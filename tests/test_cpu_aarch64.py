@@ -9,29 +9,19 @@ element at a time. Nothing is linked or run. Skips without the cross compiler un
 is set (`make test` installs it first: `make cross-toolchain`).
 """
 
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 import tomllib
 
-from conftest import ROOT
-
-OBJ = ROOT / "build" / "_work" / "compile-only-cpu" / "obj"
-
+from conftest import ROOT, compile_only
 
 @pytest.fixture(scope="module")
 def asm():
-    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "build.py"), "--backend", "cpu",
-                           "--compile-only"], capture_output=True, text=True, cwd=ROOT)
-    if proc.returncode and "make cross-toolchain" in proc.stderr and not os.environ.get("CI"):
-        pytest.skip(proc.stderr.strip())  # the builder's one line: what to install
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    obj = compile_only("cpu", "cross-toolchain")
     # obj/<source path, '/' as '_'>.s, keyed by the file's stem: cpu_kernels_rms_norm.cpp.s -> rms_norm
     return {re.sub(r"^(cpu_kernels|torch-ext)_", "", f.name.removesuffix(".cpp.s")): f.read_text()
-            for f in OBJ.glob("*.cpp.s")}
+            for f in obj.glob("*.cpp.s")}
 
 
 def count(text: str, pattern: str) -> int:

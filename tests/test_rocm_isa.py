@@ -17,7 +17,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, compile_only
 
 OBJ = ROOT / "build" / "_work" / "compile-only-rocm" / "obj"
 ARCHS = ("gfx942", "gfx90a")
@@ -29,11 +29,7 @@ SCRATCH = re.compile(r"^\s+(scratch_(load|store)\w*|buffer_(load|store)\w*)\s", 
 
 @pytest.fixture(scope="module")
 def asm():
-    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "build.py"), "--backend", "rocm",
-                           "--compile-only"], capture_output=True, text=True, cwd=ROOT)
-    if proc.returncode and "make rocm-toolchain" in proc.stderr and not os.environ.get("CI"):
-        pytest.skip(proc.stderr.strip())  # the builder's one line: what to install
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    compile_only("rocm", "rocm-toolchain")
     return {(f.name.split(".")[0].removeprefix("rocm_kernels_"), f.name.split(".")[-2]): f.read_text()
             for f in OBJ.glob("*.hip.*.s")}
 
