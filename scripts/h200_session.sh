@@ -29,6 +29,14 @@
 #   shapes: (no package build) every layout of the shapes in SHAPES="name,name" (tune_norms
 #           --only), ROUNDS times (2)
 #   cuda_tests: every CUDA test case (tests_gpu), nothing else
+#   dyn_split: EXPERIMENT (issue 3): the dynamic fp8 scale in the split rows. RMSNorm tests, every
+#           layout's output against the default, the dynamic scale's layouts at hidden 16384 and 8192
+#           (1-2048 rows), the add + RMSNorm + FP8 benchmark, RMSNorm launches under compute-sanitizer
+#   dyn_final: the landed rule of dyn_split: RMSNorm tests, the add + RMSNorm + FP8 benchmark, the
+#           RMSNorm launches under compute-sanitizer
+#   card1, card2: the anchors' tables on whatever GPU is lent (an H100 in the fifty-fourth session):
+#           card1 the skinny GEMM, LayerNorm and Q4_K (fp16 x, M = 1) benchmarks; card2 the
+#           RMSNorm sweep, add + RMSNorm + FP8, SwiGLU and Q4_K with bf16 x, while time is left
 #   swiglu_lean: the lean SwiGLU kernel up to 65535 rows (16-byte vectors past 8 MB): activation
 #           tests, the SwiGLU benchmark, activation launches under compute-sanitizer, the sweep
 #           at 192-4096 rows (two rounds)
@@ -875,7 +883,7 @@ layout_check() {
 }
 ln_check() { layout_check ln "$1"; }
 # ln_split: the sweep's binary builds beside the package.
-case "$MODE" in ln_split|ln_pair|pair_verify|fp8_verify|fp8_final|swiglu_tier|swiglu_lean|silu_land|packed_ab|packed_layer) tune_build_par > "$OUT/tune_build.log" 2>&1 & tune_pid=$! ;; esac
+case "$MODE" in ln_split|ln_pair|pair_verify|fp8_verify|fp8_final|swiglu_tier|swiglu_lean|silu_land|packed_ab|packed_layer|dyn_split) tune_build_par > "$OUT/tune_build.log" 2>&1 & tune_pid=$! ;; esac
 # packed_ab: tune_norms' objects from ab_old/cuda_kernels (the tree before the change).
 if [ "$MODE" = packed_ab ] || [ "$MODE" = packed_layer ]; then
   ( for f in rms_norm activation; do
@@ -1332,6 +1340,31 @@ case "$MODE" in
   gemm_new) tests_gemm; bench_gemm --quick; bench_gemm --paths --name bench_gemm_paths; sass_gemm; sass_mix_gemm
             sanitizers_gemm ;;
   all)    tests; error_paths; sass; sanitizers; example; bench_sweep ;;
+  dyn_split) step "RMSNorm fp8 tests"
+          python3 -m pytest tests/test_rms_norm_fp8.py tests/test_rms_norm.py -q -rfE -p no:cacheprovider 2>&1 \
+            | tee "$OUT/pytest_rms.log" | tail -4
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+          wait $tune_pid || { tail -5 "$OUT/tune_build.log"; status=1; }
+          step "every layout's output against the default (--check-only)"
+          timeout 120 /tmp/tune_norms --check-only > "$OUT/check_only.log" 2>&1 || status=1
+          grep -c checked "$OUT/check_only.log"; grep MISMATCH "$OUT/check_only.log" | grep -v layer_norm | head; pack
+          d=""; for r in 1 2 4 8 16 32 48 64 96 128 256 512 1024 2048; do d="$d,rms+add+fp8dyn fp16 ${r}x16384"; done
+          for r in 1 8 32 128; do d="$d,rms+fp8dyn fp16 ${r}x16384,rms+fp8dyn fp16 ${r}x8192"; done
+          for r in 1 8 32 64 128 256 1024; do d="$d,rms+add+fp8dyn fp16 ${r}x8192"; done
+          d="${d#,},rms+add+fp8dyn bf16 1x16384,rms+add+fp8dyn bf16 32x16384"
+          step "the dynamic scale's layouts (tune_norms --only)"
+          timeout 200 /tmp/tune_norms --only "$d" 2>&1 | grep -v "^copy\|^empty" | tee "$OUT/dyn_sweep.log" | grep -v "^  "; pack
+          bench_fp8; pack
+          sanitize rms --only-rmsnorm; pack ;;
+  dyn_final) step "RMSNorm tests"
+          python3 -m pytest tests/test_rms_norm_fp8.py tests/test_rms_norm.py -q -rfE -p no:cacheprovider 2>&1 \
+            | tee "$OUT/pytest_rms.log" | tail -4
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+          bench_fp8; pack; sanitize rms --only-rmsnorm; pack ;;
+  card1)  bench_gemm; pack; bench_layernorm; pack; bench_q4k --ms 1 --dtype fp16; pack ;;
+  card2)  t0=$SECONDS; left() { [ $((SECONDS - t0)) -lt "$1" ]; }
+          bench_sweep; pack; left 330 && { bench_fp8; pack; }; left 400 && { bench_swiglu; pack; }
+          left 470 && { bench_q4k --ms 1 --dtype bf16; pack; } ;;
   *) echo "unknown mode $MODE"; exit 2 ;;
 esac
 echo "session status $status"
