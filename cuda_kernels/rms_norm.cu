@@ -9,8 +9,8 @@
 //     row's absmax;
 //   * split (row_split.cuh): a cluster of 2 to 8 blocks shares each row, every block a
 //     slice in registers, and the sums meet by remote stores counted on mbarriers: 16-bit
-//     hidden 16384 at every row count (the dynamic fp8 scale excepted), and 8192 below
-//     128 rows and from 512-1024 (pick_layout says which modes where);
+//     hidden 16384 at every row count (the dynamic fp8 scale below 64-128 rows), and 8192
+//     below 64-128 rows and from 512-1024 (pick_layout says which modes where);
 //   * cluster (row_kernel.cuh): for a few long rows (<= 32 rows of >= 2048 vectors,
 //     elsewhere than the split rows) a cluster of up to 8 blocks shares each row, held
 //     in registers, so the row is pulled through 8 SMs, with a cluster barrier a
@@ -22,7 +22,7 @@
 //   * piped (row_pipe.cuh): the flat layout in persistent blocks that keep the next row
 //     on the way through shared memory: many rows of hidden 4104-16384; its exact-fit
 //     variant (fixed block size, no bounds tests) at hidden 8192 where the flat exact
-//     fit does not take them, and 16384 with the dynamic fp8 scale.
+//     fit does not take them, and 16384 with the dynamic fp8 scale from 64-128 rows.
 // Rows that are 16-byte aligned move in 16-byte vectors; any
 // other row takes the scalar path, so every size and stride the checks accept is
 // handled. Rounding matches the CPU backend and HF's LlamaRMSNorm (see
@@ -699,24 +699,18 @@ cudaError_t launch_piped_rows(const NormParams& p, const RowConfig& c, cudaStrea
 // The split exact fits (RowConfig::exact with cluster > 1, stages 0) the launcher
 // instantiates: 2 vectors a thread, hidden 16384 in 16-bit (2048 vectors) as 4 blocks of
 // 256 threads or 8 of 128, hidden 8192 as 2 of 256 or 4 of 128 (8 of 64 measured slower
-// from 256 rows, at most 0.04 us faster below), for every mode but the dynamic scale
-// (whose second exchange, the row's absmax, made 8 blocks slower than the piped fit:
-// 68.95 against 66.95 us at 2048 rows with the residual; 2 blocks of 256 x 4 took 64.47,
-// at 512 rows 20.81 against 19.98).
+// from 256 rows, at most 0.04 us faster below), for every mode. The dynamic scale
+// exchanges twice (the sum of squares, then the row's absmax).
 template <typename T, int VEC, bool FUSED, NormOut MODE>
 cudaError_t launch_split(const NormParams& p, const RowConfig& c, cudaStream_t stream) {
-  if constexpr (MODE == NormOut::kFp8Dynamic) {
-    return cudaErrorInvalidConfiguration;
-  } else {
-    if (c.stages != 0 || c.items != 2 || c.rows_per_block != 1 || int64_t{c.tx} * c.items * c.cluster != p.d / VEC) {
-      return cudaErrorInvalidConfiguration;
-    }
-    if (c.cluster == 4 && c.tx == 256) return launch_rows(rms_norm_split_exact<T, VEC, 2, 256, 4, FUSED, MODE>, p, c, p.rows, stream);
-    if (c.cluster == 8 && c.tx == 128) return launch_rows(rms_norm_split_exact<T, VEC, 2, 128, 8, FUSED, MODE>, p, c, p.rows, stream);
-    if (c.cluster == 2 && c.tx == 256) return launch_rows(rms_norm_split_exact<T, VEC, 2, 256, 2, FUSED, MODE>, p, c, p.rows, stream);
-    if (c.cluster == 4 && c.tx == 128) return launch_rows(rms_norm_split_exact<T, VEC, 2, 128, 4, FUSED, MODE>, p, c, p.rows, stream);
+  if (c.stages != 0 || c.items != 2 || c.rows_per_block != 1 || int64_t{c.tx} * c.items * c.cluster != p.d / VEC) {
     return cudaErrorInvalidConfiguration;
   }
+  if (c.cluster == 4 && c.tx == 256) return launch_rows(rms_norm_split_exact<T, VEC, 2, 256, 4, FUSED, MODE>, p, c, p.rows, stream);
+  if (c.cluster == 8 && c.tx == 128) return launch_rows(rms_norm_split_exact<T, VEC, 2, 128, 8, FUSED, MODE>, p, c, p.rows, stream);
+  if (c.cluster == 2 && c.tx == 256) return launch_rows(rms_norm_split_exact<T, VEC, 2, 256, 2, FUSED, MODE>, p, c, p.rows, stream);
+  if (c.cluster == 4 && c.tx == 128) return launch_rows(rms_norm_split_exact<T, VEC, 2, 128, 4, FUSED, MODE>, p, c, p.rows, stream);
+  return cudaErrorInvalidConfiguration;
 }
 
 template <typename T, int VEC, bool FUSED, NormOut MODE>
@@ -765,7 +759,7 @@ cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t 
 
 // The layout for rows of nvec vectors (H200, tune_norms, BENCHMARKS.md):
 // - 16-bit rows of exactly 2048 vectors (hidden 16384), every mode but the dynamic
-//   scale, at every row count: the split rows (rms_norm_split_exact; thirty-second
+//   scale (below), at every row count: the split rows (rms_norm_split_exact; thirty-second
 //   session, against the layouts below, which it replaced there): 8 blocks of 128
 //   threads a row, except RMSNorm alone from 128 rows, 4 of 256. bf16 RMSNorm 1.64
 //   against 2.66 us at 1 row, 3.07 against 3.49 at 64, 4.08 against 4.37 at 128, 17.77
@@ -774,6 +768,21 @@ cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t 
 //   the residual and static fp8 2.00 against 2.97 at 1 row, 16.40 against 17.16 at 512,
 //   31.76 against 33.80 at 1024, 60.04 against 61.21 at 2048. Static fp8 without the
 //   residual takes the same rule unmeasured;
+// - the dynamic fp8 scale, 16-bit rows of exactly 2048 or 1024 vectors: the split rows
+//   (8 or 4 blocks of 128 threads a row; two exchanges, the sum of squares and the
+//   absmax) below 128 rows of 2048 with the residual, else below 64 (fifty-fourth
+//   session, tune_norms on an H100 (no H200 was lent), fp16, against the layouts they
+//   replaced there, the cluster layout below 32 rows of 2048, else the piped fit at 2048
+//   and the flat exact fit at 1024): with the residual at 16384, 2.40 against 4.66 us at
+//   1 row, 2.67 against 4.95 at 8, 3.45 against 5.92 at 16, 4.07 against 4.96 at 32,
+//   5.28 against 5.77 at 64, 6.52 against 6.89 at 96; without it 2.23 against 4.60 at 1
+//   row, 3.19 against 3.92 at 32 (5.63 against 5.09 at 128: slower; 64 unmeasured); at
+//   8192, 2.26 against 2.55 at 1 row, 3.34 against 3.45 at 32, level at 64 (3.90 against
+//   3.91), slower at 128 (5.11 against 5.05); without the residual 2.13 against 2.33 at 1
+//   row, 2.39 against 2.57 at 32, slower at 128 (3.65 against 3.58). From 128 rows of
+//   16384 with the residual the split was 1-7% faster on that H100 (81.03 against 86.70
+//   us at 2048), but 3% slower on the H200 at 2048 (thirty-second session: 68.95 against
+//   66.95), so the rule stops there;
 // - 16-bit rows of exactly 1024 vectors (hidden 8192): the split rows too (4 blocks of
 //   128 a row; RMSNorm alone from 768 rows, 2 of 256) below 128 rows, and
 //   * 16-bit output: from 768 rows alone, from 512 with the residual (thirty-second
@@ -846,8 +855,8 @@ cudaError_t launch_cached(const NormParams& p, const RowConfig& c, cudaStream_t 
 //   the residual at 16384 from 32 to 128 rows, 4.47 against 4.72 us at 32, 5.04 against
 //   5.22 at 64, 6.64 against 6.89 at 128 (behind at 256: 10.46 against 9.94); the dynamic
 //   scale at 16384 stays piped (43.37 against 36.67 us at 1024 rows, 151.20 against
-//   124.22 at 4096), and below 32 rows of 16384 every fp8 mode is unmeasured and keeps
-//   the rules below;
+//   124.22 at 4096) where it does not split, and below 32 rows of 16384 every fp8 mode
+//   is unmeasured and keeps the rules below;
 // - RMSNorm alone (no residual, no fp8) over other rows of 257-512 vectors (hidden 4096
 //   in 16-bit): the flat layout, 256 threads of 2 vectors (1.87 against 2.02 us at 1 x
 //   4096 bf16, 19.97 against 23.54 us at 4096 x 4096; the fused and fp8 kernels
@@ -863,11 +872,15 @@ inline RowConfig pick_layout(int64_t rows, int64_t nvec, bool fused, NormOut mod
                               : nvec == 512 || nvec == 1024;
   RowConfig c;
   c.items = 0;
+  // The dynamic scale's split rows: below 128 rows of 16384 with the residual, else 64.
+  const bool dynamic = mode == NormOut::kFp8Dynamic;
+  const int64_t dynamic_split_rows = nvec == 2048 && fused ? 128 : 64;
   // At hidden 8192 only where it measured faster (the rule's comment above).
   const bool split8192 =
       nvec == 1024 && (mode == NormOut::kSame ? rows < 128 || rows >= (fused ? 512 : 768)
-                       : mode == NormOut::kFp8Static && (rows < 128 || (fused && rows >= 1024)));
-  if (vec16 && half && (nvec == 2048 || split8192) && mode != NormOut::kFp8Dynamic) {
+                       : mode == NormOut::kFp8Static ? rows < 128 || (fused && rows >= 1024)
+                                                     : rows < dynamic_split_rows);
+  if (vec16 && half && (nvec == 2048 || split8192) && (!dynamic || rows < dynamic_split_rows)) {
     // Slices of 8 KB (256 threads x 2) for RMSNorm alone from 128 rows, else 4 KB.
     const bool wide_slice = plain && rows >= 128;
     c.flat = true;

@@ -254,8 +254,9 @@ def main():
         # a block at 600); the flat exact fit at 16-bit 2048 to 8192 (3 and 200 rows; 300
         # with the residual streams at 4096; every fp8 mode at 8192) and at 1200 and 40 x
         # 16384 (1024 threads; 40 rows: static fp8 with the residual); the split rows at
-        # 16384 (3, 40, 130 and 1200 rows: 8 blocks a row; 1200: 4 without the residual)
-        # and 8192 (3 and 40 rows; 600 with the residual, 800 without; 1030: static fp8 too);
+        # 16384 (3, 40, 130 and 1200 rows: 8 blocks a row; 1200: 4 without the residual; the
+        # dynamic fp8 scale at 3 and 40) and 8192 (3 and 40 rows, the dynamic scale too; 600
+        # with the residual, 800 without; 1030: static fp8 too);
         # the other layouts at a few shapes.
         for x, w, wide in norm_cases([(2600, 4104), (1200, 16384), (130, 16384), (40, 16384), (3, 16384), (257, 8200), (300, 5000), (256, 8192),
                                       (3, 8192), (40, 8192), (600, 8192), (800, 8192), (1030, 8192), (3, 4096), (200, 4096), (300, 4096),

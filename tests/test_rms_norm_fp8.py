@@ -246,7 +246,8 @@ def test_fp8_errors(ik, device):
 @pytest.mark.parametrize("rows", [1, 3, 600])
 def test_fp8_without_residual_exact_fit(ik, device, dtype, rows, hidden):
     """Both fp8 ops without the residual at 16-bit hidden 4096 and 8192 (on CUDA the flat
-    exact fit at every row count, but static fp8 at 8192 below 128 rows: the split rows),
+    exact fit at every row count, but at 8192 static fp8 below 128 rows and the dynamic
+    scale below 64: the split rows),
     on every other row of a tensor, into a poisoned view."""
     x = rand((2 * rows, hidden), dtype, device)[::2]
     w = rand((hidden,), dtype, device)
@@ -264,13 +265,14 @@ def test_fp8_without_residual_exact_fit(ik, device, dtype, rows, hidden):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("hidden,rows", [(16384, 3), (16384, 130), (16384, 301), (8192, 40), (8192, 1030)])
+@pytest.mark.parametrize("hidden,rows", [(16384, 3), (16384, 100), (16384, 130), (16384, 301), (8192, 40), (8192, 1030)])
 def test_fp8_split_rows(ik, device, dtype, hidden, rows):
     """Both fp8 ops at 16-bit hidden 16384 and 8192 (on CUDA, static fp8 takes the split
     rows: a cluster of 8 blocks a row at 16384, 4 at 8192 below 128 rows and, with the
     residual, from 1024 rows; their sums exchanged between blocks; the dynamic scale the
-    piped or flat exact fit, and at 16384 the cluster layout below 32 rows), with and
-    without the residual, on every other row of a tensor, into a poisoned view."""
+    split rows below 64 rows, and at 16384 with the residual below 128, else the piped or
+    flat exact fit), with and without the residual, on every other row of a tensor, into a
+    poisoned view."""
     x = rand((2 * rows, hidden), dtype, device)[::2]
     r = rand((rows, hidden), dtype, device)
     w = rand((hidden,), dtype, device)
