@@ -419,6 +419,12 @@ probe_silu_src() {
     done
   done
 }
+tests_rms() {
+  step "RMSNorm tests"
+  python3 -m pytest tests/test_rms_norm_fp8.py tests/test_rms_norm.py -q -rfE -p no:cacheprovider 2>&1 \
+    | tee "$OUT/pytest_rms.log" | tail -4
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+}
 tests_norms() {
   step "norm and activation tests"
   python3 -m pytest tests/test_rms_norm.py tests/test_rms_norm_fp8.py tests/test_layer_norm.py \
@@ -1340,10 +1346,7 @@ case "$MODE" in
   gemm_new) tests_gemm; bench_gemm --quick; bench_gemm --paths --name bench_gemm_paths; sass_gemm; sass_mix_gemm
             sanitizers_gemm ;;
   all)    tests; error_paths; sass; sanitizers; example; bench_sweep ;;
-  dyn_split) step "RMSNorm fp8 tests"
-          python3 -m pytest tests/test_rms_norm_fp8.py tests/test_rms_norm.py -q -rfE -p no:cacheprovider 2>&1 \
-            | tee "$OUT/pytest_rms.log" | tail -4
-          [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+  dyn_split) tests_rms
           wait $tune_pid || { tail -5 "$OUT/tune_build.log"; status=1; }
           step "every layout's output against the default (--check-only)"
           timeout 120 /tmp/tune_norms --check-only > "$OUT/check_only.log" 2>&1 || status=1
@@ -1356,10 +1359,7 @@ case "$MODE" in
           timeout 200 /tmp/tune_norms --only "$d" 2>&1 | grep -v "^copy\|^empty" | tee "$OUT/dyn_sweep.log" | grep -v "^  "; pack
           bench_fp8; pack
           sanitize rms --only-rmsnorm; pack ;;
-  dyn_final) step "RMSNorm tests"
-          python3 -m pytest tests/test_rms_norm_fp8.py tests/test_rms_norm.py -q -rfE -p no:cacheprovider 2>&1 \
-            | tee "$OUT/pytest_rms.log" | tail -4
-          [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+  dyn_final) tests_rms
           bench_fp8; pack; sanitize rms --only-rmsnorm; pack ;;
   card1)  bench_gemm; pack; bench_layernorm; pack; bench_q4k --ms 1 --dtype fp16; pack ;;
   card2)  t0=$SECONDS; left() { [ $((SECONDS - t0)) -lt "$1" ]; }
