@@ -179,7 +179,7 @@ def tune_sweep(k, shapes, ms, bw, dev, md, results, configs=None):
 PATHS = {"default": ([], None), "cvt1": ([0, 0, 0, 1], None), "cvt2": ([0, 0, 0, 2], None),
          "cvt3": ([0, 0, 0, 3], None), "cvt3 no PDL": ([0, 0, 0, 3], {"IK_SKINNY_GEMM_PDL": "0"}),
          "cvt4": ([0, 0, 0, 4], None), "cvt6": ([0, 0, 0, 6], None),
-         # convert 7 (M = 1): rows a block (r), segments a thread in flight (v), fp32 sums
+         # convert 7 (M <= 2): rows a block (r), segments a thread in flight (v), fp32 sums
          # (automatic: persistent blocks where a row is one pass of 8-16 KB, skinny_gemm.cu)
          "cvt7": ([0, 0, 0, 7], None), "cvt7 r1": ([1, 0, 0, 7], None), "cvt7 r2": ([2, 0, 0, 7], None),
          "cvt7 r4": ([4, 0, 0, 7], None),
@@ -191,6 +191,7 @@ PATHS = {"default": ([], None), "cvt1": ([0, 0, 0, 1], None), "cvt2": ([0, 0, 0,
          "cvt8 r4": ([4, 0, 0, 8], None), "cvt8 g2": ([0, 2, 0, 8], None), "cvt8 r2 g2": ([2, 2, 0, 8], None),
          "cvt8 r4 g2": ([4, 2, 0, 8], None)}
 CVT4_MAX_M = 32  # convert 4 and 6 (the fp8 warpgroup MMA) take at most 32 rows
+CVT7_MAX_M = 2  # convert 7 (whole weight rows a block) keeps every row of a in registers
 
 
 def paths_sweep(k, shapes, ms, bw, dev, md, results, names=None):
@@ -206,7 +207,8 @@ def paths_sweep(k, shapes, ms, bw, dev, md, results, names=None):
             log = {"errors": [], "notes": []}
             row = [m]
             for name, (cfg, env) in paths.items():
-                if (cfg[3:] in ([4], [6]) and (m > CVT4_MAX_M or dev != "cuda")) or (cfg[3:] in ([7], [8]) and m != 1) \
+                if (cfg[3:] in ([4], [6]) and (m > CVT4_MAX_M or dev != "cuda")) or (cfg[3:] == [7] and m > CVT7_MAX_M) \
+                        or (cfg[3:] == [8] and m != 1) \
                         or (cfg[3:] == [8] and dev != "cuda"):
                     row.append("-")
                     continue

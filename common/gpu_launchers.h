@@ -132,7 +132,7 @@ struct SkinnyGemmParams {
   // every 8 chunks of 64 K bytes), 5 as 4 in persistent clusters, the weights through a
   // cp.async ring, 6 none: the same MMAs with both operands copied to shared memory by the
   // tensor memory accelerator (sm_90a, M <= 32; sums into fp32 every 256 K bytes; the
-  // default at N >= 1024), 7 (M = 1) no tensor cores: whole weight rows a block, no split of
+  // default at N >= 1024), 7 (M <= kSkinnyGemmRowsMaxM) no tensor cores: whole weight rows a block, no split of
   // K between blocks, products exact in f16 with a scaled by 2^-8, summed 16 at a time in
   // f16, then in fp32, 8 (M = 1, sm_90a, K <= kSkinnyGemmRowsWgmmaMaxK) 7's division with
   // 4's MMAs: whole weight rows a block (tiles_per_block: 1, 2, 4 or 8 rows), the MMA's
@@ -145,6 +145,9 @@ struct SkinnyGemmParams {
   // per-tile arrival counters (ROCm; the launcher zeroes the counters itself).
   void* workspace;
 };
+
+// Convert 7 keeps every row of a in registers: M up to this.
+constexpr int64_t kSkinnyGemmRowsMaxM = 2;
 
 // Convert 8 keeps the activation's whole row in a block's shared memory: K up to this.
 constexpr int64_t kSkinnyGemmRowsWgmmaMaxK = 131072;

@@ -756,7 +756,7 @@ bool rows_f32() {
   return v && v[0] == '1';
 }
 
-template <typename OutT, bool F32>
+template <typename OutT, bool F32, int MR>
 int launch_rows_with(const SkinnyGemmParams& p, int r, int v, cudaStream_t stream) {
   const int64_t blocks = (p.N + r - 1) / r;
   if (blocks > INT32_MAX) return cudaErrorInvalidValue;
@@ -766,13 +766,22 @@ int launch_rows_with(const SkinnyGemmParams& p, int r, int v, cudaStream_t strea
   };
   const auto with_v = [&](auto rc) {
     constexpr int R = decltype(rc)::value;
-    if (v == 1) return go(skinny_gemm_rows_kernel<OutT, R, 1, F32>);
-    if (v == 2) return go(skinny_gemm_rows_kernel<OutT, R, 2, F32>);
-    return go(skinny_gemm_rows_kernel<OutT, R, 4, F32>);
+    if (v == 1) return go(skinny_gemm_rows_kernel<OutT, R, 1, F32, MR>);
+    if (v == 2) return go(skinny_gemm_rows_kernel<OutT, R, 2, F32, MR>);
+    return go(skinny_gemm_rows_kernel<OutT, R, 4, F32, MR>);
   };
   if (r == 1) return with_v(std::integral_constant<int, 1>{});
   if (r == 2) return with_v(std::integral_constant<int, 2>{});
   return with_v(std::integral_constant<int, 4>{});
+}
+
+template <typename OutT, int MR>
+int launch_rows_persist(const SkinnyGemmParams& p, cudaStream_t stream) {
+  constexpr auto kernel = skinny_gemm_rows_persist_kernel<OutT, 4, MR>;
+  const int64_t blocks = std::min<int64_t>(p.N, resident_blocks_once<kernel, kRowsThreads>());
+  if (blocks < 1) return cudaErrorInvalidConfiguration;
+  kernel<<<unsigned(blocks), kRowsThreads, 0, stream>>>(p);
+  return cudaSuccess;
 }
 
 template <typename OutT>
@@ -780,7 +789,7 @@ int launch_rows(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int r = p.tiles_per_block ? p.tiles_per_block : 2;
   // One step of K where it fits in 4, 8 or 16 KB a row (a block takes 4 KB a segment).
   const int v = p.warps_per_tile ? p.warps_per_tile : p.K <= 4096 ? 1 : p.K <= 8192 ? 2 : 4;
-  if (p.M != 1 || p.cluster > 1 || (r != 1 && r != 2 && r != 4) || (v != 1 && v != 2 && v != 4))
+  if (p.M < 1 || p.M > kSkinnyGemmRowsMaxM || p.cluster > 1 || (r != 1 && r != 2 && r != 4) || (v != 1 && v != 2 && v != 4))
     return cudaErrorInvalidValue;  // the wrapper says so first
   // The launcher's own division where a row is one pass of 4 segments past 8 KB: the
   // persistent blocks. s46h (us, against the one-shot blocks of 2 rows and convert 8):
@@ -788,13 +797,11 @@ int launch_rows(const SkinnyGemmParams& p, cudaStream_t stream) {
   // 16.05. At K <= 8192 they lost (s46e, 6144 x 4096: 9.7 against convert 8's 7.6).
   if (!p.tiles_per_block && !p.warps_per_tile && v == 4 && p.K > 8192 && p.K <= int64_t(kRowsThreads) * 16 * 4 &&
       !rows_f32()) {
-    constexpr auto kernel = skinny_gemm_rows_persist_kernel<OutT, 4>;
-    const int64_t blocks = std::min<int64_t>(p.N, resident_blocks_once<kernel, kRowsThreads>());
-    if (blocks < 1) return cudaErrorInvalidConfiguration;
-    kernel<<<unsigned(blocks), kRowsThreads, 0, stream>>>(p);
-    return cudaSuccess;
+    return p.M == 1 ? launch_rows_persist<OutT, 1>(p, stream) : launch_rows_persist<OutT, 2>(p, stream);
   }
-  return rows_f32() ? launch_rows_with<OutT, true>(p, r, v, stream) : launch_rows_with<OutT, false>(p, r, v, stream);
+  if (rows_f32())
+    return p.M == 1 ? launch_rows_with<OutT, true, 1>(p, r, v, stream) : launch_rows_with<OutT, true, 2>(p, r, v, stream);
+  return p.M == 1 ? launch_rows_with<OutT, false, 1>(p, r, v, stream) : launch_rows_with<OutT, false, 2>(p, r, v, stream);
 }
 
 // convert 8: RB = tiles_per_block weight rows a block (1, 2, 4, 8; else rows_wgmma_rows's,

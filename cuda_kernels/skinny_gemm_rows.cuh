@@ -1,4 +1,4 @@
-// The skinny FP8 GEMM's convert 7 (M = 1, whole weight rows a block, no tensor cores),
+// The skinny FP8 GEMM's convert 7 (M <= 2, whole weight rows a block, no tensor cores),
 // its persistent form, and the byte-load kernel for any layout. See skinny_gemm.cu.
 #pragma once
 
@@ -6,7 +6,7 @@
 
 namespace {
 
-// convert 7 (M = 1): whole weight rows a block, no split of K between blocks. Every split
+// convert 7 (M <= 2, MR rows of a): whole weight rows a block, no split of K between blocks. Every split
 // of K over blocks ends in a reduction that waits for the block of its tile that finishes
 // last; in a read-only model of 2304 x 16384 (benchmarks/q4k_read_probe.cu, s41c-s41e)
 // that wait cost 0.7-1.9 us where the blocks met in a cluster and 1.0-1.2 us through a
@@ -36,80 +36,91 @@ __device__ __forceinline__ float2 f16x2_to_float2(uint32_t h) {
   return __half22float2(*reinterpret_cast<const __half2*>(&h));
 }
 
-template <typename OutT, int R, int V, bool F32>
+template <typename OutT, int R, int V, bool F32, int MR>
 __global__ void __launch_bounds__(kRowsThreads, 1) skinny_gemm_rows_kernel(const SkinnyGemmParams p) {
-  __shared__ float part[kRowsThreads / 32][R];
+  __shared__ float part[kRowsThreads / 32][MR * R];
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const int64_t n0 = int64_t(blockIdx.x) * R;
-  const auto* a = static_cast<const uint8_t*>(p.a);
+  const uint8_t* arow[MR];
+#pragma unroll
+  for (int m = 0; m < MR; ++m) arow[m] = static_cast<const uint8_t*>(p.a) + m * p.lda;
   const uint8_t* brow[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) brow[r] = static_cast<const uint8_t*>(p.b) + std::min<int64_t>(n0 + r, p.N - 1) * p.ldb;
   constexpr uint32_t kTwoM8 = 0x1C001C00u;  // 2^-8 in both f16 halves
-  float acc[R] = {};
+  float acc[MR][R] = {};
   for (int64_t k0 = int64_t(t) * 16; k0 < p.K; k0 += int64_t(kRowsThreads) * V * 16) {
-    uint4 x[V], w[R][V];
+    uint4 x[MR][V], w[R][V];
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       const int64_t off = k0 + int64_t(j) * kRowsThreads * 16;
-      x[j] = load16<false>(a + off, p.K - off);
+#pragma unroll
+      for (int m = 0; m < MR; ++m) x[m][j] = load16<false>(arow[m] + off, p.K - off);
 #pragma unroll
       for (int r = 0; r < R; ++r) w[r][j] = load16<true>(brow[r] + off, p.K - off);
     }
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      after_loads(x[j]);
+#pragma unroll
+      for (int m = 0; m < MR; ++m) after_loads(x[m][j]);
 #pragma unroll
       for (int r = 0; r < R; ++r) after_loads(w[r][j]);
     }
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      F16x8 xs = to_f16(x[j]);
-      if constexpr (F32) {
-        float2 xf[8];
 #pragma unroll
-        for (int i = 0; i < 8; ++i) xf[i] = f16x2_to_float2(xs.f[i]);
+      for (int m = 0; m < MR; ++m) {
+        F16x8 xs = to_f16(x[m][j]);
+        if constexpr (F32) {
+          float2 xf[8];
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-          const F16x8 wf = to_f16(w[r][j]);
+          for (int i = 0; i < 8; ++i) xf[i] = f16x2_to_float2(xs.f[i]);
 #pragma unroll
-          for (int i = 0; i < 8; ++i) {
-            const float2 v = f16x2_to_float2(wf.f[i]);
-            acc[r] = fmaf(v.x, xf[i].x, acc[r]);
-            acc[r] = fmaf(v.y, xf[i].y, acc[r]);
+          for (int r = 0; r < R; ++r) {
+            const F16x8 wf = to_f16(w[r][j]);
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+              const float2 v = f16x2_to_float2(wf.f[i]);
+              acc[m][r] = fmaf(v.x, xf[i].x, acc[m][r]);
+              acc[m][r] = fmaf(v.y, xf[i].y, acc[m][r]);
+            }
           }
-        }
-      } else {
+        } else {
 #pragma unroll
-        for (int i = 0; i < 8; ++i) xs.f[i] = hmul2_u(xs.f[i], kTwoM8);
+          for (int i = 0; i < 8; ++i) xs.f[i] = hmul2_u(xs.f[i], kTwoM8);
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-          const F16x8 wf = to_f16(w[r][j]);
-          uint32_t h = hmul2_u(wf.f[0], xs.f[0]);
+          for (int r = 0; r < R; ++r) {
+            const F16x8 wf = to_f16(w[r][j]);
+            uint32_t h = hmul2_u(wf.f[0], xs.f[0]);
 #pragma unroll
-          for (int i = 1; i < 8; ++i) h = hfma2_u(wf.f[i], xs.f[i], h);
-          const float2 v = f16x2_to_float2(h);
-          acc[r] += v.x + v.y;
+            for (int i = 1; i < 8; ++i) h = hfma2_u(wf.f[i], xs.f[i], h);
+            const float2 v = f16x2_to_float2(h);
+            acc[m][r] += v.x + v.y;
+          }
         }
       }
     }
   }
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-    float v = acc[r];
+  for (int m = 0; m < MR; ++m) {
 #pragma unroll
-    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-    if (lane == 0) part[warp][r] = v;
+    for (int r = 0; r < R; ++r) {
+      float v = acc[m][r];
+#pragma unroll
+      for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+      if (lane == 0) part[warp][m * R + r] = v;
+    }
   }
   __syncthreads();
-  if (t < R && n0 + t < p.N) {
-    const int64_t n = n0 + t;
+  const int r = t % R, m = t / R;
+  if (t < MR * R && n0 + r < p.N) {
+    const int64_t n = n0 + r;
     float sum = 0.0f;
 #pragma unroll
     for (int q = 0; q < kRowsThreads / 32; ++q) sum += part[q][t];
     float y = (F32 ? sum : sum * 256.0f) * (*p.scale_a * p.scale_b[p.scale_b_per_channel ? n : 0]);
     if (p.bias) y += to_float(static_cast<const OutT*>(p.bias)[n]);
-    static_cast<OutT*>(p.out)[n] = from_float<OutT>(y);
+    static_cast<OutT*>(p.out)[m * p.ldo + n] = from_float<OutT>(y);
   }
 }
 
@@ -126,20 +137,33 @@ __global__ void __launch_bounds__(kRowsThreads, 1) skinny_gemm_rows_kernel(const
 // rounding steps, as skinny_gemm_rows_kernel<R = 1, F32 = false>: the same bits.
 constexpr int kRowsPersistBlocks = 2;  // blocks an SM
 
-template <typename OutT, int V>
+template <typename OutT, int V, int MR>
 __global__ void __launch_bounds__(kRowsThreads, kRowsPersistBlocks) skinny_gemm_rows_persist_kernel(const SkinnyGemmParams p) {
-  __shared__ float part[2][kRowsThreads / 32];
+  __shared__ float part[2][MR][kRowsThreads / 32];
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const int64_t G = gridDim.x;
   const auto* b = static_cast<const uint8_t*>(p.b);
   constexpr uint32_t kTwoM8 = 0x1C001C00u;  // 2^-8 in both f16 halves
+  // Row 0 of a in registers; rows 1.. in shared memory, each thread's own words, lanes 16
+  // bytes apart (held in registers too, ptxas sank the next row's loads below this row's
+  // arithmetic at the 128-register cap).
+  __shared__ uint4 xsh[MR > 1 ? MR - 1 : 1][V][2][kRowsThreads];
   F16x8 xs[V];
 #pragma unroll
-  for (int j = 0; j < V; ++j) {
-    const int64_t off = int64_t(t) * 16 + int64_t(j) * kRowsThreads * 16;
-    xs[j] = to_f16(load16<false>(static_cast<const uint8_t*>(p.a) + off, p.K - off));
+  for (int m = 0; m < MR; ++m) {
 #pragma unroll
-    for (int i = 0; i < 8; ++i) xs[j].f[i] = hmul2_u(xs[j].f[i], kTwoM8);
+    for (int j = 0; j < V; ++j) {
+      const int64_t off = int64_t(t) * 16 + int64_t(j) * kRowsThreads * 16;
+      F16x8 v = to_f16(load16<false>(static_cast<const uint8_t*>(p.a) + m * p.lda + off, p.K - off));
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v.f[i] = hmul2_u(v.f[i], kTwoM8);
+      if (m == 0) {
+        xs[j] = v;
+      } else {
+        xsh[m - 1][j][0][t] = make_uint4(v.f[0], v.f[1], v.f[2], v.f[3]);
+        xsh[m - 1][j][1][t] = make_uint4(v.f[4], v.f[5], v.f[6], v.f[7]);
+      }
+    }
   }
   const float sa = *p.scale_a;
   // A stage: row n's segments, its scale_b and bias (every thread: no branch before the
@@ -162,27 +186,38 @@ __global__ void __launch_bounds__(kRowsThreads, kRowsPersistBlocks) skinny_gemm_
       // ptxas sank a predicated one below the arithmetic) and count as zeros.
       if (int64_t(t) * 16 + int64_t(j) * kRowsThreads * 16 >= p.K) w[j] = make_uint4(0, 0, 0, 0);
     }
-    float acc = 0.0f;
+    float acc[MR] = {};
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       const F16x8 wf = to_f16(w[j]);
-      uint32_t h = hmul2_u(wf.f[0], xs[j].f[0]);
 #pragma unroll
-      for (int i = 1; i < 8; ++i) h = hfma2_u(wf.f[i], xs[j].f[i], h);
-      const float2 v = f16x2_to_float2(h);
-      acc += v.x + v.y;
+      for (int m = 0; m < MR; ++m) {
+        F16x8 x = xs[j];
+        if (m > 0) {
+          const uint4 lo = xsh[m - 1][j][0][t], hi = xsh[m - 1][j][1][t];
+          x = F16x8{{lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w}};
+        }
+        uint32_t h = hmul2_u(wf.f[0], x.f[0]);
+#pragma unroll
+        for (int i = 1; i < 8; ++i) h = hfma2_u(wf.f[i], x.f[i], h);
+        const float2 v = f16x2_to_float2(h);
+        acc[m] += v.x + v.y;
+      }
     }
 #pragma unroll
-    for (int o = 16; o > 0; o /= 2) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
-    if (lane == 0) part[parity][warp] = acc;
+    for (int m = 0; m < MR; ++m) {
+#pragma unroll
+      for (int o = 16; o > 0; o /= 2) acc[m] += __shfl_xor_sync(0xFFFFFFFFu, acc[m], o);
+      if (lane == 0) part[parity][m][warp] = acc[m];
+    }
     __syncthreads();
-    if (t == 0) {
+    if (t < MR) {
       float sum = 0.0f;
 #pragma unroll
-      for (int q = 0; q < kRowsThreads / 32; ++q) sum += part[parity][q];
+      for (int q = 0; q < kRowsThreads / 32; ++q) sum += part[parity][t][q];
       float y = __fmul_rn(__fmul_rn(sum, 256.0f), __fmul_rn(sa, f));  // convert 7's steps, no FMA
       if (p.bias) y = __fadd_rn(y, bias);
-      static_cast<OutT*>(p.out)[n] = from_float<OutT>(y);
+      static_cast<OutT*>(p.out)[t * p.ldo + n] = from_float<OutT>(y);
     }
   };
   uint4 wa[V], wb[V];

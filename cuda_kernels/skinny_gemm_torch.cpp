@@ -50,7 +50,8 @@ void skinny_gemm_fp8_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor
 #ifdef CUDA_KERNEL
   TORCH_CHECK(cvt < 4 || cvt >= 7 || p.M <= 32, "config: convert ", num(cvt), " (wgmma) takes at most 32 rows of a, got ",
               num(p.M));
-  TORCH_CHECK(cvt != 7 || p.M == 1, "config: convert 7 (whole weight rows a block) takes one row of a, got ", num(p.M));
+  TORCH_CHECK(cvt != 7 || p.M <= kSkinnyGemmRowsMaxM, "config: convert 7 (whole weight rows a block) takes at most ",
+              num(kSkinnyGemmRowsMaxM), " rows of a, got ", num(p.M));
   TORCH_CHECK(cvt != 7 || ((rb == 0 || rb == 1 || rb == 2 || rb == 4) && (kw == 0 || kw == 1 || kw == 2 || kw == 4) &&
                            nc <= 1),
               "config: convert 7 takes tiles_per_block 0 (automatic), 1, 2 or 4 (weight rows a block), warps_per_tile ",

@@ -34,6 +34,9 @@
 #           (1-2048 rows), the add + RMSNorm + FP8 benchmark, RMSNorm launches under compute-sanitizer
 #   dyn_final: the landed rule of dyn_split: RMSNorm tests, the add + RMSNorm + FP8 benchmark, the
 #           RMSNorm launches under compute-sanitizer
+#   rows2: EXPERIMENT (issue 4): convert 7 at M = 2 (the second row of a in shared memory in the
+#           persistent blocks). GEMM tests, --paths at M 1-2 (default, convert 7, convert 6) on 11
+#           weights, two passes, convert 7 and 8 launches under compute-sanitizer
 #   card1, card2: the anchors' tables on whatever GPU is lent (an H100 in the fifty-fourth session):
 #           card1 the skinny GEMM, LayerNorm and Q4_K (fp16 x, M = 1) benchmarks; card2 the
 #           RMSNorm sweep, add + RMSNorm + FP8, SwiGLU and Q4_K with bf16 x, while time is left
@@ -1359,6 +1362,15 @@ case "$MODE" in
           timeout 200 /tmp/tune_norms --only "$d" 2>&1 | grep -v "^copy\|^empty" | tee "$OUT/dyn_sweep.log" | grep -v "^  "; pack
           bench_fp8; pack
           sanitize rms --only-rmsnorm; pack ;;
+  rows2)  tests_gemm; pack
+          for r in a b; do
+            step "convert 7 at M 1-2 beside the default and convert 6, pass $r"
+            timeout 240 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --paths --ms 1,2 --path-names default,cvt7,cvt6 \
+              --shapes "${ROWS2_SHAPES:-2304x16384,13312x16384,16384x6656,6144x4096,4096x4096,28672x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584}" \
+              --name bench_gemm_rows2$r 2>&1 | grep -E "^#|^\| *[12] "
+            [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+          done
+          sanitize gemm_rows skinny_gemm_rows ;;
   dyn_final) tests_rms
           bench_fp8; pack; sanitize rms --only-rmsnorm; pack ;;
   card1)  bench_gemm; pack; bench_layernorm; pack; bench_q4k --ms 1 --dtype fp16; pack ;;

@@ -6,7 +6,7 @@
     ... scripts/sanitize_cuda.py --only-rmsnorm    # the RMSNorm ops alone, piped layouts included
     ... scripts/sanitize_cuda.py --only-activations  # SwiGLU and silu alone, every vector width
     ... python3 scripts/sanitize_cuda.py skinny_gemm    # only the FP8 GEMM's launches
-    ... python3 scripts/sanitize_cuda.py skinny_gemm_rows  # only its convert 7 and 8 (M = 1)
+    ... python3 scripts/sanitize_cuda.py skinny_gemm_rows  # only its convert 7 (M <= 2) and 8 (M = 1)
 
 Without the caching allocator every tensor is its own allocation, so an
 out-of-bounds access is caught instead of landing in a neighbour's block.
@@ -174,8 +174,8 @@ def skinny_gemms(ik, dev):
 
 
 def rows_gemms(ik, dev):
-    """skinny_gemm_fp8's convert 7 and 8 (M = 1, whole weight rows a block; convert 7's
-    persistent blocks where K is 8-16 KB): odd N (the last block's rows past N), K tails (segments past K, K = 16), several steps of K, 1, 2 and 4
+    """skinny_gemm_fp8's convert 7 (M = 1 and 2) and 8 (M = 1), whole weight rows a block
+    (convert 7's persistent blocks where K is 8-16 KB): odd N (the last block's rows past N), K tails (segments past K, K = 16), several steps of K, 1, 2 and 4
     rows a block, 1, 2 and 4 segments a thread, f16 partial sums and fp32 ones, strided
     rows, a misaligned row stride of out, bias and per-channel scales. Returns the launch
     count."""
@@ -184,21 +184,22 @@ def rows_gemms(ik, dev):
     n_launch = 0
     for n, k in [(1, 16), (17, 80), (129, 1040), (2317, 272), (37, 6656 + 16), (1030, 8192 + 64), (5, 4096 * 5 + 48),
                  (2311, 16384), (3, 9008)]:  # the last two (and 8256): convert 7's persistent blocks
-        a = (torch.randn(1, k + 32, device=dev) * 3).to(fp8)
+        a = (torch.randn(2, k + 32, device=dev) * 3).to(fp8)
         b = (torch.randn(n, k + 16, device=dev) * 3).to(fp8)[:, :k]
         sa = torch.tensor([0.01], device=dev)
         sb = torch.rand(n, device=dev) / 64
         bias = torch.randn(n, device=dev).bfloat16()
-        out = torch.empty(1, n + 3, device=dev, dtype=torch.bfloat16)
+        out = torch.empty(2, n + 3, device=dev, dtype=torch.bfloat16)
         for f32 in ("0", "1"):
             os.environ["IK_SKINNY_GEMM_ROWS_F32"] = f32
-            for cfg in ([0, 0, 0, 7], [1, 1, 0, 7], [2, 2, 1, 7], [4, 4, 0, 7], [4, 1, 0, 7], [1, 4, 0, 7]):
-                ik.ops.skinny_gemm_fp8(out[:, 1:n + 1], a[:, :k], b, sa, sb, bias, cfg)
-                n_launch += 1
+            for m in (1, 2):  # convert 7 takes up to 2 rows of a
+                for cfg in ([0, 0, 0, 7], [1, 1, 0, 7], [2, 2, 1, 7], [4, 4, 0, 7], [4, 1, 0, 7], [1, 4, 0, 7]):
+                    ik.ops.skinny_gemm_fp8(out[:m, 1:n + 1], a[:m, :k], b, sa, sb, bias, cfg)
+                    n_launch += 1
         os.environ.pop("IK_SKINNY_GEMM_ROWS_F32")
         if torch.cuda.get_device_capability()[0] == 9:  # convert 8: wgmma, whole rows a block
             for cfg in ([0, 0, 0, 8], [1, 2, 0, 8], [2, 1, 1, 8], [4, 2, 0, 8], [8, 1, 0, 8], [8, 2, 0, 8]):
-                ik.ops.skinny_gemm_fp8(out[:, 1:n + 1], a[:, :k], b, sa, sb, bias, cfg)
+                ik.ops.skinny_gemm_fp8(out[:1, 1:n + 1], a[:1, :k], b, sa, sb, bias, cfg)
                 n_launch += 1
     return n_launch
 

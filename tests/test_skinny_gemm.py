@@ -388,8 +388,9 @@ def test_tma_path(ik, device, m, n, k):
 @pytest.mark.parametrize("f32", ["0", "1"])
 @pytest.mark.parametrize("n,k", [(1000, 64 * 37 + 16), (37, 6656), (2304 + 13, 1040), (130, 16), (77, 8192 + 64),
                                  (129, 4096 * 3 + 48), (301, 16384), (2311, 16384), (5, 20480)])
-def test_rows_path(ik, device, monkeypatch, n, k, f32):
-    """convert 7 (M = 1: whole weight rows a block, no K split between blocks) at 1, 2 and 4
+@pytest.mark.parametrize("m", [1, 2])
+def test_rows_path(ik, device, monkeypatch, m, n, k, f32):
+    """convert 7 (M <= 2: whole weight rows a block, no K split between blocks) at 1, 2 and 4
     rows a block and 1, 2 and 4 segments a thread in flight: odd N (the last block's rows
     past N clamped, not stored), K tails (K % 4096 != 0: segments past K load zeros; K = 16:
     one thread of 256 has work; K = 8256: the automatic 4 segments a thread), several steps
@@ -398,21 +399,26 @@ def test_rows_path(ik, device, monkeypatch, n, k, f32):
     Automatic rows and segments (0, 0) with f16 sums at K 8256-16384 run the persistent
     blocks, two an SM (2311 rows: several rows a block, both stages and shared arrays). A
     row's sums run in the same order whatever the rows a block or the kernel, so those
-    outputs are bitwise equal."""
+    outputs are bitwise equal. At M = 2 (the second row of a kept in shared memory in the
+    persistent blocks) each output row is bitwise the output of its row of a alone."""
     cuda_only(device)
     monkeypatch.setenv("IK_SKINNY_GEMM_ROWS_F32", f32)
-    a, b, sa, sb = strided_operands(1, n, k, device)
+    a, b, sa, sb = strided_operands(m, n, k, device)
     for dt in (torch.bfloat16, torch.float16):
         bias = torch.randn(n, device=device).to(dt)
         ref = reference(a, b, sa, sb, bias)
         for kw in (0, 1, 2, 4):
             outs = []
             for rb in (0, 1, 2, 4):
-                out = poisoned(1, n, dt, device)
+                out = poisoned(m, n, dt, device)
                 ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, [rb, kw, 0, 7])
                 assert_rows_close(out, ref, dt)
                 outs.append(out)
             assert all(torch.equal(outs[0], o) for o in outs[1:])
+            for r in range(m) if m > 1 and kw == 0 else ():
+                one = poisoned(1, n, dt, device)
+                ik.ops.skinny_gemm_fp8(one, a[r:r + 1], b, sa, sb, bias, [0, 0, 0, 7])
+                assert torch.equal(one[0], outs[0][r]), f"row {r} of a alone differs"
 
 
 @pytest.mark.parametrize("n,k", [(1000, 64 * 37 + 16), (37, 6656), (2304 + 13, 1040), (130, 16), (77, 8192 + 64),
@@ -775,7 +781,7 @@ def test_rejects_bad_config(ik, device):
                                                "by weight row, direct, pushed rank to rank, or swapped between two "
                                                f"ranks\\), got {cfg[0]} and {cfg[1]}"):
             ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, cfg)
-    with pytest.raises(RuntimeError, match="convert 7 \\(whole weight rows a block\\) takes one row of a, got 4"):
+    with pytest.raises(RuntimeError, match="convert 7 \\(whole weight rows a block\\) takes at most 2 rows of a, got 4"):
         ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, None, [0, 0, 0, 7])
     a1, out1 = rand_fp8((1, 64), device), torch.empty(1, 8, device=device, dtype=torch.bfloat16)
     for cfg in ([3, 0, 0, 7], [0, 3, 0, 7], [8, 0, 0, 7], [0, 0, 2, 7]):
