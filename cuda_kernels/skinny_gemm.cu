@@ -223,9 +223,10 @@ bool use_ring() {
 // 27.23, 4096 x 14336 16.46 / 16.27; ahead at 7168 x 8192, 15.96 / 16.32, one run).
 // convert 7's persistent blocks (launch_rows) where convert 8 ran before too: a row is one
 // pass past 8 KB, up to 64 MiB of weight (4096 x 14336: 16.03 / 15.98 us against convert
-// 8's 16.15 / 16.17, s46e / s46f; not measured past 64 MiB).
+// 8's 16.15 / 16.17, s46e / s46f; not measured past 64 MiB). At M = 2 too (the second row
+// of a in shared memory): EXPERIMENT, to be timed against convert 6.
 bool rows_persist_wins(const SkinnyGemmParams& p) {
-  return p.M == 1 && p.N >= 1024 && p.K > 8192 && p.K <= 16384 && p.N * p.K <= 64 * kMiB && vector_path(p) &&
+  return p.M <= kSkinnyGemmRowsMaxM && p.N >= 1024 && p.K > 8192 && p.K <= 16384 && p.N * p.K <= 64 * kMiB && vector_path(p) &&
          !p.tiles_per_block && !p.warps_per_tile && !p.cluster;
 }
 

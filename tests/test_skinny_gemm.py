@@ -214,16 +214,19 @@ def test_large_m_goes_to_scaled_mm(ik, device, m):
         assert_rows_close(y, reference(a, b, sa, sb, bias.to(dtype)), dtype)
 
 
-@pytest.mark.parametrize("m", [1, 8, 24])
-@pytest.mark.parametrize("cfg", [[], [0, 0, 0, 3], [0, 0, 0, 8]])
+@pytest.mark.parametrize("m", [1, 2, 8, 24])
+@pytest.mark.parametrize("cfg", [[], [0, 0, 0, 3], [0, 0, 0, 7], [0, 0, 0, 8]])
 def test_cuda_graph_replays_new_inputs(ik, device, m, cfg):
     """The default (M = 1: convert 7; else convert 6: its tensor maps are built at capture
     and name the same buffers at every replay), convert 3 (at M = 24 the f16 pre-pass,
-    its workspace and the programmatic dependent launch of the GEMM) and convert 8 (M = 1:
-    the activation copied to shared memory in every block) captured into a graph."""
+    its workspace and the programmatic dependent launch of the GEMM), convert 7 (M <= 2)
+    and convert 8 (M = 1: the activation copied to shared memory in every block) captured
+    into a graph."""
     cuda_only(device)
     if cfg[3:] == [8] and (m != 1 or torch.cuda.get_device_capability()[0] != 9):
         pytest.skip("convert 8 takes one row of a, on Hopper")
+    if cfg[3:] == [7] and m > 2:
+        pytest.skip("convert 7 takes at most 2 rows of a")
     n, k = 2304 + 13, 4096
     a, b = rand_fp8((m, k), device), rand_fp8((n, k), device)
     sa, sb = scales(n, device, True)
@@ -514,6 +517,24 @@ def test_rows_is_the_default_at_m1(ik, device, n, k, cfg):
         ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, c)
         outs.append(out)
     assert torch.equal(outs[0], outs[1]), f"the default is not {cfg} here"
+    assert_rows_close(outs[0], reference(a, b, sa, sb, bias), torch.bfloat16)
+
+
+@pytest.mark.parametrize("n,k", [(2304, 16384), (4096 + 77, 14336), (1024, 8192 + 16)])
+def test_rows_is_the_default_at_m2(ik, device, n, k):
+    """At M = 2, convert 7's persistent blocks where they run at M = 1 (K past 8 KB up to 16
+    KB, N >= 1024, up to 64 MiB of weight): the default is bitwise the explicit convert 7,
+    and right."""
+    cuda_only(device)
+    a, b = rand_fp8((2, k), device), rand_fp8((n, k), device)
+    sa, sb = scales(n, device, True)
+    bias = torch.randn(n, device=device).bfloat16()
+    outs = []
+    for c in ([], [0, 0, 0, 7]):
+        out = poisoned(2, n, torch.bfloat16, device)
+        ik.ops.skinny_gemm_fp8(out, a, b, sa, sb, bias, c)
+        outs.append(out)
+    assert torch.equal(outs[0], outs[1]), "the default is not convert 7 here"
     assert_rows_close(outs[0], reference(a, b, sa, sb, bias), torch.bfloat16)
 
 
