@@ -1363,7 +1363,7 @@ case "$MODE" in
           bench_fp8; pack
           sanitize rms --only-rmsnorm; pack ;;
   rows2)  tests_gemm; pack
-          for r in a b; do
+          for r in ${ROWS2_PASSES:-a b}; do
             step "convert 7 at M 1-2 beside the default and convert 6, pass $r"
             timeout 240 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --paths --ms 1,2 --path-names default,cvt7,cvt6 \
               --shapes "${ROWS2_SHAPES:-2304x16384,13312x16384,16384x6656,6144x4096,4096x4096,28672x4096,4096x14336,1280x8192,1024x8192,7168x8192,8192x3584}" \
