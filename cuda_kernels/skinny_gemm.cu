@@ -46,11 +46,12 @@
 // - convert 6 (M <= 32, sm_90a; the default at N >= 1024, convert_for): the same MMAs with
 //   both operands in shared memory, copied there by the tensor memory accelerator from a
 //   producer warpgroup (skinny_gemm_tma_kernel). The paths above serve the rest.
-// - convert 7 (M = 1; the default for N >= 1024, K >= 4096 up to 40 MiB of weight where
-//   convert 8's rule does not apply, and for K of 8-16 KB up to 64 MiB): no tensor cores
-//   and no K split between blocks, whole weight rows a block (skinny_gemm_rows_kernel), so
-//   no block waits for another's partial sums at the end; where a row is one pass of K,
-//   persistent blocks with the next row in flight (skinny_gemm_rows_persist_kernel).
+// - convert 7 (M <= 2; the default at M = 1 for N >= 1024, K >= 4096 up to 40 MiB of weight
+//   where convert 8's rule does not apply, and for K of 8-16 KB up to 64 MiB; at M = 2 for
+//   N >= 1024, K of 8-16 KB up to 64 MiB): no tensor cores and no K split between blocks,
+//   whole weight rows a block (skinny_gemm_rows_kernel), so no block waits for another's
+//   partial sums at the end; where a row is one pass of K, persistent blocks with the next
+//   row in flight (skinny_gemm_rows_persist_kernel).
 // - convert 8 (M = 1, sm_90a; the default where its blocks fill the GPU in one balanced
 //   wave, or take several: rows_wgmma_rows): convert 7's division with convert 4's MMAs,
 //   the MMA's 64 logical rows a block's few weight rows cut into slices of K
@@ -223,16 +224,23 @@ bool use_ring() {
 // 27.23, 4096 x 14336 16.46 / 16.27; ahead at 7168 x 8192, 15.96 / 16.32, one run).
 // convert 7's persistent blocks (launch_rows) where convert 8 ran before too: a row is one
 // pass past 8 KB, up to 64 MiB of weight (4096 x 14336: 16.03 / 15.98 us against convert
-// 8's 16.15 / 16.17, s46e / s46f; not measured past 64 MiB). At M = 2 too (the second row
-// of a in shared memory): EXPERIMENT, to be timed against convert 6.
+// 8's 16.15 / 16.17, s46e / s46f; not measured past 64 MiB).
+// At M = 2 (the second row of a in shared memory in the persistent blocks) where K is 8-16
+// KB up to 64 MiB: H100, s55a / s55b (two passes) / s55c, us, against convert 6: 2304 x
+// 16384 14.55-14.64 against 15.39-15.46, 1280 x 8192 5.89-5.93 against 6.60-6.63, 1024 x
+// 8192 5.03-5.06 against 6.16-6.19, 7168 x 8192 21.16-21.24 against 21.51-21.60, 4096 x
+// 14336 level (21.45-21.46 against 21.52-21.53). Convert 6 stays where K < 8192 (6144 x
+// 4096 11.06-11.13 against 10.63-10.69, 4096 x 4096, 28672 x 4096, 8192 x 3584, 16384 x 6656 2-10%
+// behind) and past 64 MiB (13312 x 16384: 72.25-72.71 against 72.81-73.15, not in the rule).
 bool rows_persist_wins(const SkinnyGemmParams& p) {
   return p.M <= kSkinnyGemmRowsMaxM && p.N >= 1024 && p.K > 8192 && p.K <= 16384 && p.N * p.K <= 64 * kMiB && vector_path(p) &&
          !p.tiles_per_block && !p.warps_per_tile && !p.cluster;
 }
 
 bool rows_wins(const SkinnyGemmParams& p) {
-  return p.M == 1 && p.N >= 1024 && p.K >= 4096 && p.N * p.K <= 40 * kMiB && vector_path(p) && !p.tiles_per_block &&
-         !p.warps_per_tile && !p.cluster;
+  const bool m1 = p.M == 1 && p.K >= 4096 && p.N * p.K <= 40 * kMiB;
+  const bool m2 = p.M == 2 && p.K >= 8192 && p.K <= 16384 && p.N * p.K <= 64 * kMiB;
+  return (m1 || m2) && p.N >= 1024 && vector_path(p) && !p.tiles_per_block && !p.warps_per_tile && !p.cluster;
 }
 
 // Convert 8's rows a block at M = 1 where it is the default, 0 where it is not (one group

@@ -34,9 +34,9 @@
 #           (1-2048 rows), the add + RMSNorm + FP8 benchmark, RMSNorm launches under compute-sanitizer
 #   dyn_final: the landed rule of dyn_split: RMSNorm tests, the add + RMSNorm + FP8 benchmark, the
 #           RMSNorm launches under compute-sanitizer
-#   rows2: EXPERIMENT (issue 4): convert 7 at M = 2 (the second row of a in shared memory in the
-#           persistent blocks). GEMM tests, --paths at M 1-2 (default, convert 7, convert 6) on 11
-#           weights, two passes, convert 7 and 8 launches under compute-sanitizer
+#   rows2: convert 7 at M = 2 (issue 4): GEMM tests, --paths at M 1-2 (default, convert 7,
+#           convert 6) on the 11 weights (ROWS2_SHAPES), passes ROWS2_PASSES (a b), convert 7 and 8
+#           launches under compute-sanitizer
 #   card1, card2: the anchors' tables on whatever GPU is lent (an H100 in the fifty-fourth session):
 #           card1 the skinny GEMM, LayerNorm and Q4_K (fp16 x, M = 1) benchmarks; card2 the
 #           RMSNorm sweep, add + RMSNorm + FP8, SwiGLU and Q4_K with bf16 x, while time is left

@@ -461,7 +461,7 @@ def test_tma_direct_persistent(ik, device, m):
     assert_configs_agree(ik, device, m, 64 * 300 + 37, 64 * 5 + 16, ([0, 1, 1, 6], [], [0, 3, 0, 6], [2, 3, 1, 6]))
 
 
-@pytest.mark.parametrize("m,n,k", [(2, 1024, 8192), (8, 2304, 16384), (16, 6144, 4096), (17, 4096 + 77, 4096),
+@pytest.mark.parametrize("m,n,k", [(2, 1024, 6656), (8, 2304, 16384), (16, 6144, 4096), (17, 4096 + 77, 4096),
                                    (24, 4096, 4096), (32, 1024, 8192), (32, 6144, 1040), (32, 16448, 4160),
                                    (16, 7168, 8192), (17, 7168, 8192)])
 def test_tma_is_the_default(ik, device, m, n, k):
@@ -520,11 +520,11 @@ def test_rows_is_the_default_at_m1(ik, device, n, k, cfg):
     assert_rows_close(outs[0], reference(a, b, sa, sb, bias), torch.bfloat16)
 
 
-@pytest.mark.parametrize("n,k", [(2304, 16384), (4096 + 77, 14336), (1024, 8192 + 16)])
+@pytest.mark.parametrize("n,k", [(2304, 16384), (4096 + 77, 14336), (1024, 8192 + 16), (1280, 8192), (7168, 8192)])
 def test_rows_is_the_default_at_m2(ik, device, n, k):
-    """At M = 2, convert 7's persistent blocks where they run at M = 1 (K past 8 KB up to 16
-    KB, N >= 1024, up to 64 MiB of weight): the default is bitwise the explicit convert 7,
-    and right."""
+    """At M = 2, convert 7 where K is 8-16 KB, N >= 1024, up to 64 MiB of weight (the
+    persistent blocks past 8 KB, the one-shot blocks at 8 KB: 1280 and 7168 x 8192): the
+    default is bitwise the explicit convert 7, and right."""
     cuda_only(device)
     a, b = rand_fp8((2, k), device), rand_fp8((n, k), device)
     sa, sb = scales(n, device, True)

@@ -296,7 +296,7 @@ def skinny_gemm_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
                     bias: Optional[torch.Tensor] = None,
                     out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """``a @ b.T * scale_a * scale_b (+ bias)`` for fp8 operands, products summed in fp32
-    (on CUDA at M = 1 where convert 7 runs, 16 at a time in f16 first; in the fp8 MMA's
+    (on CUDA at M <= 2 where convert 7 runs, 16 at a time in f16 first; in the fp8 MMA's
     accumulator, fewer bits than fp32, over 256 K bytes at most: README).
 
     ``a``: ``[M, K]`` ``FP8_DTYPE`` (``torch.float8_e4m3fn``; ``float8_e4m3fnuz`` on ROCm;
