@@ -191,7 +191,7 @@ PATHS = {"default": ([], None), "cvt1": ([0, 0, 0, 1], None), "cvt2": ([0, 0, 0,
          "cvt8 r4": ([4, 0, 0, 8], None), "cvt8 g2": ([0, 2, 0, 8], None), "cvt8 r2 g2": ([2, 2, 0, 8], None),
          "cvt8 r4 g2": ([4, 2, 0, 8], None)}
 CVT4_MAX_M = 32  # convert 4 and 6 (the fp8 warpgroup MMA) take at most 32 rows
-CVT7_MAX_M = 2  # convert 7 (whole weight rows a block) keeps every row of a in registers
+CVT7_MAX_M = 2  # convert 7 (whole weight rows a block) takes at most 2 rows of a
 
 
 def paths_sweep(k, shapes, ms, bw, dev, md, results, names=None):

@@ -146,7 +146,8 @@ struct SkinnyGemmParams {
   void* workspace;
 };
 
-// Convert 7 keeps every row of a in registers: M up to this.
+// Convert 7 takes at most this many rows of a (f16 in registers; in its persistent blocks
+// the second row in shared memory).
 constexpr int64_t kSkinnyGemmRowsMaxM = 2;
 
 // Convert 8 keeps the activation's whole row in a block's shared memory: K up to this.
