@@ -25,7 +25,7 @@ convert] on the blog's three shapes (what the launcher's defaults should be).
 --paths times the activation paths (convert 1-4 and 6) side by side on the blog's shapes (M 1,
 8, 16, 24, 32; launcher's split): the default, convert 1 and 2 (fp8 activation converted in
 every warp), convert 3 (f16 pre-pass + cp.async weight ring) with and without the
-programmatic dependent launch of the GEMM after the pre-pass (IK_SKINNY_GEMM_PDL=0),
+programmatic dependent launch of the GEMM after the pre-pass (IK_PDL=0),
 convert 4 (fp8 warpgroup MMA, weight in registers), convert 6 (the same MMAs fed by the
 tensor memory accelerator) and torch._scaled_mm; every output is checked against the fp64
 reference first.
@@ -37,6 +37,7 @@ reference first.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -176,8 +177,8 @@ def tune_sweep(k, shapes, ms, bw, dev, md, results, configs=None):
 
 
 # name: (config, environment the launcher reads at each launch, or None)
-PATHS = {"default": ([], None), "cvt1": ([0, 0, 0, 1], None), "cvt2": ([0, 0, 0, 2], None),
-         "cvt3": ([0, 0, 0, 3], None), "cvt3 no PDL": ([0, 0, 0, 3], {"IK_SKINNY_GEMM_PDL": "0"}),
+PATHS = {"default": ([], None), "no PDL": ([], {"IK_PDL": "0"}), "cvt1": ([0, 0, 0, 1], None), "cvt2": ([0, 0, 0, 2], None),
+         "cvt3": ([0, 0, 0, 3], None), "cvt3 no PDL": ([0, 0, 0, 3], {"IK_PDL": "0"}),
          "cvt4": ([0, 0, 0, 4], None), "cvt6": ([0, 0, 0, 6], None),
          # convert 7 (M <= 2): rows a block (r), segments a thread in flight (v), fp32 sums
          # (automatic: persistent blocks where a row is one pass of 8-16 KB, skinny_gemm.cu)
@@ -195,7 +196,6 @@ CVT7_MAX_M = 2  # convert 7 (whole weight rows a block) takes at most 2 rows of 
 
 
 def paths_sweep(k, shapes, ms, bw, dev, md, results, names=None):
-    import os
     paths = {name: PATHS[name] for name in (names or PATHS)}
     sa = torch.tensor([SA], device=dev)
     sb = torch.tensor([SB], device=dev)
@@ -272,8 +272,18 @@ def mlp_sweep(k, hidden, inter, ms, bw, dev, md, results):
         q2 = k.silu_and_mul_fp8(h, s2.reshape(1))
         return k.skinny_gemm_fp8(q2, wds[i], s2.reshape(1), sd.reshape(1), out_dtype=dtype)
 
+    def without_pdl(f):  # every kernel launched plainly (launch.cuh reads IK_PDL at each launch)
+        def run(*args):
+            old = os.environ.get("IK_PDL")
+            os.environ["IK_PDL"] = "0"
+            try:
+                return f(*args)
+            finally:
+                os.environ.pop("IK_PDL") if old is None else os.environ.update(IK_PDL=old)
+        return run
+
     compiled = torch.compile(torch_mlp, dynamic=True)  # one compile for every M
-    impls = {"ours": ours,
+    impls = {"ours": ours, "ours no PDL": without_pdl(ours),
              "torch": lambda x, i: torch_mlp(x, w_norm, wgus[i], wds[i], s1, s2, sgu, sd, eps),
              "compile": lambda x, i: compiled(x, w_norm, wgus[i], wds[i], s1, s2, sgu, sd, eps)}
     table = []
@@ -294,7 +304,8 @@ def mlp_sweep(k, hidden, inter, ms, bw, dev, md, results):
         ours_t = times["ours"]
         floor_us = per_copy / bw * 1e6
         table.append([m, n_rot] + [harness.fmt_us(times[n]) for n in impls]
-                     + [harness.ratio(times["torch"], ours_t), harness.ratio(times["compile"], ours_t),
+                     + [harness.ratio(times["ours no PDL"], ours_t),
+                        harness.ratio(times["torch"], ours_t), harness.ratio(times["compile"], ours_t),
                         f"{floor_us:.2f}", f"{100 * floor_us / ours_t.us:.0f}%" if ours_t else "-",
                         harness.err_summary(errs, 0.05)])
         results.append({"op": "decode_mlp", "M": m, "hidden": hidden, "intermediate": inter,
@@ -303,7 +314,8 @@ def mlp_sweep(k, hidden, inter, ms, bw, dev, md, results):
                         "worst_row_rel_err_vs_torch": errs, **log})
         if dev == "cuda":
             torch.cuda.empty_cache()
-    harness.print_table(["rows", "copies", "ours us", "torch us", "compile us", "torch/ours",
+    harness.print_table(["rows", "copies", "ours us", "ours no PDL us", "torch us", "compile us", "no PDL/ours",
+                         "torch/ours",
                          "compile/ours", "floor us", "ours %floor", "worst row err vs torch"], table,
                         f"decode MLP: rms_norm_fp8 -> gate_up [{2 * inter}, {hidden}] -> "
                         f"silu_and_mul_fp8 -> down [{hidden}, {inter}], fp16", md)
@@ -353,6 +365,7 @@ def main(argv=None) -> int:
     p.add_argument("--tune", action="store_true", help="sweep the work split instead")
     p.add_argument("--paths", action="store_true", help="time the activation paths instead")
     p.add_argument("--no-mlp", action="store_true")
+    p.add_argument("--mlp-only", action="store_true", help="the decode MLP block alone")
     p.add_argument("--out", type=Path, default=None, help="result folder ($OUT or benchmarks/out)")
     p.add_argument("--shapes", default=None, help="NxK,NxK,...: these weights only (CUDA)")
     p.add_argument("--ms", default=None, help="M,M,...: these activation row counts only (CUDA)")
@@ -391,6 +404,8 @@ def main(argv=None) -> int:
         configs = [[int(v) for v in c.split(",")] for c in args.configs.split(";")] if args.configs else None
         tune_sweep(k, shapes[:3] if cuda and not args.shapes else shapes,
                    [1, 8, 16, 32] if cuda and not args.ms else ms, bw, dev, md, results, configs)
+    elif args.mlp_only:
+        mlp_sweep(k, hidden, inter, ms, bw, dev, md, results)
     else:
         gemm_sweep(k, shapes, ms, bw, dev, md, results, "skinny_gemm_fp8 vs torch._scaled_mm")
         if not args.no_mlp:

@@ -30,6 +30,7 @@
 
 #include "activation.cuh"
 #include "gpu_launchers.h"
+#include "launch.cuh"
 #include "ptx.cuh"
 #include "vec_io.cuh"
 
@@ -169,6 +170,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   using In = Pack<T, VEC>;
   using O = OutVec<Out, VEC>;
   constexpr bool kFp8 = std::is_same_v<Out, Fp8>;
+  pdl_enter();
   // The scale is read from device memory (no host sync; a CUDA graph replays a new
   // scale). Issued first, and every load is ld_ordered (ptx.cuh), so all are in flight
   // before any arithmetic: at decode sizes the kernel is one memory latency long, not three.
@@ -211,6 +213,7 @@ __global__ void __launch_bounds__(BLOCK ? BLOCK : 256)
   using In = Pack<T, VEC>;
   using O = OutVec<Out, VEC>;
   constexpr bool kFp8 = std::is_same_v<Out, Fp8>;
+  pdl_enter();
   float scale_in = kFp8 ? ld_ordered(scale) : 1.0f;
   const int c = blockIdx.x * (BLOCK ? BLOCK : blockDim.x) + threadIdx.x;
   const int cc = min(c, nvec - 1);
@@ -279,33 +282,27 @@ int launch(const SiluOperands& a, const float* scale, const SiluConfig* forced, 
     block = dim3(lt);
   }
   auto run = [&](auto kernel) {
-    kernel<<<grid, block, 0, stream>>>(static_cast<Out*>(a.out.ptr), a.out.stride,
-                                       static_cast<const T*>(a.gate.ptr), a.gate.stride,
-                                       static_cast<const T*>(a.up.ptr), a.up.stride, scale, a.rows,
-                                       static_cast<int>(nvec));
+    return launch_kernel({grid, block, 0, stream}, kernel, static_cast<Out*>(a.out.ptr), a.out.stride,
+                  static_cast<const T*>(a.gate.ptr), a.gate.stride, static_cast<const T*>(a.up.ptr),
+                  a.up.stride, scale, a.rows, static_cast<int>(nvec));
   };
   constexpr int k16 = 16 / sizeof(T), k8 = 8 / sizeof(T), k4 = 4 / sizeof(T);
   if (lean) {  // width: k4, k8 or (forced) k16, at least 2 elements
     // The default's 256 threads as a constant; forced shapes and the mid tier's 128: blockDim.
     auto lean_kernel = [&](auto vec) {
       constexpr int V = decltype(vec)::value;
-      run(!forced && block.x == 256 ? silu_mul_lean<T, Out, V, MUL, 256> : silu_mul_lean<T, Out, V, MUL, 0>);
+      return run(!forced && block.x == 256 ? silu_mul_lean<T, Out, V, MUL, 256> : silu_mul_lean<T, Out, V, MUL, 0>);
     };
     if constexpr (k4 > 1) {
-      if (width == k4) {
-        lean_kernel(std::integral_constant<int, k4>{});
-        return cudaSuccess;
-      }
+      if (width == k4) return lean_kernel(std::integral_constant<int, k4>{});
     }
-    if (width == k8) lean_kernel(std::integral_constant<int, k8>{});
-    else lean_kernel(std::integral_constant<int, k16>{});
-    return cudaSuccess;
+    if (width == k8) return lean_kernel(std::integral_constant<int, k8>{});
+    return lean_kernel(std::integral_constant<int, k16>{});
   }
-  if (width == k16) run(silu_mul_kernel<T, Out, k16, MUL>);
-  else if (width == k8) run(silu_mul_kernel<T, Out, k8, MUL>);
-  else if (width == k4) run(silu_mul_kernel<T, Out, k4, MUL>);
-  else run(silu_mul_kernel<T, Out, 1, MUL>);
-  return cudaSuccess;
+  if (width == k16) return run(silu_mul_kernel<T, Out, k16, MUL>);
+  if (width == k8) return run(silu_mul_kernel<T, Out, k8, MUL>);
+  if (width == k4) return run(silu_mul_kernel<T, Out, k4, MUL>);
+  return run(silu_mul_kernel<T, Out, 1, MUL>);
 }
 
 template <typename T>

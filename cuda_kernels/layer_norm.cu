@@ -105,6 +105,7 @@ __device__ __forceinline__ float vec_sq_dev(const Pack<T, VEC>& a, float mean) {
 // the thread that writes it, before it writes, so neither pointer is __restrict__.
 template <typename T, int VEC, int ITEMS, bool W, bool B>
 __global__ void __launch_bounds__(kMaxThreads) layer_norm_cached(LayerNormParams p) {
+  pdl_enter();
   using P = Pack<T, VEC>;
   const RowSlot s = row_slot();
   if (s.row >= p.rows) return;  // only in the warp-per-row layout: no barrier to miss
@@ -150,6 +151,7 @@ __global__ void __launch_bounds__(kMaxThreads) layer_norm_cached(LayerNormParams
 // top of the file). Only reached through a forced layout (benchmarks/tune_norms.cu).
 template <typename T, int VEC, int ITEMS, bool W, bool B>
 __global__ void __launch_bounds__(kFlatThreads) layer_norm_flat(LayerNormParams p) {
+  pdl_enter();
   using P = Pack<T, VEC>;
   const int64_t row = blockIdx.x;
   const int t = threadIdx.x, step = blockDim.x;
@@ -227,6 +229,7 @@ __host__ __device__ constexpr int flat_exact_blocks(int tx, int items) {
 // tx and items, the same results bit for bit.
 template <typename T, int VEC, int ITEMS, int TX, bool W, bool B, bool ONCE = false>
 __global__ void __launch_bounds__(TX, flat_exact_blocks(TX, ITEMS)) layer_norm_flat_exact(LayerNormParams p) {
+  pdl_enter();
   using P = Pack<T, VEC>;
   constexpr float kD = float(ITEMS * TX * VEC);
   __shared__ float partial[2][2][TX / 32];  // [reduction][row parity: always 0 here][warp]
@@ -305,6 +308,7 @@ __host__ __device__ constexpr int split_blocks(int tx, int items) {
 // statistic at each level; sums run in another order than the other layouts.
 template <typename T, int VEC, int ITEMS, int TX, int CL, bool W, bool B, bool ONE, bool ONCE>
 __global__ void __launch_bounds__(TX, split_blocks(TX, ITEMS)) layer_norm_split_exact(LayerNormParams p) {
+  pdl_enter();
   using P = Pack<T, VEC>;
   constexpr float kThread = float(ITEMS * VEC), kSlice = kThread * TX, kD = CL * kSlice;
   // Two mbarriers either way: with one, ptxas dropped fence.mbarrier_init (no
@@ -388,6 +392,7 @@ __host__ __device__ constexpr int pair_blocks(int tx) { return 65536 / (tx * 96)
 // bits. The last cluster of an odd row count normalises its row twice and stores once.
 template <typename T, int VEC, int ITEMS, int TX, int CL, bool W, bool B, bool ONCE>
 __global__ void __launch_bounds__(TX, pair_blocks(TX)) layer_norm_split_pair(LayerNormParams p) {
+  pdl_enter();
   using P = Pack<T, VEC>;
   constexpr float kD = float(CL * ITEMS * TX * VEC);
   __shared__ SplitRow<TX, CL, 2, 2> s;
@@ -455,6 +460,7 @@ __global__ void __launch_bounds__(TX, pair_blocks(TX)) layer_norm_split_pair(Lay
 template <typename T, int VEC, int ITEMS, bool W, bool B>
 __global__ void __launch_bounds__(piped_threads(ITEMS), 1)
     layer_norm_piped_exact(LayerNormParams p, int /*stages: 2*/) {
+  pdl_enter();
   using P = Pack<T, VEC>;
   constexpr int kTx = piped_threads(ITEMS), kNvec = ITEMS * kTx;
   constexpr float kD = float(kNvec * VEC);
@@ -503,6 +509,7 @@ __global__ void __launch_bounds__(piped_threads(ITEMS), 1)
 // Rows too long to cache: one block per row, each pass re-reads the row.
 template <typename T, int VEC>
 __global__ void __launch_bounds__(kMaxThreads) layer_norm_stream(LayerNormParams p) {
+  pdl_enter();
   using P = Pack<T, VEC>;
   const int64_t row = blockIdx.x;
   const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row * p.x.stride);
@@ -739,8 +746,7 @@ cudaError_t launch_width(const LayerNormParams& p, const RowConfig* forced, cuda
     c.items = 0;
   }
   if (c.items == 0) {
-    layer_norm_stream<T, VEC><<<static_cast<unsigned>(p.rows), kMaxThreads, 0, stream>>>(p);
-    return cudaGetLastError();
+    return launch_kernel({dim3(static_cast<unsigned>(p.rows)), dim3(kMaxThreads), 0, stream}, layer_norm_stream<T, VEC>, p);
   }
   if (p.weight && p.bias) return launch_cached<T, VEC, true, true>(p, c, !forced, stream);
   if (p.weight) return launch_cached<T, VEC, true, false>(p, c, !forced, stream);

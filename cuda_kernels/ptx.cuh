@@ -207,6 +207,17 @@ __device__ __forceinline__ void pdl_launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 __device__ __forceinline__ void pdl_wait_primary() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+// The start of every kernel launched by launch.cuh (its contract): wait for the kernel
+// before, then let the next one launch.
+__device__ __forceinline__ void pdl_enter() {
+  pdl_wait_primary();
+  pdl_launch_dependents();
+}
+// A hint that [p, p + bytes) will be read soon: the copy engine brings it into L2 (p and
+// bytes multiples of 16). Safe before pdl_wait_primary, as launch.cuh says.
+__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+}
 
 // The two halves of a thread-block cluster barrier (sm_90): writes before arrive (shared
 // memory included) are visible to reads after the matching wait in every block of the

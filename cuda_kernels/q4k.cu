@@ -69,6 +69,7 @@
 #include "ggml_blocks.h"
 #include "gpu_launchers.h"
 #include "device_info.cuh"
+#include "launch.cuh"
 #include "ptx.cuh"
 #include "vec_io.cuh"
 
@@ -85,6 +86,8 @@ using inference_kernels::cuda::from_float;
 using inference_kernels::cuda::ld_stream16;
 using inference_kernels::cuda::ld_stream8;
 using inference_kernels::cuda::mma_m16n8k16;
+using inference_kernels::cuda::pdl_enter;
+using inference_kernels::cuda::prefetch_l2;
 using inference_kernels::cuda::smem_addr;
 using inference_kernels::ggml::BlockQ4K;
 using inference_kernels::ggml::BlockQ6K;
@@ -829,6 +832,17 @@ __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* ta
 template <typename T, KQuant F, int MINB, int S, int U, bool TL = false, bool XS = false, bool M1 = false,
           bool XSUM = false>
 __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const KQuantGemvParams p) {
+  // Each warp's first two tile blocks into L2 while the kernel before ends (tiled; not in the
+  // direct loop of four blocks in flight, where ptxas 13.0 then spilled 4 bytes).
+  if constexpr (TL && (S != 0 || U != 4)) {
+    constexpr int64_t kTB = F == KQuant::kQ4K ? kQ4KTileBytes : kQ6KTileBytes;
+    // 32-bit: the launcher bounds nb by 2^28 (as the XS split below)
+    const unsigned nb = unsigned(p.k / kQK), kw = blockDim.x >> 5, w = threadIdx.x >> 5;
+    const unsigned b0 = w * nb / kw, n = min(2u, (w + 1) * nb / kw - b0);
+    if ((threadIdx.x & 31) == 0 && n > 0)
+      prefetch_l2(static_cast<const uint8_t*>(p.q) + (int64_t(blockIdx.x) * nb + b0) * kTB, n * unsigned(kTB));
+  }
+  pdl_enter();
   extern __shared__ __align__(16) uint8_t smem[];
   static_assert(!XS || (S > 0 && TL && F == KQuant::kQ4K && !std::is_same_v<T, float>),
                 "x in the stages: staged tiled Q4_K, fp16/bf16 x");
@@ -1096,8 +1110,8 @@ struct Shape {
     const cudaError_t e = allow_smem();
     if (e != cudaSuccess) return e;
     const unsigned tiles = unsigned((p.n + kTile - 1) / kTile);
-    kernel<<<tiles, kw * 32, kw * warp_smem<S, TL, XS>(p.m), stream>>>(p);
-    return cudaGetLastError();
+    return inference_kernels::cuda::launch_kernel(
+        {dim3(tiles), dim3(unsigned(kw * 32)), size_t(kw * warp_smem<S, TL, XS>(p.m)), stream}, kernel, p);
   }
 };
 

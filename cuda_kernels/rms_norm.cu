@@ -153,6 +153,7 @@ __device__ __forceinline__ Pack<uint8_t, VEC> quantise(const float (&y)[VEC], fl
 // the same thread writes it, so neither pointer is __restrict__.
 template <typename T, int VEC, int ITEMS, bool FUSED, NormOut MODE>
 __global__ void __launch_bounds__(kRowThreads, 1) rms_norm_cached(NormParams p) {
+  pdl_enter();
   using P = Pack<T, VEC>;
   // Issued first, and every load is ld_ordered (ptx.cuh): the scale's reciprocal (a
   // division with a slow path) waited for it before the row's loads went out.
@@ -320,6 +321,7 @@ __device__ __forceinline__ void store_row(const NormParams& p, int64_t row, cons
 // has the same shape. x and out may be the same row, as above.
 template <typename T, int VEC, int ITEMS, bool FUSED, NormOut MODE>
 __global__ void __launch_bounds__(kFlatThreads) rms_norm_flat(NormParams p) {
+  pdl_enter();
   using P = Pack<T, VEC>;
   const float scale_in = MODE == NormOut::kFp8Static ? __ldg(p.scale) : 1.0f;
   const int64_t row = blockIdx.x;
@@ -414,6 +416,7 @@ __device__ __forceinline__ float sum_squares(const Pack<T, VEC> (&a)[ITEMS], flo
 // roundings as rms_norm_flat: the same bits.
 template <typename T, int VEC, int ITEMS, int TX, bool FUSED, NormOut MODE, bool ONCE = false>
 __global__ void __launch_bounds__(TX) rms_norm_flat_exact(NormParams p) {
+  pdl_enter();
   static_assert(sizeof(T) == 2, "16-bit rows only");
   using P = Pack<T, VEC>;
   constexpr float kD = float(ITEMS * TX * VEC);
@@ -439,6 +442,7 @@ __global__ void __launch_bounds__(TX) rms_norm_flat_exact(NormParams p) {
 // layouts in the last bit; the residual's rounded sum is the same.
 template <typename T, int VEC, int ITEMS, int TX, int CL, bool FUSED, NormOut MODE>
 __global__ void __launch_bounds__(TX) rms_norm_split_exact(NormParams p) {
+  pdl_enter();
   static_assert(sizeof(T) == 2, "16-bit rows only");
   using P = Pack<T, VEC>;
   constexpr float kD = float(CL * ITEMS * TX * VEC);
@@ -465,6 +469,7 @@ __global__ void __launch_bounds__(TX) rms_norm_split_exact(NormParams p) {
 // the rows in flight are later rows.
 template <typename T, int VEC, int ITEMS, bool FUSED, NormOut MODE>
 __global__ void __launch_bounds__(piped_threads(ITEMS)) rms_norm_piped(NormParams p, int stages) {
+  pdl_enter();
   using P = Pack<T, VEC>;
   constexpr int kArrays = FUSED ? 2 : 1;
   extern __shared__ uint4 ring_smem[];
@@ -537,6 +542,7 @@ __global__ void __launch_bounds__(piped_threads(ITEMS)) rms_norm_piped(NormParam
 template <typename T, int VEC, int ITEMS, bool FUSED, NormOut MODE>
 __global__ void __launch_bounds__(piped_threads(ITEMS), ITEMS == 2 ? 2 : 1)
     rms_norm_piped_exact(NormParams p, int /*stages: 2*/) {
+  pdl_enter();
   static_assert(sizeof(T) == 2, "16-bit rows only");
   using P = Pack<T, VEC>;
   constexpr int kTx = piped_threads(ITEMS), kNvec = ITEMS * kTx, kArrays = FUSED ? 2 : 1;
@@ -597,6 +603,7 @@ __global__ void __launch_bounds__(piped_threads(ITEMS), ITEMS == 2 ? 2 : 1)
 // dynamic fp8). x and out may be the same row, as above.
 template <typename T, int VEC, bool FUSED, NormOut MODE>
 __global__ void rms_norm_kernel(NormParams p) {
+  pdl_enter();
   using P = Pack<T, VEC>;
   const int64_t row = blockIdx.x;
   const P* xr = reinterpret_cast<const P*>(static_cast<const T*>(p.x.ptr) + row * p.x.stride);
@@ -941,8 +948,8 @@ cudaError_t launch_width(const NormParams& p, const RowConfig* forced, cudaStrea
   }
   if (c.items > 0) return launch_cached<T, VEC, FUSED, MODE>(p, c, stream);
   const int threads = static_cast<int>(std::min<int64_t>(kMaxThreads, (nvec + 31) / 32 * 32));
-  rms_norm_kernel<T, VEC, FUSED, MODE><<<static_cast<unsigned>(p.rows), threads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel({dim3(static_cast<unsigned>(p.rows)), dim3(threads), 0, stream},
+                       rms_norm_kernel<T, VEC, FUSED, MODE>, p);
 }
 
 template <typename T, bool FUSED, NormOut MODE>

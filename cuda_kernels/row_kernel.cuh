@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "launch.cuh"
 #include "reduce_ops.h"
 
 namespace inference_kernels::cuda {
@@ -203,23 +204,7 @@ template <typename Kernel, typename Params>
 cudaError_t launch_rows(Kernel kernel, const Params& p, const RowConfig& c, int64_t rows,
                         cudaStream_t stream) {
   const unsigned blocks = static_cast<unsigned>((rows + c.rows_per_block - 1) / c.rows_per_block * c.cluster);
-  if (c.cluster == 1) {
-    kernel<<<blocks, dim3(c.tx, c.rows_per_block), 0, stream>>>(p);
-    return cudaGetLastError();
-  }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(blocks);
-  cfg.blockDim = dim3(c.tx, c.rows_per_block);
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = c.cluster;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, kernel, p);
+  return launch_kernel({dim3(blocks), dim3(c.tx, c.rows_per_block), 0, stream, unsigned(c.cluster)}, kernel, p);
 }
 
 }  // namespace inference_kernels::cuda

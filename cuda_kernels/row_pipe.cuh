@@ -164,8 +164,7 @@ cudaError_t launch_piped(void (*kernel)(Params, int), const Params& p, const Row
   if (e != cudaSuccess) return e;
   if (per_sm < 1) return cudaErrorInvalidConfiguration;
   const int64_t blocks = std::min<int64_t>(rows, int64_t{per_sm} * sm_count());
-  kernel<<<static_cast<unsigned>(blocks), c.tx, smem, stream>>>(p, c.stages);
-  return cudaGetLastError();
+  return launch_kernel({dim3(static_cast<unsigned>(blocks)), dim3(c.tx), smem, stream}, kernel, p, c.stages);
 }
 
 }  // namespace inference_kernels::cuda

@@ -76,6 +76,7 @@
 
 #include "gpu_launchers.h"
 #include "device_info.cuh"
+#include "launch.cuh"
 #include "ptx.cuh"
 #include "vec_io.cuh"
 #include "tma.cuh"
@@ -315,13 +316,6 @@ int wgmma_groups(const SkinnyGemmParams& p, int nt) {
   return bytes > kSmallWeight && (p.K <= 8192 || nt == 2) ? 2 : 1;
 }
 
-// Programmatic dependent launch between the pre-pass and the GEMM: on unless
-// IK_SKINNY_GEMM_PDL=0 (benchmarks compare; read at each launch).
-bool use_pdl() {
-  const char* v = std::getenv("IK_SKINNY_GEMM_PDL");
-  return !(v && v[0] == '0');
-}
-
 // Resident blocks of `threads` per SM for this kernel (registers and shared memory).
 template <typename Kernel>
 int blocks_per_sm(Kernel kernel, int threads, size_t smem) {
@@ -404,10 +398,9 @@ int launch_wgmma(const SkinnyGemmParams& p, cudaStream_t stream) {
   }
   const int64_t smem = wgmma_smem(p, nc);
   if (tiles * nc > INT32_MAX) return cudaErrorInvalidValue;
-  cudaLaunchAttribute attr[1];
-  const cudaLaunchConfig_t cfg = cluster_launch(tiles * nc, kThreads, size_t(smem), stream, nc, attr);
   const int64_t nchunks = (p.K + kChunk - 1) / kChunk;
-  return cudaLaunchKernelEx(&cfg, kernel, p, (nchunks + nc - 1) / nc);
+  return launch_kernel({dim3(unsigned(tiles * nc)), dim3(kThreads), size_t(smem), stream, unsigned(nc)}, kernel, p,
+                       (nchunks + nc - 1) / nc);
 }
 
 // convert 5: clusters of nc blocks with ring slots S resident at once (0: its shared memory
@@ -439,10 +432,9 @@ int launch_ring_with(const SkinnyGemmParams& p, int nc, int clusters, cudaStream
   constexpr auto kernel = skinny_gemm_wgmma_ring_kernel<OutT, NH, S>;
   const int64_t tiles = (p.N + kWgRows - 1) / kWgRows, nchunks = (p.K + kChunk - 1) / kChunk;
   const int64_t cps = (nchunks + nc - 1) / nc;
-  cudaLaunchAttribute attr[1];
-  const cudaLaunchConfig_t cfg = cluster_launch(std::min<int64_t>(tiles, clusters) * nc, 256,
-                                                size_t(wg_ring_smem_bytes(S, cps, NH)), stream, nc, attr);
-  return cudaLaunchKernelEx(&cfg, kernel, p, cps, tiles);
+  return launch_kernel({dim3(unsigned(std::min<int64_t>(tiles, clusters) * nc)), dim3(256),
+                        size_t(wg_ring_smem_bytes(S, cps, NH)), stream, unsigned(nc)},
+                       kernel, p, cps, tiles);
 }
 
 // convert 5's K split (cluster) and ring slots: the caller's where given (warps_per_tile:
@@ -573,11 +565,9 @@ int launch_tma(const SkinnyGemmParams& p, cudaStream_t stream) {
   if (epi == kTmaPush && nc == 1) epi = kTmaDirect;
   int64_t blocks = tiles * nc;
   if (epi == kTmaDirect) blocks = std::min(tiles, std::max<int64_t>(1, resident_blocks_once<direct, kTmaThreads, smem>()));
-  cudaLaunchAttribute attr[1];
-  cudaLaunchConfig_t cfg = cluster_launch(blocks, kTmaThreads, size_t(smem), stream, nc, attr);
-  if (nc == 1) cfg.numAttrs = 0;  // no cluster: a plain launch
-  return cudaLaunchKernelEx(&cfg, epi == kTmaSwap ? swap : epi == kTmaPush ? push : epi == kTmaDirect ? direct : epi == kTmaByRow ? by_row : by_element,
-                            tw, tx, p, int(pps));
+  return launch_kernel({dim3(unsigned(blocks)), dim3(kTmaThreads), size_t(smem), stream, unsigned(nc)},
+                       epi == kTmaSwap ? swap : epi == kTmaPush ? push : epi == kTmaDirect ? direct : epi == kTmaByRow ? by_row : by_element,
+                       tw, tx, p, int(pps));
 }
 
 template <typename OutT, int NT>
@@ -716,44 +706,17 @@ int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
 
   const int64_t m_slices = (p.M + kMaxM - 1) / kMaxM;
   if (m_slices > 65535 || row_blocks * nc > INT32_MAX) return cudaErrorInvalidValue;
-  const bool pdl = convert == kF16Copy && use_pdl();
   if (convert == kF16Copy) {
     const int64_t rows = a16_rows(p.M), segs = rows * geo.nchunks * (kChunk / 16);
     const int blocks = int(std::clamp<int64_t>((segs + 255) / 256, 1, int64_t(sms) * 4));
-    fp8_rows_to_f16_kernel<<<blocks, 256, 0, stream>>>(static_cast<const uint8_t*>(p.a), p.lda,
-                                                       static_cast<uint8_t*>(p.workspace), p.M, p.K, rows,
-                                                       geo.nchunks, NT);
-    const cudaError_t e = cudaGetLastError();
+    const cudaError_t e = launch_kernel({dim3(unsigned(blocks)), dim3(256), 0, stream}, fp8_rows_to_f16_kernel,
+                                        static_cast<const uint8_t*>(p.a), p.lda, static_cast<uint8_t*>(p.workspace),
+                                        p.M, p.K, rows, geo.nchunks, NT);
     if (e != cudaSuccess) return e;
   }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(row_blocks * nc), unsigned(m_slices), 1);
-  cfg.blockDim = dim3(unsigned(threads), 1, 1);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[2];
-  unsigned n_attr = 0;
-  if (nc > 1) {
-    attr[n_attr].id = cudaLaunchAttributeClusterDimension;
-    attr[n_attr].val.clusterDim.x = unsigned(nc);
-    attr[n_attr].val.clusterDim.y = 1;
-    attr[n_attr].val.clusterDim.z = 1;
-    ++n_attr;
-  }
-  if (pdl) {
-    attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[n_attr].val.programmaticStreamSerializationAllowed = 1;
-    ++n_attr;
-  }
-  cfg.attrs = attr;
-  cfg.numAttrs = n_attr;
-  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, p, geo);
-  if (e != cudaSuccess && pdl) {  // a runtime that refuses the dependent launch: a plain one
-    (void)cudaGetLastError();
-    cfg.numAttrs = n_attr - 1;
-    e = cudaLaunchKernelEx(&cfg, kernel, p, geo);
-  }
-  return e;
+  return launch_kernel({dim3(unsigned(row_blocks * nc), unsigned(m_slices)), dim3(unsigned(threads)), smem, stream,
+                        unsigned(nc)},
+                       kernel, p, geo);
 }
 
 // convert 7: R = tiles_per_block rows a block (1, 2, 4; else 2), V = warps_per_tile
@@ -769,10 +732,7 @@ template <typename OutT, bool F32, int MR>
 int launch_rows_with(const SkinnyGemmParams& p, int r, int v, cudaStream_t stream) {
   const int64_t blocks = (p.N + r - 1) / r;
   if (blocks > INT32_MAX) return cudaErrorInvalidValue;
-  auto go = [&](auto kernel) {
-    kernel<<<unsigned(blocks), kRowsThreads, 0, stream>>>(p);
-    return int(cudaSuccess);
-  };
+  auto go = [&](auto kernel) { return int(launch_kernel({dim3(unsigned(blocks)), dim3(kRowsThreads), 0, stream}, kernel, p)); };
   const auto with_v = [&](auto rc) {
     constexpr int R = decltype(rc)::value;
     if (v == 1) return go(skinny_gemm_rows_kernel<OutT, R, 1, F32, MR>);
@@ -789,8 +749,7 @@ int launch_rows_persist(const SkinnyGemmParams& p, cudaStream_t stream) {
   constexpr auto kernel = skinny_gemm_rows_persist_kernel<OutT, 4, MR>;
   const int64_t blocks = std::min<int64_t>(p.N, resident_blocks_once<kernel, kRowsThreads>());
   if (blocks < 1) return cudaErrorInvalidConfiguration;
-  kernel<<<unsigned(blocks), kRowsThreads, 0, stream>>>(p);
-  return cudaSuccess;
+  return launch_kernel({dim3(unsigned(blocks)), dim3(kRowsThreads), 0, stream}, kernel, p);
 }
 
 template <typename OutT>
@@ -836,8 +795,7 @@ int launch_rows_wgmma(const SkinnyGemmParams& p, cudaStream_t stream) {
       const cudaError_t e = max_dynamic_smem_once<kernel>(int(C::smem(kSkinnyGemmRowsWgmmaMaxK)));
       if (e != cudaSuccess) return int(e);
     }
-    kernel<<<unsigned(blocks), 128, size_t(smem), stream>>>(p);
-    return int(cudaSuccess);
+    return int(launch_kernel({dim3(unsigned(blocks)), dim3(128), size_t(smem), stream}, kernel, p));
   };
   const auto with_g = [&](auto rc) {
     return g == 1 ? go(rc, std::integral_constant<int, 1>{}) : go(rc, std::integral_constant<int, 2>{});
@@ -855,8 +813,7 @@ int launch_out(const SkinnyGemmParams& p, cudaStream_t stream) {
     const int64_t blocks = (p.N + kWarps - 1) / kWarps;
     if (blocks > INT32_MAX) return cudaErrorInvalidValue;
     const dim3 grid(unsigned(blocks), unsigned(std::min<int64_t>(p.M, 65535)));
-    skinny_gemm_bytes_kernel<OutT><<<grid, kWarps * 32, 0, stream>>>(p);
-    return cudaSuccess;
+    return launch_kernel({grid, dim3(kWarps * 32), 0, stream}, skinny_gemm_bytes_kernel<OutT>, p);
   }
   if (convert_for(p, n_tiles(p.M)) == kRows) return launch_rows<OutT>(p, stream);
   if (convert_for(p, n_tiles(p.M)) == kRowsWgmma) return launch_rows_wgmma<OutT>(p, stream);

@@ -88,7 +88,7 @@ __device__ __forceinline__ void ring_loop(float (&acc)[kMT][NT][4], const Skinny
     cp_async_commit();
   }
   // The weights above need nothing from the pre-pass; the activation copy does.
-  pdl_wait_primary();
+  pdl_enter();
   const auto activation = [&](int64_t c, F16x8 (&xf)[NT]) {
     const auto* src = reinterpret_cast<const uint4*>(xa + c * (NT * 1024));
 #pragma unroll
@@ -131,7 +131,7 @@ __device__ __forceinline__ void ring_loop(float (&acc)[kMT][NT][4], const Skinny
 __global__ void __launch_bounds__(256) fp8_rows_to_f16_kernel(const uint8_t* a, int64_t lda, uint8_t* a16,
                                                               int64_t M, int64_t K, int64_t rows,
                                                               int64_t nchunks, int nt_all) {
-  pdl_launch_dependents();
+  pdl_enter();
   const int64_t segs = nchunks * (kChunk / 16), total = rows * segs;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -150,6 +150,10 @@ int64_t a16_rows(int64_t M) { return M >= kMaxM ? (M + kMaxM - 1) / kMaxM * kMax
 template <typename OutT, int NT, int CVT>
 __global__ void __launch_bounds__(kMaxBlockWarps * 32, kMinBlocks)
     skinny_gemm_kernel(SkinnyGemmParams p, Geometry geo) {
+  // kF16Copy streams its first weight chunks before it waits for the pre-pass (ring_loop):
+  // the pre-pass began only after the kernel before it had ended (launch.cuh), and the
+  // weights are not its output.
+  if constexpr (CVT != kF16Copy) pdl_enter();
   // Per warp WF floats: its fp32 partial sums, [MT * NT * 4 registers][32 lanes]
   // (conflict-free), and before them, with kF16Copy, its weight ring.
   extern __shared__ __align__(16) float partials[];
@@ -233,7 +237,10 @@ __global__ void __launch_bounds__(kMaxBlockWarps * 32, kMinBlocks)
 
   // kF16Copy: the partials reuse the warp's ring; every lane's copies have landed
   // (ring_loop's last wait), and the other lanes must be done reading it.
-  if constexpr (CVT == kF16Copy) __syncwarp();
+  if constexpr (CVT == kF16Copy) {
+    __syncwarp();
+    pdl_enter();  // the blocks without a tile have not waited yet; for the others, a no-op
+  }
   float* mine = partials + warp * WF;
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt) {

@@ -38,6 +38,7 @@ __device__ __forceinline__ float2 f16x2_to_float2(uint32_t h) {
 
 template <typename OutT, int R, int V, bool F32, int MR>
 __global__ void __launch_bounds__(kRowsThreads, 1) skinny_gemm_rows_kernel(const SkinnyGemmParams p) {
+  pdl_enter();
   __shared__ float part[kRowsThreads / 32][MR * R];
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const int64_t n0 = int64_t(blockIdx.x) * R;
@@ -143,6 +144,9 @@ __global__ void __launch_bounds__(kRowsThreads, kRowsPersistBlocks) skinny_gemm_
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const int64_t G = gridDim.x;
   const auto* b = static_cast<const uint8_t*>(p.b);
+  // The first two rows into L2 while the kernel before ends (K % 16 == 0 here).
+  if (t < 2 && blockIdx.x + t * G < p.N) prefetch_l2(b + (blockIdx.x + t * G) * p.ldb, uint32_t(p.K));
+  pdl_enter();
   constexpr uint32_t kTwoM8 = 0x1C001C00u;  // 2^-8 in both f16 halves
   // Row 0 of a in registers; rows 1.. in shared memory, each thread's own words, lanes 16
   // bytes apart (held in registers too, ptxas sank the next row's loads below this row's
@@ -238,6 +242,7 @@ __global__ void __launch_bounds__(kRowsThreads, kRowsPersistBlocks) skinny_gemm_
 // striding K with byte loads, fp32 sums reduced by shuffles. Correct, not fast.
 template <typename OutT>
 __global__ void skinny_gemm_bytes_kernel(SkinnyGemmParams p) {
+  pdl_enter();
   const int lane = threadIdx.x & 31;
   const int64_t n = int64_t(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
   if (n >= p.N) return;

@@ -215,6 +215,7 @@ __device__ __forceinline__ KShare k_share(const cg::cluster_group& cluster, int6
 // loads are on their way while the other's MMAs run (112-122 registers against 72-90).
 template <typename OutT, int NH, int WGS, int G = 1>
 __global__ void __launch_bounds__(128 * WGS, 1) skinny_gemm_wgmma_kernel(SkinnyGemmParams p, int64_t cps) {
+  pdl_enter();
   constexpr int kRows = 32 * WGS, kThreads = 128 * WGS;
   extern __shared__ __align__(128) uint8_t wsm[];
   constexpr int NT = 2 * NH;  // B's 8-column groups: each activation row twice
@@ -317,6 +318,10 @@ __global__ void __launch_bounds__(128, 1) skinny_gemm_rows_wgmma_kernel(const Sk
   const int rl = RB == 8 ? 2 * warp + g / 4 : warp / C::kWarpsRow;  // the lane's row in the block
   const int64_t row = int64_t(blockIdx.x) * RB + rl;
   const auto* row_base = static_cast<const uint8_t*>(p.b) + std::min(row, N - 1) * p.ldb;
+  // The block's rows into L2 while the kernel before ends (K % 16 == 0 here).
+  if (threadIdx.x < RB && int64_t(blockIdx.x) * RB + threadIdx.x < N)
+    prefetch_l2(static_cast<const uint8_t*>(p.b) + (int64_t(blockIdx.x) * RB + threadIdx.x) * p.ldb, uint32_t(K));
+  pdl_enter();
   const uint8_t* pw = row_base + 64 * slice + 16 * t;
   // A segment past K reads the row's last 16 bytes instead: its activation bytes are
   // zeros, so it adds nothing (and a NaN there is the row's own).
@@ -406,6 +411,7 @@ __host__ __device__ constexpr int64_t wg_ring_smem_bytes(int slots, int64_t cps,
 template <typename OutT, int NH, int S>
 __global__ void __launch_bounds__(256, 1)
     skinny_gemm_wgmma_ring_kernel(SkinnyGemmParams p, int64_t cps, int64_t tiles) {
+  pdl_enter();
   static_assert(S >= 2 && S <= 8, "ring slots");
   constexpr int kRows = 64, kThreads = 256, NT = 2 * NH;
   extern __shared__ __align__(128) uint8_t wsm[];

@@ -37,6 +37,12 @@
 #   rows2: convert 7 at M = 2 (issue 4): GEMM tests, --paths at M 1-2 (default, convert 7,
 #           convert 6) on the 11 weights (ROWS2_SHAPES), passes ROWS2_PASSES (a b), convert 7 and 8
 #           launches under compute-sanitizer
+#   pdl: programmatic dependent launch between every kernel (launch.cuh): tests/test_pdl.py and the
+#           GEMM graph tests; the decode MLP (--mlp-only), one GEMM after another (--paths default
+#           and "no PDL") and the Q4_K decode layer (IK_PDL 1 and 0), passes PDL_PASSES (a b);
+#           convert 7 / 8 launches under compute-sanitizer
+#   pdl_verify: every CUDA test (tests_gpu), then the k-quant and activation launches under
+#           compute-sanitizer while time is left
 #   card1, card2: the anchors' tables on whatever GPU is lent (an H100 in the fifty-fourth session):
 #           card1 the skinny GEMM, LayerNorm and Q4_K (fp16 x, M = 1) benchmarks; card2 the
 #           RMSNorm sweep, add + RMSNorm + FP8, SwiGLU and Q4_K with bf16 x, while time is left
@@ -1373,6 +1379,27 @@ case "$MODE" in
           sanitize gemm_rows skinny_gemm_rows ;;
   dyn_final) tests_rms
           bench_fp8; pack; sanitize rms --only-rmsnorm; pack ;;
+  pdl)    step "programmatic dependent launch: its tests, the GEMM graph tests"
+          python3 -m pytest tests/test_pdl.py tests/test_skinny_gemm.py -k "cuda and (pdl or graph or chain or written or writes or into)" \
+            -q -rfE -p no:cacheprovider 2>&1 | tee "$OUT/pytest_pdl.log" | tail -8
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+          for r in ${PDL_PASSES:-a b}; do
+            step "the decode MLP with and without the dependent launches, pass $r"
+            timeout 200 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --mlp-only --ms ${PDL_MS:-1,2,8,32} \
+              --name bench_mlp_pdl$r 2>&1 | grep -E "^#|^\| *[0-9]+ "
+            step "one GEMM after another, with and without, pass $r"
+            timeout 200 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --paths --ms 1,2,8 --path-names "default,no PDL" \
+              --shapes "${PDL_SHAPES:-2304x16384,4096x4096,1024x8192,16384x6656,28672x4096}" \
+              --name bench_gemm_pdl$r 2>&1 | grep -E "^#|^\| *[0-9]+ "
+            for v in 1 0; do
+              step "the Q4_K decode layer, fp16, IK_PDL=$v, pass $r"
+              IK_PDL=$v timeout 120 python3 benchmarks/bench_q4k_layer.py --dtype fp16 --name bench_q4k_layer_pdl$v$r 2>&1 | tail -14
+            done; pack
+          done
+          sanitize gemm_rows skinny_gemm_rows; pack ;;
+  pdl_verify) t0=$SECONDS; tests_gpu; pack
+          [ $((SECONDS - t0)) -lt 330 ] && { sanitize q4k --only-kquants; pack; }
+          [ $((SECONDS - t0)) -lt 420 ] && { sanitize act --only-activations; pack; } ;;
   card1)  bench_gemm; pack; bench_layernorm; pack; bench_q4k --ms 1 --dtype fp16; pack ;;
   card2)  t0=$SECONDS; left() { [ $((SECONDS - t0)) -lt "$1" ]; }
           bench_sweep; pack; left 330 && { bench_fp8; pack; }; left 400 && { bench_swiglu; pack; }

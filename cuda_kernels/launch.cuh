@@ -1,0 +1,75 @@
+// Every CUDA kernel of the package is launched here, as a programmatic dependent of the
+// kernel before it in the stream (sm_90's programmatic dependent launch), torch-free.
+//
+// Why: a decode step is a chain of short kernels (norm, GEMM, activation, GEMM), and
+// between two of them the GPU otherwise idles for the next grid's launch and its first
+// loads' latency. A dependent grid may start while its primary still runs; it must not
+// touch the primary's data until griddepcontrol.wait returns, which is when the primary
+// has finished and its writes are visible.
+//
+// The contract every kernel launched here keeps (ptx.cuh's pdl_enter, first thing):
+// - griddepcontrol.wait before its first global load or store: no read of what the
+//   kernel before wrote, and no write over what it still reads.
+// - then griddepcontrol.launch_dependents, so the next kernel's blocks may take SMs as
+//   this grid's blocks end. Waiting first means a kernel only ever overlaps the one kernel
+//   right before it, never one further back.
+// - Before the wait, only L2 prefetches of the weights (ptx.cuh's prefetch_l2): a hint,
+//   never a stale copy (L2 is where writes land), so a weight the kernel before wrote is
+//   still read correctly.
+// A kernel from outside the package (torch's) never triggers early: ours then start when
+// its blocks have ended, and still wait for its writes. IK_PDL=0 (read at each launch, as
+// benchmarks compare in one process) launches every kernel plainly.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+
+namespace inference_kernels::cuda {
+
+inline bool pdl_on() {
+  const char* v = std::getenv("IK_PDL");
+  return !(v && v[0] == '0');
+}
+
+struct LaunchShape {
+  dim3 grid, block;
+  size_t smem = 0;  // dynamic shared memory, bytes
+  cudaStream_t stream = nullptr;
+  unsigned cluster = 1;  // blocks a cluster, along x
+};
+
+template <typename... Params, typename... Args>
+cudaError_t launch_kernel(const LaunchShape& s, void (*kernel)(Params...), Args... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = s.grid;
+  cfg.blockDim = s.block;
+  cfg.dynamicSmemBytes = s.smem;
+  cfg.stream = s.stream;
+  cudaLaunchAttribute attr[2];
+  unsigned n = 0;
+  if (s.cluster > 1) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = s.cluster;
+    attr[n].val.clusterDim.y = 1;
+    attr[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  const bool pdl = pdl_on();
+  if (pdl) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  cfg.attrs = attr;
+  cfg.numAttrs = n;
+  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, args...);
+  if (e != cudaSuccess && pdl) {  // a runtime that refuses the dependent launch: a plain one
+    (void)cudaGetLastError();
+    cfg.numAttrs = n - 1;
+    e = cudaLaunchKernelEx(&cfg, kernel, args...);
+  }
+  return e;
+}
+
+}  // namespace inference_kernels::cuda
