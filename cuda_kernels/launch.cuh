@@ -1,5 +1,5 @@
-// Every CUDA kernel of the package is launched here, as a programmatic dependent of the
-// kernel before it in the stream (sm_90's programmatic dependent launch), torch-free.
+// Every CUDA kernel of the package is launched here, most as programmatic dependents of the
+// kernel before them in the stream (sm_90's programmatic dependent launch), torch-free.
 //
 // Why: a decode step is a chain of short kernels (norm, GEMM, activation, GEMM), and
 // between two of them the GPU otherwise idles for the next grid's launch and its first
@@ -19,6 +19,15 @@
 // A kernel from outside the package (torch's) never triggers early: ours then start when
 // its blocks have ended, and still wait for its writes. IK_PDL=0 (read at each launch, as
 // benchmarks compare in one process) launches every kernel plainly.
+//
+// Which kernels are dependents (LaunchShape::dependent), from the fifty-sixth session's
+// H100 runs (BENCHMARKS.md): the norms, SwiGLU, LayerNorm, the k-quant gemv and the skinny
+// GEMM's convert 7 (and convert 3's GEMM after its pre-pass, as before). The Q4_K decode
+// layer took 67.9-68.2 us against 76.5-76.7 without; convert 7 at 2304 x 16384, M = 1,
+// 13.34-13.38 against 13.65-13.67 one GEMM after another. The skinny GEMM's other converts
+// launch plainly: as dependents (with L2 prefetches of their first tiles) one after another
+// they lost up to 16% (convert 6 split over clusters at 2304 x 16384, M = 8: 18.3 against
+// 15.8 us; convert 8 at 4096 x 4096: 9.8 against 8.7).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -37,6 +46,7 @@ struct LaunchShape {
   size_t smem = 0;  // dynamic shared memory, bytes
   cudaStream_t stream = nullptr;
   unsigned cluster = 1;  // blocks a cluster, along x
+  bool dependent = true;  // false: a plain launch (the kernel still keeps the contract)
 };
 
 template <typename... Params, typename... Args>
@@ -55,7 +65,7 @@ cudaError_t launch_kernel(const LaunchShape& s, void (*kernel)(Params...), Args.
     attr[n].val.clusterDim.z = 1;
     ++n;
   }
-  const bool pdl = pdl_on();
+  const bool pdl = s.dependent && pdl_on();
   if (pdl) {
     attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[n].val.programmaticStreamSerializationAllowed = 1;

@@ -399,7 +399,7 @@ int launch_wgmma(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int64_t smem = wgmma_smem(p, nc);
   if (tiles * nc > INT32_MAX) return cudaErrorInvalidValue;
   const int64_t nchunks = (p.K + kChunk - 1) / kChunk;
-  return launch_kernel({dim3(unsigned(tiles * nc)), dim3(kThreads), size_t(smem), stream, unsigned(nc)}, kernel, p,
+  return launch_kernel({dim3(unsigned(tiles * nc)), dim3(kThreads), size_t(smem), stream, unsigned(nc), false}, kernel, p,
                        (nchunks + nc - 1) / nc);
 }
 
@@ -433,7 +433,7 @@ int launch_ring_with(const SkinnyGemmParams& p, int nc, int clusters, cudaStream
   const int64_t tiles = (p.N + kWgRows - 1) / kWgRows, nchunks = (p.K + kChunk - 1) / kChunk;
   const int64_t cps = (nchunks + nc - 1) / nc;
   return launch_kernel({dim3(unsigned(std::min<int64_t>(tiles, clusters) * nc)), dim3(256),
-                        size_t(wg_ring_smem_bytes(S, cps, NH)), stream, unsigned(nc)},
+                        size_t(wg_ring_smem_bytes(S, cps, NH)), stream, unsigned(nc), false},
                        kernel, p, cps, tiles);
 }
 
@@ -565,7 +565,7 @@ int launch_tma(const SkinnyGemmParams& p, cudaStream_t stream) {
   if (epi == kTmaPush && nc == 1) epi = kTmaDirect;
   int64_t blocks = tiles * nc;
   if (epi == kTmaDirect) blocks = std::min(tiles, std::max<int64_t>(1, resident_blocks_once<direct, kTmaThreads, smem>()));
-  return launch_kernel({dim3(unsigned(blocks)), dim3(kTmaThreads), size_t(smem), stream, unsigned(nc)},
+  return launch_kernel({dim3(unsigned(blocks)), dim3(kTmaThreads), size_t(smem), stream, unsigned(nc), false},
                        epi == kTmaSwap ? swap : epi == kTmaPush ? push : epi == kTmaDirect ? direct : epi == kTmaByRow ? by_row : by_element,
                        tw, tx, p, int(pps));
 }
@@ -709,7 +709,7 @@ int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
   if (convert == kF16Copy) {
     const int64_t rows = a16_rows(p.M), segs = rows * geo.nchunks * (kChunk / 16);
     const int blocks = int(std::clamp<int64_t>((segs + 255) / 256, 1, int64_t(sms) * 4));
-    const cudaError_t e = launch_kernel({dim3(unsigned(blocks)), dim3(256), 0, stream}, fp8_rows_to_f16_kernel,
+    const cudaError_t e = launch_kernel({dim3(unsigned(blocks)), dim3(256), 0, stream, 1, false}, fp8_rows_to_f16_kernel,
                                         static_cast<const uint8_t*>(p.a), p.lda, static_cast<uint8_t*>(p.workspace),
                                         p.M, p.K, rows, geo.nchunks, NT);
     if (e != cudaSuccess) return e;
@@ -795,7 +795,7 @@ int launch_rows_wgmma(const SkinnyGemmParams& p, cudaStream_t stream) {
       const cudaError_t e = max_dynamic_smem_once<kernel>(int(C::smem(kSkinnyGemmRowsWgmmaMaxK)));
       if (e != cudaSuccess) return int(e);
     }
-    return int(launch_kernel({dim3(unsigned(blocks)), dim3(128), size_t(smem), stream}, kernel, p));
+    return int(launch_kernel({dim3(unsigned(blocks)), dim3(128), size_t(smem), stream, 1, false}, kernel, p));
   };
   const auto with_g = [&](auto rc) {
     return g == 1 ? go(rc, std::integral_constant<int, 1>{}) : go(rc, std::integral_constant<int, 2>{});
@@ -813,7 +813,7 @@ int launch_out(const SkinnyGemmParams& p, cudaStream_t stream) {
     const int64_t blocks = (p.N + kWarps - 1) / kWarps;
     if (blocks > INT32_MAX) return cudaErrorInvalidValue;
     const dim3 grid(unsigned(blocks), unsigned(std::min<int64_t>(p.M, 65535)));
-    return launch_kernel({grid, dim3(kWarps * 32), 0, stream}, skinny_gemm_bytes_kernel<OutT>, p);
+    return launch_kernel({grid, dim3(kWarps * 32), 0, stream, 1, false}, skinny_gemm_bytes_kernel<OutT>, p);
   }
   if (convert_for(p, n_tiles(p.M)) == kRows) return launch_rows<OutT>(p, stream);
   if (convert_for(p, n_tiles(p.M)) == kRowsWgmma) return launch_rows_wgmma<OutT>(p, stream);

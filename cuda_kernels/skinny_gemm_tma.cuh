@@ -73,13 +73,6 @@ __global__ void __launch_bounds__(128 * (C + 1), 1)
   const int64_t tend = kEpi == kTmaDirect ? (p.N + kTmaRows - 1) / kTmaRows : tile0 + 1;
   // Warp-uniform in the compiler's eyes too (else ptxas serialises the MMAs: C7520).
   const int wg = __shfl_sync(0xFFFFFFFFu, int(threadIdx.x / 128), 0);
-  // The first tile's first ring of weight boxes into L2 while the kernel before ends.
-  if (threadIdx.x == 0 && tile0 < tend) {
-    for (int s = 0; s < nstages && s < kTmaS; ++s) {
-#pragma unroll
-      for (int b = 0; b < kTmaP; ++b) tma_prefetch_2d(&tw, (p0 + s * kTmaP + b) * kTmaPanel, int(tile0 * kTmaRows));
-    }
-  }
   pdl_enter();
 
   // kTmaPush / kTmaSwap: the barrier the other rank's sums arrive on, after the partials.

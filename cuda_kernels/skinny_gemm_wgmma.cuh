@@ -318,9 +318,6 @@ __global__ void __launch_bounds__(128, 1) skinny_gemm_rows_wgmma_kernel(const Sk
   const int rl = RB == 8 ? 2 * warp + g / 4 : warp / C::kWarpsRow;  // the lane's row in the block
   const int64_t row = int64_t(blockIdx.x) * RB + rl;
   const auto* row_base = static_cast<const uint8_t*>(p.b) + std::min(row, N - 1) * p.ldb;
-  // The block's rows into L2 while the kernel before ends (K % 16 == 0 here).
-  if (threadIdx.x < RB && int64_t(blockIdx.x) * RB + threadIdx.x < N)
-    prefetch_l2(static_cast<const uint8_t*>(p.b) + (int64_t(blockIdx.x) * RB + threadIdx.x) * p.ldb, uint32_t(K));
   pdl_enter();
   const uint8_t* pw = row_base + 64 * slice + 16 * t;
   // A segment past K reads the row's last 16 bytes instead: its activation bytes are

@@ -63,19 +63,6 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map
 #endif
 }
 
-// A hint that the box of `map` at (c0, c1) will be read soon: into L2 only (ptx.cuh's
-// prefetch_l2 says why that is safe before pdl_wait_primary).
-__device__ __forceinline__ void tma_prefetch_2d(const CUtensorMap* map, int c0, int c1) {
-#if IK_WGMMA
-  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global [%0, {%1, %2}];" ::"l"(reinterpret_cast<uint64_t>(map)),
-               "r"(c0), "r"(c1)
-               : "memory");
-#else
-  (void)map, (void)c0, (void)c1;
-  __trap();
-#endif
-}
-
 // d (+)= A (64 x 32 at da) * B (32 x NN at db), both in shared memory (desc_sw128); ACC 0
 // ignores d's old value. Inline asm names every accumulator register, so each n is its
 // own statement.

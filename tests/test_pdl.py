@@ -1,14 +1,14 @@
 """Programmatic dependent launch between the package's CUDA kernels (cuda_kernels/launch.cuh).
 
-Each kernel may start before the one before it in the stream has ended; it must wait for
+A kernel may start before the one before it in the stream has ended; it must wait for
 that kernel's writes before it reads or writes anything but an L2 prefetch. A kernel that
 read its input early, or wrote over what the kernel before still reads, would give other
 bits than the same ops launched one after another (IK_PDL=0, read at each launch), so every
 test here runs a chain both ways on fresh inputs and asks for the same bits:
 - read after write: norm -> GEMM -> SwiGLU -> GEMM (the decode MLP), every GEMM convert;
   LayerNorm -> RMSNorm -> Q4_K gemv;
-- a weight written by the kernel right before the GEMM that prefetches it (our own
-  silu_and_mul_fp8 writing the fp8 weight);
+- a weight written by the kernel right before the kernel that prefetches it (our own
+  silu_and_mul_fp8 writing the GEMM's fp8 weight, or the tiled Q4_K bytes);
 - write after read: a kernel writing over the input of the kernel before;
 - the decode MLP captured in a CUDA graph with the dependent launches, replayed on new
   inputs.
@@ -95,8 +95,8 @@ def test_decode_mlp_chain(ik, cuda, monkeypatch, m, hidden, inter, cfg):
 
 
 def test_weight_written_by_the_kernel_before(ik, cuda, monkeypatch):
-    """silu_and_mul_fp8 writes the fp8 weight that the GEMM right after prefetches into L2
-    before its wait (convert 7 persistent, convert 8 and the TMA kernel)."""
+    """silu_and_mul_fp8 writes the fp8 weight that the GEMM right after reads (convert 7's
+    persistent blocks prefetch it into L2 before their wait; convert 8 and 6 launch plainly)."""
     n, k = 2304, 16384
     src = torch.empty(n, 2 * k, device="cuda", dtype=torch.float16)
     w = torch.empty(n, k, device="cuda", dtype=FP8)
@@ -149,6 +149,26 @@ def test_kernel_writes_over_the_input_of_the_kernel_before(ik, cuda, monkeypatch
         on, off = both_ways(monkeypatch, fresh)
         assert_same_bits(on, off)
         torch.testing.assert_close(on[0], ik.rms_norm(x0, w), rtol=0, atol=0)
+
+
+def test_q4k_bytes_written_by_the_kernel_before(ik, cuda, monkeypatch):
+    """The tiled gemv prefetches its first tile blocks into L2 before its wait: here the
+    kernel right before (silu_and_mul_fp8 into the bytes viewed as fp8) writes them."""
+    n, k = 1024, 4096
+    qt = ik.tile_q4k(ik.quantize_q4_k(torch.randn(n, k) * 0.02).cuda())
+    as_fp8 = qt.view(FP8).reshape(-1, 2304)
+    src = torch.empty(as_fp8.shape[0], 2 * 2304, device="cuda", dtype=torch.float16)
+    s = torch.tensor([1.0], device="cuda")
+    x = torch.randn(1, k, device="cuda", dtype=torch.float16)
+
+    def run():
+        ik.silu_and_mul_fp8(src, s, out=as_fp8)
+        return (ik.q4k_gemv(x, qt, n),)
+
+    for _ in range(3):
+        src.copy_(torch.randn_like(src) * 0.5)
+        on, off = both_ways(monkeypatch, run)
+        assert_same_bits(on, off)
 
 
 def test_norms_into_q4k_gemv(ik, cuda, monkeypatch):
