@@ -1388,11 +1388,11 @@ case "$MODE" in
           for r in ${PDL_PASSES:-a b}; do
             step "the decode MLP with and without the dependent launches, pass $r"
             timeout 200 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --mlp-only --ms ${PDL_MS:-1,2,8,32} \
-              --name bench_mlp_pdl$r 2>&1 | grep -E "^#|^\| *[0-9]+ "
+              --name bench_mlp_pdl$r 2>&1 | tail -9
             step "one GEMM after another, with and without, pass $r"
             timeout 200 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --paths --ms 1,2,8 --path-names "default,no PDL" \
               --shapes "${PDL_SHAPES:-2304x16384,4096x4096,1024x8192,16384x6656,28672x4096}" \
-              --name bench_gemm_pdl$r 2>&1 | grep -E "^#|^\| *[0-9]+ "
+              --name bench_gemm_pdl$r 2>&1 | tail -40
             for v in 1 0; do
               step "the Q4_K decode layer, fp16, IK_PDL=$v, pass $r"
               IK_PDL=$v timeout 120 python3 benchmarks/bench_q4k_layer.py --dtype fp16 --name bench_q4k_layer_pdl$v$r 2>&1 | tail -14
