@@ -26,8 +26,8 @@
 // layer took 67.9-68.2 us against 76.5-76.7 without; convert 7 at 2304 x 16384, M = 1,
 // 13.34-13.38 against 13.65-13.67 one GEMM after another. The skinny GEMM's other converts
 // launch plainly: as dependents (with L2 prefetches of their first tiles) one after another
-// they lost up to 16% (convert 6 split over clusters at 2304 x 16384, M = 8: 18.3 against
-// 15.8 us; convert 8 at 4096 x 4096: 9.8 against 8.7).
+// they took up to 16% longer (convert 6 split over clusters at 2304 x 16384, M = 8: 18.3
+// against 15.8 us; convert 8 at 4096 x 4096: 9.8 against 8.7).
 #pragma once
 
 #include <cuda_runtime.h>
