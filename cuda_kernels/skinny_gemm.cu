@@ -714,8 +714,9 @@ int launch(const SkinnyGemmParams& p, cudaStream_t stream) {
                                         p.M, p.K, rows, geo.nchunks, NT);
     if (e != cudaSuccess) return e;
   }
+  // A dependent only after its own pre-pass (convert 3), as before; converts 1 and 2 plainly.
   return launch_kernel({dim3(unsigned(row_blocks * nc), unsigned(m_slices)), dim3(unsigned(threads)), smem, stream,
-                        unsigned(nc)},
+                        unsigned(nc), convert == kF16Copy},
                        kernel, p, geo);
 }
 
