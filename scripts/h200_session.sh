@@ -42,7 +42,7 @@
 #           and "no PDL") and the Q4_K decode layer (IK_PDL 1 and 0), passes PDL_PASSES (a b);
 #           convert 7 / 8 launches under compute-sanitizer
 #   pdl_final: tests/test_pdl.py and the skinny GEMM tests, then default against "no PDL" one GEMM
-#           after another at 2304 x 16384 and 4096 x 4096 (M 1, 2, 8)
+#           after another at 2304 x 16384 and 4096 x 4096 (M 1, 2, 8), then the decode MLP (M 1, 8, 32)
 #   pdl_verify: every CUDA test (tests_gpu), then the k-quant and activation launches under
 #           compute-sanitizer while time is left
 #   card1, card2: the anchors' tables on whatever GPU is lent (an H100 in the fifty-fourth session):
@@ -1405,7 +1405,10 @@ case "$MODE" in
           [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
           step "one GEMM after another, with and without"
           timeout 100 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --paths --ms 1,2,8 --path-names "default,no PDL" \
-            --shapes 2304x16384,4096x4096 --name bench_gemm_pdl_final 2>&1 | tail -2; pack ;;
+            --shapes 2304x16384,4096x4096 --name bench_gemm_pdl_final 2>&1 | tail -2; pack
+          step "the decode MLP as landed (its GEMMs plain), with and without"
+          timeout 120 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --mlp-only --ms 1,8,32 \
+            --name bench_mlp_pdl_final 2>&1 | tail -7; pack ;;
   pdl_verify) t0=$SECONDS; tests_gpu; pack
           [ $((SECONDS - t0)) -lt 330 ] && { sanitize q4k --only-kquants; pack; }
           [ $((SECONDS - t0)) -lt 420 ] && { sanitize act --only-activations; pack; } ;;
