@@ -7,6 +7,8 @@ For each format and weight shape (N, K) and M = 1..8 rows of x (bf16; fp16 with 
     model runs);
   * dequant+mm (M = 1 only): quant.dequantize in plain torch on the GPU, cast to x's dtype,
     then the matmul (what a framework without a fused kernel does each step).
+  * tiled no PDL: the tiled gemv with IK_PDL=0, each launch waiting for the one before to
+    end (by default each gemv is a programmatic dependent of the one before: launch.cuh).
 Every implementation is checked against an fp64 product first. Times: medians of
 CUDA-graph replays over rotating weight copies (at least 8, and > 200 MB in all, so
 no call finds its weight in the 60 MB L2), harness.time_us. GB/s counts the quantised
@@ -81,7 +83,8 @@ def bench_shape(ik, fmt, n, k, ms, dev, bw, log, dtype=torch.bfloat16, ours_only
         ref = x.double() @ wd.T
         impls = {
             "ours": lambda i: op(out, x, qs[i % copies]),
-            **({"ours tiled": lambda i: op(out, x, qts[i % copies])} if qts else {}),
+            **({"ours tiled": lambda i: op(out, x, qts[i % copies]),
+                "tiled no PDL": harness.without_pdl(lambda i: op(out, x, qts[i % copies]))} if qts else {}),
             "cuBLAS": lambda i: torch.matmul(x, ws[i % bf_copies].T),
         }
         if ours_only:
@@ -100,7 +103,7 @@ def bench_shape(ik, fmt, n, k, ms, dev, bw, log, dtype=torch.bfloat16, ours_only
                 log["errors"].append(f"{fmt} {n}x{k} m={m} {name}: {type(e).__name__}: {e}")
         times = {}
         for name, f in impls.items():
-            n_rot = copies if name != "cuBLAS" else bf_copies  # "ours tiled": copies too
+            n_rot = copies if name != "cuBLAS" else bf_copies  # the tiled ones: copies too
             times[name] = (None if errs[name] is None or errs[name] > 2e-2
                            else harness.measure(f"{fmt} {n}x{k} m={m} {name}", f, n_rot, dev, log))
         t = times["ours"]
@@ -122,7 +125,7 @@ def bench_shape(ik, fmt, n, k, ms, dev, bw, log, dtype=torch.bfloat16, ours_only
 
 
 def table(rows, fmt, md, dname="bf16"):
-    headers = ["N x K", "M", "copies", "ours us", "GB/s", "% BW", "tiled us", "tiled % BW",
+    headers = ["N x K", "M", "copies", "ours us", "GB/s", "% BW", "tiled us", "tiled % BW", "tiled no PDL us",
                f"cuBLAS {dname} us", f"{dname}/ours", f"{dname}/tiled", "dequant+mm us", "floor us"]
     body = []
     for r in rows:
@@ -132,7 +135,7 @@ def table(rows, fmt, md, dname="bf16"):
         tl = us.get("ours tiled")
         body.append([f"{r['n']}x{r['k']}", r["m"], r["copies"], us["ours"], r["gb_s"],
                      f"{r['pct_bw']:.0f}%" if r["pct_bw"] else None, tl,
-                     f"{100 * r['floor_us'] / tl:.0f}%" if tl else None, us.get("cuBLAS"),
+                     f"{100 * r['floor_us'] / tl:.0f}%" if tl else None, us.get("tiled no PDL"), us.get("cuBLAS"),
                      f"{us['cuBLAS'] / us['ours']:.2f}x" if us["ours"] and us.get("cuBLAS") else None,
                      f"{us['cuBLAS'] / tl:.2f}x" if tl and us.get("cuBLAS") else None,
                      us.get("dequant+mm"), r["floor_us"]])
@@ -149,7 +152,7 @@ def decode_model(ik, rows, bw, md, dname="bf16"):
         return v
 
     # "ours tiled": every weight in the tiled layout
-    total = {"ours": 0.0, "ours tiled": 0.0, "cuBLAS": 0.0}
+    total = {"ours": 0.0, "ours tiled": 0.0, "tiled no PDL": 0.0, "cuBLAS": 0.0}
     qbytes = 0
     missing = []
     for i in range(LAYERS):
@@ -180,6 +183,8 @@ def decode_model(ik, rows, bw, md, dname="bf16"):
         if total["ours"] else "  ours: -",
         f"  ours, tiled (tile_q4k / tile_q6k): {total['ours tiled']:.0f} us/token -> "
         f"{1e6 / total['ours tiled']:.0f} tok/s" if total["ours tiled"] else "  ours, tiled: -",
+        f"  ours, tiled, every launch plain (IK_PDL=0): {total['tiled no PDL']:.0f} us/token -> "
+        f"{1e6 / total['tiled no PDL']:.0f} tok/s" if total["tiled no PDL"] else "  ours, tiled, plain: -",
         f"  cuBLAS {dname} (unquantised weights, same shapes): {total['cuBLAS']:.0f} us/token -> "
         f"{1e6 / total['cuBLAS']:.0f} tok/s" if total["cuBLAS"] else f"  cuBLAS {dname}: -",
         f"  roofline at the measured copy bandwidth ({bw / 1e12:.2f} TB/s): {roof_us:.0f} us -> "

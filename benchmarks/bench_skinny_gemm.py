@@ -272,18 +272,8 @@ def mlp_sweep(k, hidden, inter, ms, bw, dev, md, results):
         q2 = k.silu_and_mul_fp8(h, s2.reshape(1))
         return k.skinny_gemm_fp8(q2, wds[i], s2.reshape(1), sd.reshape(1), out_dtype=dtype)
 
-    def without_pdl(f):  # every kernel launched plainly (launch.cuh reads IK_PDL at each launch)
-        def run(*args):
-            old = os.environ.get("IK_PDL")
-            os.environ["IK_PDL"] = "0"
-            try:
-                return f(*args)
-            finally:
-                os.environ.pop("IK_PDL") if old is None else os.environ.update(IK_PDL=old)
-        return run
-
     compiled = torch.compile(torch_mlp, dynamic=True)  # one compile for every M
-    impls = {"ours": ours, "ours no PDL": without_pdl(ours),
+    impls = {"ours": ours, "ours no PDL": harness.without_pdl(ours),
              "torch": lambda x, i: torch_mlp(x, w_norm, wgus[i], wds[i], s1, s2, sgu, sd, eps),
              "compile": lambda x, i: compiled(x, w_norm, wgus[i], wds[i], s1, s2, sgu, sd, eps)}
     table = []

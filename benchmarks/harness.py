@@ -68,6 +68,19 @@ def bench_parser(doc: str, name: str):
     return p
 
 
+def without_pdl(f):
+    """f with every package kernel launched plainly: launch.cuh reads IK_PDL at each launch,
+    so one process times both (CUDA-graph capture records the launches as made)."""
+    def run(*args):
+        old = os.environ.get("IK_PDL")
+        os.environ["IK_PDL"] = "0"
+        try:
+            return f(*args)
+        finally:
+            os.environ.pop("IK_PDL") if old is None else os.environ.update(IK_PDL=old)
+    return run
+
+
 def rel_err(y, ref) -> float:
     """||y - ref|| / ||ref||, in fp64 (ref: an fp64 reference)."""
     return ((y.double() - ref).norm() / ref.norm()).item()

@@ -43,6 +43,8 @@
 #           convert 7 / 8 launches under compute-sanitizer
 #   pdl_final: tests/test_pdl.py and the skinny GEMM tests, then default against "no PDL" one GEMM
 #           after another at 2304 x 16384 and 4096 x 4096 (M 1, 2, 8), then the decode MLP (M 1, 8, 32)
+#   s57: pdl_final's tests, then the k-quant gemvs at M = 1 (fp16 x, both formats; then bf16 Q4_K)
+#           with the "tiled no PDL" column, then pdl_final's GEMMs while time is left
 #   pdl_verify: every CUDA test (tests_gpu), then the k-quant and activation launches under
 #           compute-sanitizer while time is left
 #   card1, card2: the anchors' tables on whatever GPU is lent (an H100 in the fifty-fourth session):
@@ -1409,6 +1411,16 @@ case "$MODE" in
           step "the decode MLP as landed (its GEMMs plain), with and without"
           timeout 120 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --mlp-only --ms 1,8,32 \
             --name bench_mlp_pdl_final 2>&1 | tail -7; pack ;;
+  s57)    t0=$SECONDS; left() { [ $((SECONDS - t0)) -lt "$1" ]; }
+          step "the dependent launches as landed: their tests, the skinny GEMM tests"
+          python3 -m pytest tests/test_pdl.py tests/test_skinny_gemm.py -k cuda -q -rfE -p no:cacheprovider 2>&1 \
+            | tee "$OUT/pytest_pdl.log" | tail -4
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+          bench_q4k --dtype fp16 --ms 1 --name bench_q4k_pdl_fp16; pack
+          left 330 && { bench_q4k --dtype bf16 --ms 1 --formats Q4_K --name bench_q4k_pdl_bf16; pack; }
+          left 400 && { step "one GEMM after another, with and without"
+            timeout 100 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --paths --ms 1,2,8 --path-names "default,no PDL" \
+              --shapes 2304x16384,4096x4096 --name bench_gemm_pdl_final 2>&1 | tail -2; pack; } ;;
   pdl_verify) t0=$SECONDS; tests_gpu; pack
           [ $((SECONDS - t0)) -lt 330 ] && { sanitize q4k --only-kquants; pack; }
           [ $((SECONDS - t0)) -lt 420 ] && { sanitize act --only-activations; pack; } ;;
