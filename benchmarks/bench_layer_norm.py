@@ -65,6 +65,7 @@ def main(argv=None) -> int:
     naive = naive_layer_norm.load() if dev == "cuda" else None
     if naive:
         impls["naive"] = lambda x, w, b: naive(x, w, b, EPS)
+    impls = harness.with_no_pdl(impls, dev)
     results, tables = [], {}
     for dtype, n, d in shapes:
         x = torch.randn(n, d, device=dev, dtype=dtype) + 0.5

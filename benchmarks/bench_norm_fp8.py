@@ -76,6 +76,7 @@ def main(argv=None) -> int:
         "eager": lambda x, r, w: dynamic_eager(x, r, w, eps),
         "compile": torch.compile(lambda x, r, w: dynamic_eager(x, r, w, eps), dynamic=False),
     }
+    static_impls, dynamic_impls = harness.with_no_pdl(static_impls, dev), harness.with_no_pdl(dynamic_impls, dev)
     bw = harness.copy_bandwidth(device=dev)
     print(f"copy bandwidth (read+write): {bw / 1e9:.0f} GB/s")
     md = harness.out_dir() / f"{args.name}.md"

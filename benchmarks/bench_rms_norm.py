@@ -303,6 +303,8 @@ def main(argv=None) -> int:
             fused_impls["liger"] = liger_fused
     elif not args.no_liger:
         print("liger: skipped on CPU (Triton kernels)")
+    if k is not None:
+        rms_impls, fused_impls = harness.with_no_pdl(rms_impls, dev), harness.with_no_pdl(fused_impls, dev)
 
     bw = harness.copy_bandwidth(device=dev)
     gpu = torch.cuda.get_device_name() if dev == "cuda" else platform.processor() or "cpu"

@@ -75,6 +75,7 @@ def main(argv=None) -> int:
         "compile": torch.compile(lambda x: silu_and_mul_fp8_eager(x, inv), dynamic=False),
         "compile_scale": torch.compile(lambda x: silu_and_mul_fp8_eager(x, 1.0 / scale), dynamic=False),
     }
+    impls = harness.with_no_pdl(impls, dev)
     table = []
     for n in fp8_rows:
         x = torch.randn(n, 2 * d_fp8, device=dev, dtype=torch.float16)
@@ -96,6 +97,7 @@ def main(argv=None) -> int:
     liger = load_liger_silu_mul() if dev == "cuda" else None
     if liger:
         impls["liger"] = liger
+    impls = harness.with_no_pdl(impls, dev)
     table = []
     for n in mul_rows:
         g = torch.randn(n, d_mul, device=dev, dtype=torch.bfloat16)
