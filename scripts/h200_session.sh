@@ -45,6 +45,8 @@
 #           after another at 2304 x 16384 and 4096 x 4096 (M 1, 2, 8), then the decode MLP (M 1, 8, 32)
 #   s57: pdl_final's tests, then the k-quant gemvs at M = 1 (fp16 x, both formats; then bf16 Q4_K)
 #           with the "tiled no PDL" column, then pdl_final's GEMMs while time is left
+#   s57b: the LayerNorm, add + RMSNorm + FP8, SwiGLU and RMSNorm benchmarks with their
+#           "ours no PDL" columns, while time is left
 #   pdl_verify: every CUDA test (tests_gpu), then the k-quant and activation launches under
 #           compute-sanitizer while time is left
 #   card1, card2: the anchors' tables on whatever GPU is lent (an H100 in the fifty-fourth session):
@@ -1421,6 +1423,10 @@ case "$MODE" in
           left 400 && { step "one GEMM after another, with and without"
             timeout 100 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --paths --ms 1,2,8 --path-names "default,no PDL" \
               --shapes 2304x16384,4096x4096 --name bench_gemm_pdl_final 2>&1 | tail -2; pack; } ;;
+  s57b)   t0=$SECONDS; left() { [ $((SECONDS - t0)) -lt "$1" ]; }
+          bench_layernorm; pack; bench_fp8; pack; left 380 && { bench_swiglu; pack; }
+          left 430 && { step "RMSNorm, 1-4096 rows"; timeout 150 python3 benchmarks/bench_rms_norm.py --rows 1 8 512 4096 \
+            --fused-rows 1 512 2>&1 | tee "$OUT/bench.log" | tail -30; pack; } ;;
   pdl_verify) t0=$SECONDS; tests_gpu; pack
           [ $((SECONDS - t0)) -lt 330 ] && { sanitize q4k --only-kquants; pack; }
           [ $((SECONDS - t0)) -lt 420 ] && { sanitize act --only-activations; pack; } ;;
