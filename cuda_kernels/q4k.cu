@@ -64,6 +64,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "ggml_blocks.h"
@@ -831,14 +832,14 @@ __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* ta
 // (forty-ninth session, s49a).
 template <typename T, KQuant F, int MINB, int S, int U, bool TL = false, bool XS = false, bool M1 = false,
           bool XSUM = false>
-__global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const KQuantGemvParams p) {
-  // Each warp's first two tile blocks into L2 while the kernel before ends (tiled; not in the
-  // direct loop of four blocks in flight, where ptxas 13.0 then spilled 4 bytes).
+__global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const KQuantGemvParams p, unsigned ahead) {
+  // Each warp's first `ahead` tile blocks into L2 while the kernel before ends (tiled; not in
+  // the direct loop of four blocks in flight, where ptxas 13.0 then spilled 4 bytes).
   if constexpr (TL && (S != 0 || U != 4)) {
     constexpr int64_t kTB = F == KQuant::kQ4K ? kQ4KTileBytes : kQ6KTileBytes;
     // 32-bit: the launcher bounds nb by 2^28 (as the XS split below)
     const unsigned nb = unsigned(p.k / kQK), kw = blockDim.x >> 5, w = threadIdx.x >> 5;
-    const unsigned b0 = w * nb / kw, n = min(2u, (w + 1) * nb / kw - b0);
+    const unsigned b0 = w * nb / kw, n = min(ahead, (w + 1) * nb / kw - b0);
     if ((threadIdx.x & 31) == 0 && n > 0)
       prefetch_l2(static_cast<const uint8_t*>(p.q) + (int64_t(blockIdx.x) * nb + b0) * kTB, n * unsigned(kTB));
   }
@@ -1058,6 +1059,13 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
   }
 }
 
+// Tile blocks each warp prefetches into L2 before it waits for the kernel before: 2, or
+// IK_KQ_PREFETCH (read at each launch, for A/B runs in one process).
+inline unsigned prefetch_blocks() {
+  const char* v = std::getenv("IK_KQ_PREFETCH");
+  return v && *v ? unsigned(std::strtoul(v, nullptr, 10)) : 2u;
+}
+
 // Warps per tile (K splits): the most, up to 8 and one block each, whose grid still
 // fits on the GPU at once. A second, partial wave would run alone at the end: with
 // kw = 3 at 14336 x 4096 (896 tiles, 5 blocks of 3 warps per SM by registers) it took
@@ -1111,7 +1119,8 @@ struct Shape {
     if (e != cudaSuccess) return e;
     const unsigned tiles = unsigned((p.n + kTile - 1) / kTile);
     return inference_kernels::cuda::launch_kernel(
-        {dim3(tiles), dim3(unsigned(kw * 32)), size_t(kw * warp_smem<S, TL, XS>(p.m)), stream}, kernel, p);
+        {dim3(tiles), dim3(unsigned(kw * 32)), size_t(kw * warp_smem<S, TL, XS>(p.m)), stream}, kernel, p,
+        prefetch_blocks());
   }
 };
 

@@ -43,8 +43,9 @@
 #           convert 7 / 8 launches under compute-sanitizer
 #   pdl_final: tests/test_pdl.py and the skinny GEMM tests, then default against "no PDL" one GEMM
 #           after another at 2304 x 16384 and 4096 x 4096 (M 1, 2, 8), then the decode MLP (M 1, 8, 32)
-#   s57: pdl_final's tests, then the k-quant gemvs at M = 1 (fp16 x, both formats; then bf16 Q4_K)
-#           with the "tiled no PDL" column, then pdl_final's GEMMs while time is left
+#   s57: pdl_final's tests, then the k-quant gemvs at M = 1 (fp16 x, both formats) with the
+#           "tiled no PDL" column, Q4_K's L2 prefetch depth (IK_KQ_PREFETCH 0, 2, 64), then
+#           pdl_final's GEMMs and bf16 Q4_K while time is left
 #   s57b: the LayerNorm, add + RMSNorm + FP8, SwiGLU and RMSNorm benchmarks with their
 #           "ours no PDL" columns, while time is left
 #   pdl_verify: every CUDA test (tests_gpu), then the k-quant and activation launches under
@@ -1419,10 +1420,15 @@ case "$MODE" in
             | tee "$OUT/pytest_pdl.log" | tail -4
           [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
           bench_q4k --dtype fp16 --ms 1 --name bench_q4k_pdl_fp16; pack
-          left 330 && { bench_q4k --dtype bf16 --ms 1 --formats Q4_K --name bench_q4k_pdl_bf16; pack; }
+          for a in 0 2 64 2 64 0; do left 330 || break
+            step "Q4_K tiled, fp16 x, IK_KQ_PREFETCH=$a"
+            IK_KQ_PREFETCH=$a timeout 60 python3 benchmarks/bench_q4k.py --ours-only --formats Q4_K --dtype fp16 --ms 1 \
+              --shapes 14336x4096,4096x14336,4096x4096 --name bench_q4k_ahead$a 2>&1 | grep -E "m=1|wrote" | tee -a "$OUT/ahead.log"
+          done; pack
           left 400 && { step "one GEMM after another, with and without"
             timeout 100 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --paths --ms 1,2,8 --path-names "default,no PDL" \
-              --shapes 2304x16384,4096x4096 --name bench_gemm_pdl_final 2>&1 | tail -2; pack; } ;;
+              --shapes 2304x16384,4096x4096 --name bench_gemm_pdl_final 2>&1 | tail -2; pack; }
+          left 470 && { bench_q4k --dtype bf16 --ms 1 --formats Q4_K --name bench_q4k_pdl_bf16; pack; } ;;
   s57b)   t0=$SECONDS; left() { [ $((SECONDS - t0)) -lt "$1" ]; }
           bench_layernorm; pack; bench_fp8; pack; left 380 && { bench_swiglu; pack; }
           left 430 && { step "RMSNorm, 1-4096 rows"; timeout 150 python3 benchmarks/bench_rms_norm.py --rows 1 8 512 4096 \
