@@ -27,7 +27,8 @@
 // 13.34-13.38 against 13.65-13.67 one GEMM after another. The skinny GEMM's other converts
 // launch plainly: as dependents (with L2 prefetches of their first tiles) one after another
 // they took up to 16% longer (convert 6 split over clusters at 2304 x 16384, M = 8: 18.3
-// against 15.8 us; convert 8 at 4096 x 4096: 9.8 against 8.7).
+// against 15.8 us; convert 8 at 4096 x 4096: 9.8 against 8.7). The k-quant gemv prefetches
+// one tile block a warp (q4k.cu's prefetch_blocks says why not more).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1059,11 +1059,16 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
   }
 }
 
-// Tile blocks each warp prefetches into L2 before it waits for the kernel before: 2, or
-// IK_KQ_PREFETCH (read at each launch, for A/B runs in one process).
+// Tile blocks each warp prefetches into L2 before it waits for the kernel before: 1, or
+// IK_KQ_PREFETCH (read at each launch, for A/B runs in one process). One is the best of
+// 0-4 in the Q4_K decode layer (H100, fifty-seventh session: fp16 x 65.5-65.7 us against
+// 67.1-67.2 with none and 67.95-67.99 with two; bf16 64.0-64.2 against 65.8-66.0 and
+// 66.5-66.6). Two gain more one gemv after another but cost the layer: a prefetch issued
+// behind a short kernel (a norm) slows it, and one not overlapped (no dependent launch)
+// costs fp16 x 0.6-0.8 us at 14336 x 4096.
 inline unsigned prefetch_blocks() {
   const char* v = std::getenv("IK_KQ_PREFETCH");
-  return v && *v ? unsigned(std::strtoul(v, nullptr, 10)) : 2u;
+  return v && *v ? unsigned(std::strtoul(v, nullptr, 10)) : 1u;
 }
 
 // Warps per tile (K splits): the most, up to 8 and one block each, whose grid still

@@ -1433,6 +1433,38 @@ case "$MODE" in
           bench_layernorm; pack; bench_fp8; pack; left 380 && { bench_swiglu; pack; }
           left 430 && { step "RMSNorm, 1-4096 rows"; timeout 150 python3 benchmarks/bench_rms_norm.py --rows 1 8 512 4096 \
             --fused-rows 1 512 2>&1 | tee "$OUT/bench.log" | tail -30; pack; } ;;
+  s57c)   t0=$SECONDS; left() { [ $((SECONDS - t0)) -lt "$1" ]; }
+          for r in a b; do for a in 0 1 2 3 4; do left 300 || break
+            for d in fp16 bf16; do
+              step "Q4_K tiled, $d x, IK_KQ_PREFETCH=$a, pass $r"
+              IK_KQ_PREFETCH=$a timeout 60 python3 benchmarks/bench_q4k.py --ours-only --formats Q4_K --dtype $d --ms 1 \
+                --shapes 14336x4096,4096x14336,4096x4096 --name bench_q4k_ahead$a$d$r 2>&1 | grep -E "m=1" | tee -a "$OUT/ahead.log"
+            done; done; done; pack
+          for a in 0 2; do left 480 || break
+            step "the Q4_K decode layer, fp16, IK_KQ_PREFETCH=$a"
+            IK_KQ_PREFETCH=$a timeout 100 python3 benchmarks/bench_q4k_layer.py --dtype fp16 --name bench_q4k_layer_ahead$a 2>&1 | tail -14
+          done; pack ;;
+  s57d)   t0=$SECONDS; left() { [ $((SECONDS - t0)) -lt "$1" ]; }
+          for r in a b; do for a in 0 1 2; do for d in fp16 bf16; do left 420 || break
+            step "the Q4_K decode layer, $d, IK_KQ_PREFETCH=$a, pass $r"
+            IK_KQ_PREFETCH=$a timeout 100 python3 benchmarks/bench_q4k_layer.py --dtype $d --name bench_q4k_layer_ahead$a$d$r 2>&1 \
+              | grep -E "^ +(layer|gemvs|fused|the rest|q \+|qkv|gate)" | tee -a "$OUT/layer_ahead.log"
+          done; done; done; pack ;;
+  s57e)   t0=$SECONDS; left() { [ $((SECONDS - t0)) -lt "$1" ]; }
+          export IK_KQ_PREFETCH=1
+          bench_q4k --dtype fp16 --ms 1 --name bench_q4k_ahead1_fp16; pack
+          bench_q4k --dtype bf16 --ms 1 --name bench_q4k_ahead1_bf16; pack
+          left 300 && { step "the decode MLP as landed (its GEMMs plain), with and without"
+            timeout 120 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --mlp-only --ms 1,8,32 \
+              --name bench_mlp_pdl_final 2>&1 | tail -7; pack; }
+          left 380 && { bench_q4k --dtype fp16 --ms 2,4,8 --formats Q4_K --ours-only --name bench_q4k_ahead1_m28; pack; } ;;
+  s57f)   step "k-quant and dependent-launch tests"
+          python3 -m pytest tests/test_pdl.py tests/test_q4k_cuda.py tests/test_q4k_tiled.py -k cuda -q -rfE -p no:cacheprovider 2>&1 \
+            | tee "$OUT/pytest_kq.log" | tail -4
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+          sanitize q4k --only-kquants; pack ;;
+  s57g)   t0=$SECONDS; tests_gpu; pack
+          [ $((SECONDS - t0)) -lt 200 ] && { sanitize gemm_rows skinny_gemm_rows; pack; } ;;
   pdl_verify) t0=$SECONDS; tests_gpu; pack
           [ $((SECONDS - t0)) -lt 330 ] && { sanitize q4k --only-kquants; pack; }
           [ $((SECONDS - t0)) -lt 420 ] && { sanitize act --only-activations; pack; } ;;
