@@ -177,7 +177,7 @@ def tune_sweep(k, shapes, ms, bw, dev, md, results, configs=None):
 
 
 # name: (config, environment the launcher reads at each launch, or None)
-PATHS = {"default": ([], None), "no PDL": ([], {"IK_PDL": "0"}), "cvt1": ([0, 0, 0, 1], None), "cvt2": ([0, 0, 0, 2], None),
+PATHS = {"default": ([], None), "no PDL": ([], {"IK_PDL": "0"}), "all PDL": ([], {"IK_PDL": "2"}), "cvt1": ([0, 0, 0, 1], None), "cvt2": ([0, 0, 0, 2], None),
          "cvt3": ([0, 0, 0, 3], None), "cvt3 no PDL": ([0, 0, 0, 3], {"IK_PDL": "0"}),
          "cvt4": ([0, 0, 0, 4], None), "cvt6": ([0, 0, 0, 6], None),
          # convert 7 (M <= 2): rows a block (r), segments a thread in flight (v), fp32 sums

@@ -37,9 +37,11 @@
 
 namespace inference_kernels::cuda {
 
-inline bool pdl_on() {
+// IK_PDL: 0 launches every kernel plainly, 2 every kernel as a dependent (the plain ones too:
+// an experiment switch for A/B runs), anything else the choice below.
+inline char pdl_mode() {
   const char* v = std::getenv("IK_PDL");
-  return !(v && v[0] == '0');
+  return v && (v[0] == '0' || v[0] == '2') ? v[0] : '1';
 }
 
 struct LaunchShape {
@@ -66,7 +68,8 @@ cudaError_t launch_kernel(const LaunchShape& s, void (*kernel)(Params...), Args.
     attr[n].val.clusterDim.z = 1;
     ++n;
   }
-  const bool pdl = s.dependent && pdl_on();
+  const char mode = pdl_mode();
+  const bool pdl = mode == '2' || (s.dependent && mode == '1');
   if (pdl) {
     attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[n].val.programmaticStreamSerializationAllowed = 1;

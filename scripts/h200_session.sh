@@ -48,6 +48,9 @@
 #           pdl_final's GEMMs and bf16 Q4_K while time is left
 #   s57b: the LayerNorm, add + RMSNorm + FP8, SwiGLU and RMSNorm benchmarks with their
 #           "ours no PDL" columns, while time is left
+#   s57c-g: the k-quant prefetch depth, the decode layer, the landed tests (BENCHMARKS.md, fifty-seventh session)
+#   s57h: tests/test_pdl.py, then every skinny GEMM convert as a dependent without its prefetch
+#           (IK_PDL=2) against the default and plainly, one GEMM after another and in the decode MLP
 #   pdl_verify: every CUDA test (tests_gpu), then the k-quant and activation launches under
 #           compute-sanitizer while time is left
 #   card1, card2: the anchors' tables on whatever GPU is lent (an H100 in the fifty-fourth session):
@@ -1465,6 +1468,15 @@ case "$MODE" in
           sanitize q4k --only-kquants; pack ;;
   s57g)   t0=$SECONDS; tests_gpu; pack
           [ $((SECONDS - t0)) -lt 200 ] && { sanitize gemm_rows skinny_gemm_rows; pack; } ;;
+  s57h)   step "dependent-launch tests (IK_PDL 1, 2 and 0)"
+          python3 -m pytest tests/test_pdl.py -q -rfE -p no:cacheprovider 2>&1 | tee "$OUT/pytest_pdl.log" | tail -3
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1; pack
+          step "one GEMM after another: as chosen, plainly, every convert a dependent (no prefetch)"
+          timeout 120 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --paths --ms 1,2,8,16 \
+            --path-names "default,no PDL,all PDL" --shapes 2304x16384,4096x4096,16384x6656 --name bench_gemm_allpdl 2>&1 | tail -30; pack
+          step "the decode MLP with every kernel a dependent (IK_PDL=2) against plainly"
+          IK_PDL=2 timeout 100 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --mlp-only --ms 1,8,32 \
+            --name bench_mlp_allpdl 2>&1 | tail -6; pack ;;
   pdl_verify) t0=$SECONDS; tests_gpu; pack
           [ $((SECONDS - t0)) -lt 330 ] && { sanitize q4k --only-kquants; pack; }
           [ $((SECONDS - t0)) -lt 420 ] && { sanitize act --only-activations; pack; } ;;

@@ -4,7 +4,8 @@ A kernel may start before the one before it in the stream has ended; it must wai
 that kernel's writes before it reads or writes anything but an L2 prefetch. A kernel that
 read its input early, or wrote over what the kernel before still reads, would give other
 bits than the same ops launched one after another (IK_PDL=0, read at each launch), so every
-test here runs a chain both ways on fresh inputs and asks for the same bits:
+test here runs a chain on fresh inputs with the dependent launches as chosen (IK_PDL=1),
+with every kernel a dependent (2) and plainly (0), and asks for the same bits:
 - read after write: norm -> GEMM -> SwiGLU -> GEMM (the decode MLP), every GEMM convert;
   LayerNorm -> RMSNorm -> Q4_K gemv;
 - a weight written by the kernel right before the kernel that prefetches it (our own
@@ -32,15 +33,17 @@ def rand_fp8(shape, std=3.0):
 
 
 def both_ways(monkeypatch, run):
-    """run() with the dependent launches, then without; both results (tuples of tensors)."""
-    monkeypatch.setenv("IK_PDL", "1")
-    on = run()
-    torch.cuda.synchronize()
-    monkeypatch.setenv("IK_PDL", "0")
-    off = run()
-    torch.cuda.synchronize()
+    """run() with the dependent launches as chosen (IK_PDL=1), then without (0); both results
+    (tuples of tensors). Also with every kernel a dependent (2, the experiment switch), whose
+    bits must equal the plain ones too."""
+    got = {}
+    for mode in ("1", "2", "0"):
+        monkeypatch.setenv("IK_PDL", mode)
+        got[mode] = run()
+        torch.cuda.synchronize()
     monkeypatch.delenv("IK_PDL")
-    return on, off
+    assert_same_bits(got["2"], got["0"])
+    return got["1"], got["0"]
 
 
 def assert_same_bits(on, off):
@@ -188,14 +191,15 @@ def test_norms_into_q4k_gemv(ik, cuda, monkeypatch):
         assert_same_bits(on, off)
 
 
+@pytest.mark.parametrize("mode", ["1", "2"])
 @pytest.mark.parametrize("m,hidden,inter,cfg", [(1, 16384, 1040, []), (8, 4096, 2064, [])])
-def test_decode_mlp_graph(ik, cuda, monkeypatch, m, hidden, inter, cfg):
+def test_decode_mlp_graph(ik, cuda, monkeypatch, m, hidden, inter, cfg, mode):
     """Captured with the dependent launches (graph edges of the programmatic kind), replayed
     on new inputs: the bits of the eager chain without them. The chain starts after a copy
     (a memcpy node, not a kernel) and a fill."""
     mlp = Mlp(ik, m, hidden, inter, cfg)
     src = torch.empty_like(mlp.x)
-    monkeypatch.setenv("IK_PDL", "1")
+    monkeypatch.setenv("IK_PDL", mode)
     mlp()
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
