@@ -51,6 +51,9 @@
 #   s57c-g: the k-quant prefetch depth, the decode layer, the landed tests (BENCHMARKS.md, fifty-seventh session)
 #   s57h: tests/test_pdl.py, then every skinny GEMM convert as a dependent without its prefetch
 #           (IK_PDL=2) against the default and plainly, one GEMM after another and in the decode MLP
+#   pdl_h200: the goal figures with and without the dependent launches, most telling first: the
+#           k-quant gemvs (M = 1, fp16 and bf16), the skinny GEMM's goal shapes (default, no PDL,
+#           all PDL), LayerNorm, add + RMSNorm + FP8, SwiGLU, RMSNorm 4096 x 4096 while time is left
 #   pdl_verify: every CUDA test (tests_gpu), then the k-quant and activation launches under
 #           compute-sanitizer while time is left
 #   card1, card2: the anchors' tables on whatever GPU is lent (an H100 in the fifty-fourth session):
@@ -1477,6 +1480,17 @@ case "$MODE" in
           step "the decode MLP with every kernel a dependent (IK_PDL=2) against plainly"
           IK_PDL=2 timeout 100 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --mlp-only --ms 1,8,32 \
             --name bench_mlp_allpdl 2>&1 | tail -6; pack ;;
+  pdl_h200) t0=$SECONDS; left() { [ $((SECONDS - t0)) -lt "$1" ]; }
+          bench_q4k --dtype fp16 --ms 1 --name bench_q4k_fp16; pack
+          bench_q4k --dtype bf16 --ms 1 --name bench_q4k_bf16; pack
+          step "one GEMM after another at the goal shapes: as chosen, plainly, every convert a dependent"
+          timeout 150 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --paths --ms 1,8,16,32 \
+            --path-names "default,no PDL,all PDL" --shapes 2304x16384,13312x16384,16384x6656 --name bench_gemm_goal_pdl 2>&1 | tail -30; pack
+          left 300 && { bench_layernorm; pack; }
+          left 380 && { bench_fp8; pack; }
+          left 430 && { bench_swiglu; pack; }
+          left 480 && { step "RMSNorm 4096 x 4096"; timeout 60 python3 benchmarks/bench_rms_norm.py --hidden 4096 --rows 4096 \
+            --no-fused --dtype fp16 --name bench_rms_4096 2>&1 | tail -8; pack; } ;;
   pdl_verify) t0=$SECONDS; tests_gpu; pack
           [ $((SECONDS - t0)) -lt 330 ] && { sanitize q4k --only-kquants; pack; }
           [ $((SECONDS - t0)) -lt 420 ] && { sanitize act --only-activations; pack; } ;;
