@@ -53,7 +53,7 @@
 #           (IK_PDL=2) against the default and plainly, one GEMM after another and in the decode MLP
 #   pdl_h200: the goal figures with and without the dependent launches, most telling first: the
 #           k-quant gemvs (M = 1, fp16 and bf16), the skinny GEMM's goal shapes (default, no PDL,
-#           all PDL), LayerNorm, add + RMSNorm + FP8, SwiGLU, RMSNorm 4096 x 4096 while time is left
+#           all PDL), LayerNorm, add + RMSNorm + FP8, SwiGLU, RMSNorm (bf16) at 4096 rows while time is left
 #   pdl_verify: every CUDA test (tests_gpu), then the k-quant and activation launches under
 #           compute-sanitizer while time is left
 #   card1, card2: the anchors' tables on whatever GPU is lent (an H100 in the fifty-fourth session):
@@ -1489,8 +1489,8 @@ case "$MODE" in
           left 300 && { bench_layernorm; pack; }
           left 380 && { bench_fp8; pack; }
           left 430 && { bench_swiglu; pack; }
-          left 480 && { step "RMSNorm 4096 x 4096"; timeout 60 python3 benchmarks/bench_rms_norm.py --hidden 4096 --rows 4096 \
-            --no-fused --dtype fp16 --name bench_rms_4096 2>&1 | tail -8; pack; } ;;
+          left 470 && { step "RMSNorm at 4096 rows"; timeout 80 python3 benchmarks/bench_rms_norm.py --hidden 4096 8192 16384 \
+            --rows 4096 --no-fused --name bench_rms_4096 2>&1 | tail -16; pack; } ;;
   pdl_verify) t0=$SECONDS; tests_gpu; pack
           [ $((SECONDS - t0)) -lt 330 ] && { sanitize q4k --only-kquants; pack; }
           [ $((SECONDS - t0)) -lt 420 ] && { sanitize act --only-activations; pack; } ;;
