@@ -14,9 +14,10 @@ four gemvs where there were seven (the concatenated weights' bytes are the same)
 Every gemv reads our tiled Q4_K (tile_q4k; ggml's rows on the CPU); the layer's weights
 rotate over copies (> 200 MB in all), as in bench_q4k.py; harness.time_us (CUDA-graph
 replays). The floor is the quantised weight bytes (the layer's, or a group's) at the
-measured copy bandwidth (the activations, < 0.2 MB, are left out). Each gemv's output
-of one eager run of each form is checked against an fp64 product of its own input and
-the dequantised weight first.
+measured copy bandwidth (the activations, < 0.2 MB, are left out). On CUDA each part is
+also timed with every kernel launched plainly ("no PDL", IK_PDL=0), in the same process.
+Each gemv's output of one eager run of each form is checked against an fp64 product of
+its own input and the dequantised weight first.
 
 The copies are enough for the smallest group timed alone (q + k + v, 14 MB: 15 copies,
 about 3 GB with the fused weights): with the layer's two copies (> 200 MB for the layer), that
@@ -152,6 +153,9 @@ def main(argv=None) -> int:
         parts[name] = lambda i, name=name: gemvs(layers[i % copies], (name,))
     floor_us = layer_bytes / bw * 1e6
     times = {name: harness.measure(f"layer: {name}", f, copies, dev, log) for name, f in parts.items()}
+    # The same parts with every kernel launched plainly (IK_PDL=0), in this process.
+    plain = ({name: harness.measure(f"layer: {name}, no PDL", harness.without_pdl(f), copies, dev, log)
+              for name, f in parts.items()} if dev == "cuda" else {})
     md = harness.out_dir() / f"{args.name}.md"
     md.write_text(f"# {args.name}\n\nCopy bandwidth {bw / 1e12:.3f} TB/s; x {args.dtype}; one Q4_K "
                   f"layer ({hidden}, {kv}, {mlp}) at M = 1, {'tiled' if dev == 'cuda' else 'rows'}, "
@@ -161,15 +165,18 @@ def main(argv=None) -> int:
     group_bytes = {n: sum(shp[q][0] * shp[q][1] // 256 * BLOCK_BYTES["Q4_K"] for q in qs)
                    for name, qs in FUSED.items() for n in (name, " + ".join(qs))}
     floors = {name: (group_bytes[name] / bw * 1e6 if name in group_bytes else floor_us) for name in times}
-    body = [[name, t.us if t else None, floors[name] if name != "the rest only" else None,
+    body = [[name, t.us if t else None, plain[name].us if plain.get(name) else None,
+             harness.ratio(plain.get(name), t) if plain else None,
+             floors[name] if name != "the rest only" else None,
              f"{100 * floors[name] / t.us:.0f}%" if t and name != "the rest only" else None]
             for name, t in times.items()]
-    harness.print_table(["what", "us", "its weights' floor us", "% floor"], body,
+    harness.print_table(["what", "us", "no PDL us", "no PDL/us", "its weights' floor us", "% floor"], body,
                         f"Q4_K decode layer, M = 1, x {args.dtype}", md)
     (harness.out_dir() / f"{args.name}.json").write_text(json.dumps(
         {"copy_bw": bw, "device": torch.cuda.get_device_name() if dev == "cuda" else "cpu",
          "dtype": args.dtype, "shapes": shp, "layer_bytes": layer_bytes, "copies": copies,
          "rel_err": errs, "us": {k: (t.us if t else None) for k, t in times.items()},
+         "us_no_pdl": {k: (t.us if t else None) for k, t in plain.items()},
          "floor_us": floor_us, "floors_us": floors, **log}, indent=1))
     for e in log["errors"]:
         print("error:", e)

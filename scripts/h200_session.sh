@@ -52,7 +52,7 @@
 #   s57h: tests/test_pdl.py, then every skinny GEMM convert as a dependent without its prefetch
 #           (IK_PDL=2) against the default and plainly, one GEMM after another and in the decode MLP
 #   pdl_h200: the goal figures with and without the dependent launches, most telling first: the
-#           k-quant gemvs (M = 1, fp16 and bf16), the skinny GEMM's goal shapes (default, no PDL,
+#           k-quant gemvs (M = 1, fp16 and bf16) and decode layer, the skinny GEMM's goal shapes (default, no PDL,
 #           all PDL), LayerNorm, add + RMSNorm + FP8, SwiGLU, RMSNorm (bf16) at 4096 rows while time is left
 #   pdl_verify: every CUDA test (tests_gpu), then the k-quant and activation launches under
 #           compute-sanitizer while time is left
@@ -1483,6 +1483,8 @@ case "$MODE" in
   pdl_h200) t0=$SECONDS; left() { [ $((SECONDS - t0)) -lt "$1" ]; }
           bench_q4k --dtype fp16 --ms 1 --name bench_q4k_fp16; pack
           bench_q4k --dtype bf16 --ms 1 --name bench_q4k_bf16; pack
+          for d in fp16 bf16; do step "the Q4_K decode layer, $d, with and without"
+            timeout 100 python3 benchmarks/bench_q4k_layer.py --dtype $d --name bench_q4k_layer_$d 2>&1 | tail -13; done; pack
           step "one GEMM after another at the goal shapes: as chosen, plainly, every convert a dependent"
           timeout 150 python3 benchmarks/bench_skinny_gemm.py --out "$OUT" --paths --ms 1,8,16,32 \
             --path-names "default,no PDL,all PDL" --shapes 2304x16384,13312x16384,16384x6656 --name bench_gemm_goal_pdl 2>&1 | tail -30; pack
