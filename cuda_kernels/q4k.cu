@@ -833,13 +833,15 @@ __device__ __forceinline__ void compute(const Lane& l, const Src& src, float* ta
 template <typename T, KQuant F, int MINB, int S, int U, bool TL = false, bool XS = false, bool M1 = false,
           bool XSUM = false>
 __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const KQuantGemvParams p, unsigned ahead) {
-  // Each warp's first `ahead` tile blocks into L2 while the kernel before ends (tiled; not in
-  // the direct loop of four blocks in flight, where ptxas 13.0 then spilled 4 bytes).
+  // Tile blocks of each warp into L2 while the kernel before ends: ahead & 0xffff of them from
+  // its (ahead >> 16)-th (prefetch_blocks). Tiled; not in the direct loop of four blocks in
+  // flight, where ptxas 13.0 then spilled 4 bytes.
   if constexpr (TL && (S != 0 || U != 4)) {
     constexpr int64_t kTB = F == KQuant::kQ4K ? kQ4KTileBytes : kQ6KTileBytes;
     // 32-bit: the launcher bounds nb by 2^28 (as the XS split below)
     const unsigned nb = unsigned(p.k / kQK), kw = blockDim.x >> 5, w = threadIdx.x >> 5;
-    const unsigned b0 = w * nb / kw, n = min(ahead, (w + 1) * nb / kw - b0);
+    const unsigned b0 = w * nb / kw + (ahead >> 16), end = (w + 1) * nb / kw;
+    const unsigned n = b0 < end ? min(ahead & 0xffffu, end - b0) : 0u;
     if ((threadIdx.x & 31) == 0 && n > 0)
       prefetch_l2(static_cast<const uint8_t*>(p.q) + (int64_t(blockIdx.x) * nb + b0) * kTB, n * unsigned(kTB));
   }
@@ -1065,10 +1067,15 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
 // 67.1-67.2 with none and 67.95-67.99 with two; bf16 64.0-64.2 against 65.8-66.0 and
 // 66.5-66.6). Two gain more one gemv after another but cost the layer: a prefetch issued
 // behind a short kernel (a norm) slows it, and one not overlapped (no dependent launch)
-// costs fp16 x 0.6-0.8 us at 14336 x 4096.
+// costs fp16 x 0.55-0.75 us at 14336 x 4096. IK_KQ_PREFETCH=N@F (an experiment) prefetches
+// N blocks from each warp's F-th, e.g. past the blocks its stages load first.
 inline unsigned prefetch_blocks() {
   const char* v = std::getenv("IK_KQ_PREFETCH");
-  return v && *v ? unsigned(std::strtoul(v, nullptr, 10)) : 1u;
+  if (!v || !*v) return 1u;
+  char* end = nullptr;
+  const unsigned n = unsigned(std::strtoul(v, &end, 10)) & 0xffffu;
+  const unsigned from = end && *end == '@' ? unsigned(std::strtoul(end + 1, nullptr, 10)) & 0xffffu : 0u;
+  return from << 16 | n;
 }
 
 // Warps per tile (K splits): the most, up to 8 and one block each, whose grid still

@@ -54,6 +54,8 @@
 #   pdl_h200: the goal figures with and without the dependent launches, most telling first: the
 #           k-quant gemvs (M = 1, fp16 and bf16) and decode layer, the skinny GEMM's goal shapes (default, no PDL,
 #           all PDL), LayerNorm, add + RMSNorm + FP8, SwiGLU, RMSNorm (bf16) at 4096 rows while time is left
+#   kq_ahead: the k-quant gemv's L2 prefetch (IK_KQ_PREFETCH 1, 1@3, 2@3, 0): three weights and the
+#           decode layer, fp16 x
 #   pdl_verify: every CUDA test (tests_gpu), then the k-quant and activation launches under
 #           compute-sanitizer while time is left
 #   card1, card2: the anchors' tables on whatever GPU is lent (an H100 in the fifty-fourth session):
@@ -1493,6 +1495,13 @@ case "$MODE" in
           left 430 && { bench_swiglu; pack; }
           left 470 && { step "RMSNorm at 4096 rows"; timeout 80 python3 benchmarks/bench_rms_norm.py --hidden 4096 8192 16384 \
             --rows 4096 --no-fused --name bench_rms_4096 2>&1 | tail -16; pack; } ;;
+  kq_ahead) for a in 1 1@3 2@3 0; do  # the k-quant gemv's L2 prefetch: N blocks from each warp's F-th
+            step "Q4_K tiled, fp16 x, IK_KQ_PREFETCH=$a"
+            IK_KQ_PREFETCH=$a timeout 60 python3 benchmarks/bench_q4k.py --ours-only --formats Q4_K --dtype fp16 --ms 1 \
+              --shapes 14336x4096,4096x14336,4096x4096 --name "bench_q4k_ahead${a/@/at}" 2>&1 | grep -E "m=1" | tee -a "$OUT/ahead.log"
+            step "the Q4_K decode layer, fp16, IK_KQ_PREFETCH=$a"
+            IK_KQ_PREFETCH=$a timeout 100 python3 benchmarks/bench_q4k_layer.py --dtype fp16 --name "bench_q4k_layer_ahead${a/@/at}" 2>&1 | tail -12
+          done; pack ;;
   pdl_verify) t0=$SECONDS; tests_gpu; pack
           [ $((SECONDS - t0)) -lt 330 ] && { sanitize q4k --only-kquants; pack; }
           [ $((SECONDS - t0)) -lt 420 ] && { sanitize act --only-activations; pack; } ;;
