@@ -1062,7 +1062,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
 }
 
 // Tile blocks each warp prefetches into L2 before it waits for the kernel before: 1, or
-// IK_KQ_PREFETCH (read at each launch, for A/B runs in one process). One is the best of
+// IK_KQ_PREFETCH (read once per process, off the launch path; A/B runs use one process each). One is the best of
 // 0-4 in the Q4_K decode layer (H100, fifty-seventh session: fp16 x 65.5-65.7 us against
 // 67.1-67.2 with none and 67.95-67.99 with two; bf16 64.0-64.2 against 65.8-66.0 and
 // 66.5-66.6). Two gain more one gemv after another but cost the layer: a prefetch issued
@@ -1070,12 +1070,15 @@ __global__ void __launch_bounds__(kMaxWarps * 32, MINB) kquant_gemv_kernel(const
 // costs fp16 x 0.55-0.75 us at 14336 x 4096. IK_KQ_PREFETCH=N@F (an experiment) prefetches
 // N blocks from each warp's F-th, e.g. past the blocks its stages load first.
 inline unsigned prefetch_blocks() {
-  const char* v = std::getenv("IK_KQ_PREFETCH");
-  if (!v || !*v) return 1u;
-  char* end = nullptr;
-  const unsigned n = unsigned(std::strtoul(v, &end, 10)) & 0xffffu;
-  const unsigned from = end && *end == '@' ? unsigned(std::strtoul(end + 1, nullptr, 10)) & 0xffffu : 0u;
-  return from << 16 | n;
+  static const unsigned blocks = [] {
+    const char* v = std::getenv("IK_KQ_PREFETCH");
+    if (!v || !*v) return 1u;
+    char* end = nullptr;
+    const unsigned n = unsigned(std::strtoul(v, &end, 10)) & 0xffffu;
+    const unsigned from = end && *end == '@' ? unsigned(std::strtoul(end + 1, nullptr, 10)) & 0xffffu : 0u;
+    return from << 16 | n;
+  }();
+  return blocks;
 }
 
 // Warps per tile (K splits): the most, up to 8 and one block each, whose grid still
